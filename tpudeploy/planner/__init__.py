@@ -1,0 +1,71 @@
+"""Capacity and cost planner: model, chip and prices as data, arithmetic as pure functions."""
+
+from tpudeploy.planner.capacity import (
+    TPU_PALLAS,
+    BackendSpec,
+    KvPool,
+    bandwidth_efficiency,
+    block_size_for,
+    compile_headroom_bytes,
+    decode_floor_s,
+    kv_memory_multiplier,
+    kv_pool,
+)
+from tpudeploy.planner.chips import CHIPS, V5E, Accelerator, ChipSpec, lookup_accelerator
+from tpudeploy.planner.cost import (
+    FLEX_START,
+    ON_DEMAND,
+    PROVISIONING_MODELS,
+    SEED_BOOT,
+    SEED_PRICES,
+    SEED_THROUGHPUT,
+    SPOT,
+    PriceTable,
+    cost_per_million_tokens,
+    hourly_cost,
+    monthly_cost,
+    preemption_break_even,
+)
+from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
+from tpudeploy.planner.guards import Finding, ServeSettings, check_settings, errors
+from tpudeploy.planner.report import capacity_table, cost_table, synth_summary
+
+__all__ = [
+    "CHIPS",
+    "FLEX_START",
+    "GEMMA_4_E2B",
+    "GIB",
+    "ON_DEMAND",
+    "PROVISIONING_MODELS",
+    "SEED_BOOT",
+    "SEED_PRICES",
+    "SEED_THROUGHPUT",
+    "SPOT",
+    "TPU_PALLAS",
+    "V5E",
+    "Accelerator",
+    "BackendSpec",
+    "ChipSpec",
+    "Finding",
+    "KvPool",
+    "LayerType",
+    "ModelGeometry",
+    "PriceTable",
+    "ServeSettings",
+    "bandwidth_efficiency",
+    "block_size_for",
+    "capacity_table",
+    "check_settings",
+    "compile_headroom_bytes",
+    "cost_per_million_tokens",
+    "cost_table",
+    "decode_floor_s",
+    "errors",
+    "hourly_cost",
+    "kv_memory_multiplier",
+    "kv_pool",
+    "lookup_accelerator",
+    "monthly_cost",
+    "preemption_break_even",
+    "synth_summary",
+]

@@ -1,0 +1,155 @@
+"""KV pool, block rounding, safe concurrency and the decode bandwidth floor, from data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tpudeploy.planner.chips import V5E, ChipSpec
+from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, ModelGeometry
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """How the vLLM TPU (Pallas) backend lays out the pool (seed, --max-model-len section)."""
+
+    # The backend scales block_size with max_model_len to hold this many blocks per request.
+    blocks_per_request: int = 512
+    # Assumed, not in the seed: the smallest page the kernel takes, for short contexts.
+    min_block_size: int = 16
+    # Seed rule of thumb: keep clients x context < ~250,000 tokens, ~78% of the pool.
+    safe_pool_fraction: float = 0.78
+    # Measured single-stream TPOT at max-model-len 32768 (seed, blocks/request table).
+    measured_tpot_s: float = 8.02e-3
+
+
+TPU_PALLAS = BackendSpec()
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def block_size_for(max_model_len: int, backend: BackendSpec = TPU_PALLAS) -> int:
+    """16,384 -> 32 and 32,768 -> 64 (seed): the power of two keeping 512 blocks per request."""
+    per_block = -(-max_model_len // backend.blocks_per_request)
+    return max(backend.min_block_size, _next_power_of_two(per_block))
+
+
+@dataclass(frozen=True, slots=True)
+class KvPool:
+    max_model_len: int
+    gpu_memory_utilization: float
+    hbm_bytes: int
+    cap_bytes: int
+    weight_bytes: int
+    pool_bytes: int
+    bytes_per_token: int
+    block_size: int
+    num_blocks: int
+    tokens: int
+    safe_tokens: int
+
+    @property
+    def outside_cap_bytes(self) -> int:
+        # Compiled XLA programs live here and the utilisation knob does not govern them.
+        return self.hbm_bytes - self.cap_bytes
+
+    @property
+    def blocks_per_request(self) -> int:
+        return -(-self.max_model_len // self.block_size)
+
+    def max_clients(self, context: int) -> int:
+        """Streams of `context` tokens that fit in the pool at once: past it, queueing."""
+        return self.tokens // context
+
+    def safe_clients(self, context: int) -> int:
+        """Streams of `context` tokens under the seed's ~78% line (at least 1 if one fits)."""
+        return max(min(1, self.max_clients(context)), self.safe_tokens // context)
+
+
+def kv_pool(
+    *,
+    max_model_len: int = 32_768,
+    gpu_memory_utilization: float = 0.92,
+    kv_cache_memory_bytes: int | None = None,
+    kv_dtype_bytes: int | None = None,
+    model: ModelGeometry = GEMMA_4_E2B,
+    chip: ChipSpec = V5E,
+    backend: BackendSpec = TPU_PALLAS,
+) -> KvPool:
+    """The engine's Memory statistics line and KV block count, for one chip."""
+    cap = int(chip.hbm_bytes * gpu_memory_utilization)
+    weights = model.resident_weight_bytes
+    # --kv-cache-memory-bytes pins the pool and skips the fraction (seed: 5923602432 good).
+    pool = cap - weights if kv_cache_memory_bytes is None else kv_cache_memory_bytes
+    if pool <= 0:
+        raise ValueError(
+            f"vllm.gpu_memory_utilization = {gpu_memory_utilization}: cap {cap / GIB:.2f} GiB "
+            f"does not hold the {weights / GIB:.2f} GiB of weights; use 0.92 (the seed's value)"
+        )
+    per_token = model.kv_bytes_per_token(kv_dtype_bytes=kv_dtype_bytes)
+    block = block_size_for(max_model_len, backend)
+    # The pool holds whole blocks: floor(pool / (bytes/token x block size)), seed 5,021 x 64.
+    blocks = pool // (per_token * block)
+    tokens = blocks * block
+    return KvPool(
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        hbm_bytes=chip.hbm_bytes,
+        cap_bytes=cap,
+        weight_bytes=weights,
+        pool_bytes=pool,
+        bytes_per_token=per_token,
+        block_size=block,
+        num_blocks=blocks,
+        tokens=tokens,
+        safe_tokens=int(tokens * backend.safe_pool_fraction),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramFailure:
+    """The measured 0.95 failure: a compiled program that did not fit outside the cap."""
+
+    gpu_memory_utilization: float = 0.95
+    # RuntimeProgramAllocationFailure for jit_structured_decode_fn (XLA's "M" is MiB).
+    wanted_bytes: int = round(384.11 * 1024**2)
+    free_bytes: int = round(347.33 * 1024**2)
+
+
+SEED_PROGRAM_FAILURE = ProgramFailure()
+
+
+def compile_headroom_bytes(
+    gpu_memory_utilization: float,
+    *,
+    chip: ChipSpec = V5E,
+    failure: ProgramFailure = SEED_PROGRAM_FAILURE,
+) -> int:
+    """Estimated room left for the largest compiled program; negative means it will not load.
+
+    Whatever else lives outside the cap is taken as fixed, from the failure's free figure:
+    0.95 is 37 MiB short; 0.93 and 0.94 leave ~286 and ~124 MiB (seed: ~291 and ~127 MB).
+    """
+    outside = chip.hbm_bytes * (1 - gpu_memory_utilization)
+    other = chip.hbm_bytes * (1 - failure.gpu_memory_utilization) - failure.free_bytes
+    return round(outside - other - failure.wanted_bytes)
+
+
+def kv_memory_multiplier(tensor_parallel_size: int, model: ModelGeometry = GEMMA_4_E2B) -> float:
+    """KV bytes per token at this TP over TP=1: 4.0 at TP=4 for a one-KV-head model."""
+    return model.padded_kv_heads(tensor_parallel_size) / model.num_key_value_heads
+
+
+def decode_floor_s(model: ModelGeometry = GEMMA_4_E2B, chip: ChipSpec = V5E) -> float:
+    """Seconds per decode step if HBM bandwidth were the only cost (seed: 3.94 ms)."""
+    return model.decode_bytes_per_step / chip.hbm_bandwidth_bytes_per_s
+
+
+def bandwidth_efficiency(
+    measured_tpot_s: float = TPU_PALLAS.measured_tpot_s,
+    model: ModelGeometry = GEMMA_4_E2B,
+    chip: ChipSpec = V5E,
+) -> float:
+    """Floor over measured step time: the share of peak bandwidth decode achieves (seed: 49%)."""
+    return decode_floor_s(model, chip) / measured_tpot_s

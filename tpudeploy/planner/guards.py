@@ -1,0 +1,357 @@
+"""Guard rails: pure checks of serve settings against what the seed learned the hard way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tpudeploy.planner.capacity import (
+    TPU_PALLAS,
+    BackendSpec,
+    block_size_for,
+    compile_headroom_bytes,
+    kv_memory_multiplier,
+    kv_pool,
+)
+from tpudeploy.planner.chips import Accelerator, lookup_accelerator
+from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, ModelGeometry
+
+Severity = Literal["error", "warning", "note"]
+MIB = 1024**2
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """The inputs the checks read, named like the config keys; defaults are the seed's."""
+
+    accelerator_type: str = "v5litepod-1"
+    gpu_memory_utilization: float = 0.92
+    force_gpu_memory_utilization: bool = False
+    kv_cache_dtype: str = "auto"
+    force_kv_cache_dtype: bool = False
+    tensor_parallel_size: int = 1
+    force_tensor_parallel_size: bool = False
+    max_model_len: int = 32_768
+    max_num_batched_tokens: int = 4096
+    limit_mm_per_prompt: Mapping[str, int] = field(default_factory=lambda: {"image": 4, "audio": 1})
+    disable_chunked_mm_input: bool = True
+    block_size: int | None = None
+    kv_cache_memory_bytes: int | None = None
+    expected_clients: int | None = None
+    expected_context: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    severity: Severity
+    key: str
+    value: object
+    message: str
+    override: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.severity}: {self.key} = {self.value!r}: {self.message}"
+        if self.override:
+            text += f" (if you know better, set {self.override} = true)"
+        return text
+
+
+# Highest value that booted and served, per (chip generation, model) (seed: 0.95 died).
+MEMORY_UTILIZATION_CEILING: dict[tuple[str, str], float] = {("v5e", GEMMA_4_E2B.name): 0.92}
+
+# vLLM's --kv-cache-dtype enum on the seed's build: 16 values; anything else is
+# "invalid choice" at the CLI (int8 included).
+TURBOQUANT_KV_DTYPES = frozenset(
+    {"turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc"}
+)
+VLLM_KV_CACHE_DTYPES = (
+    frozenset(
+        {
+            "auto",
+            "bfloat16",
+            "float16",
+            "fp8",
+            "fp8_ds_mla",
+            "fp8_e4m3",
+            "fp8_e5m2",
+            "fp8_inc",
+            "fp8_per_token_head",
+            "int4_per_token_head",
+            "int8_per_token_head",
+            "nvfp4",
+        }
+    )
+    | TURBOQUANT_KV_DTYPES
+)
+KV_DTYPES_GOOD = frozenset({"auto", "bfloat16"})
+# Reachable on the JAX path but 1.000x capacity: the block layout is word-aligned.
+KV_DTYPES_PADDED = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"})
+# Accepted by the CLI, then kill the server at boot (seed, measured).
+KV_DTYPES_CRASH = (
+    frozenset({"int8_per_token_head", "nvfp4", "fp8_inc", "fp8_ds_mla"}) | TURBOQUANT_KV_DTYPES
+)
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def check_gpu_memory_utilization(
+    s: ServeSettings, accel: Accelerator, model: ModelGeometry = GEMMA_4_E2B
+) -> list[Finding]:
+    key, value = "vllm.gpu_memory_utilization", s.gpu_memory_utilization
+    if not 0 < value <= 1:
+        return [Finding("error", key, value, "must be a fraction in (0, 1]; use 0.92 (seed)")]
+    try:
+        pool = kv_pool(
+            max_model_len=s.max_model_len,
+            gpu_memory_utilization=value,
+            model=model,
+            chip=accel.chip,
+        )
+    except ValueError as exc:
+        return [Finding("error", key, value, str(exc).split(": ", 1)[1])]
+    if s.kv_cache_memory_bytes is None and pool.tokens < s.max_model_len:
+        return [
+            Finding(
+                "error",
+                key,
+                value,
+                f"leaves a {pool.tokens:,}-token KV pool ({pool.pool_bytes / GIB:.2f} GiB), "
+                f"less than one request of vllm.max_model_len {s.max_model_len:,}: vLLM "
+                f"refuses to start. Use 0.92 (seed: 321,344 tokens at 32K)",
+            )
+        ]
+    ceiling = MEMORY_UTILIZATION_CEILING.get((accel.chip.generation, model.name))
+    if ceiling is None or value <= ceiling:
+        return []
+    headroom = compile_headroom_bytes(value, chip=accel.chip) / MIB
+    outcome = f"{-headroom:.0f} MiB short" if headroom < 0 else f"~{headroom:.0f} MiB of margin"
+    message = (
+        f"above the {ceiling} ceiling for {model.name} on {accel.chip.generation}. The knob "
+        f"governs weights + KV only; compiled XLA programs live in the rest. 0.95 died 691 s "
+        f"into compile (jit_structured_decode_fn wanted 384.11 MiB, 347.33 MiB free); this "
+        f"value is untested and estimates {outcome}. Use {ceiling}, or pin the pool with "
+        f"vllm.kv_cache_memory_bytes"
+    )
+    forced = s.force_gpu_memory_utilization
+    severity: Severity = "warning" if forced else "error"
+    return [Finding(severity, key, value, message, "vllm.force_gpu_memory_utilization")]
+
+
+def check_kv_cache_dtype(s: ServeSettings) -> list[Finding]:
+    key, value = "vllm.kv_cache_dtype", s.kv_cache_dtype
+    dtype = value.strip().lower()
+    if dtype in KV_DTYPES_GOOD:
+        return []
+    if dtype not in VLLM_KV_CACHE_DTYPES:
+        known = ", ".join(sorted(VLLM_KV_CACHE_DTYPES))
+        return [
+            Finding(
+                "error",
+                key,
+                value,
+                f"not in vLLM's --kv-cache-dtype enum (the CLI exits with \"invalid choice: "
+                f"'{value}'\"; the seed hit this with int8). Use 'auto' (bf16); known: {known}",
+            )
+        ]
+    if dtype in KV_DTYPES_CRASH:
+        return [
+            Finding(
+                "error",
+                key,
+                value,
+                "accepted by the CLI, then kills the server at boot on the TPU JAX path "
+                "(seed: int8_per_token_head, turboquant_*, nvfp4, fp8_inc, fp8_ds_mla). "
+                "Use 'auto'",
+            )
+        ]
+    if s.force_kv_cache_dtype:
+        return []
+    if dtype in KV_DTYPES_PADDED:
+        message = (
+            "gives 1.000x KV capacity on this stack: the block layout is word-aligned, so "
+            "the narrower element buys padding, not room, and costs ~2% throughput (seed, "
+            "re-verified: 5,021 blocks either way). Use 'auto'"
+        )
+    else:
+        message = (
+            "accepted by the CLI but never run by the seed on this model and chip; expect "
+            "fp8's 1.000x capacity or a boot failure. Use 'auto'"
+        )
+    return [Finding("warning", key, value, message, "vllm.force_kv_cache_dtype")]
+
+
+def check_tensor_parallel(
+    s: ServeSettings, accel: Accelerator, model: ModelGeometry = GEMMA_4_E2B
+) -> list[Finding]:
+    key, tp = "vllm.tensor_parallel_size", s.tensor_parallel_size
+    if tp < 1:
+        return [Finding("error", key, tp, "must be at least 1; use 1 on one chip")]
+    if tp > accel.chips:
+        return [
+            Finding(
+                "error",
+                key,
+                tp,
+                f"{accel.accelerator_type} has {accel.chips} chip(s); tensor parallelism "
+                f"cannot exceed it. Use {min(tp, accel.chips)} or a larger slice",
+            )
+        ]
+    if tp > 1 and model.num_key_value_heads % tp != 0:
+        factor = kv_memory_multiplier(tp, model)
+        message = (
+            f"{model.name} has {model.num_key_value_heads} KV head(s), which cannot be "
+            f"sharded {tp} ways: the runtime pads them to {model.padded_kv_heads(tp)} and "
+            f"stores the same head replicated, {factor:g}x the KV memory per token (seed "
+            f"trap 5: more chips multiply KV cost). Use 1 and scale out with more replicas"
+        )
+        severity: Severity = "warning" if s.force_tensor_parallel_size else "error"
+        return [Finding(severity, key, tp, message, "vllm.force_tensor_parallel_size")]
+    return []
+
+
+def check_max_num_batched_tokens(
+    s: ServeSettings, model: ModelGeometry = GEMMA_4_E2B
+) -> list[Finding]:
+    key, value = "vllm.max_num_batched_tokens", s.max_num_batched_tokens
+    findings: list[Finding] = []
+    floor = model.mm_item_floor(s.limit_mm_per_prompt) if s.disable_chunked_mm_input else 0
+    if value < floor:
+        findings.append(
+            Finding(
+                "error",
+                key,
+                value,
+                f'vLLM refuses to start: "ValueError: Chunked MM input disabled but '
+                f"max_tokens_per_mm_item ({floor}) is larger than max_num_batched_tokens "
+                f'({value}). Please increase max_num_batched_tokens." With '
+                f"disable_chunked_mm_input and limit_mm_per_prompt "
+                f"{dict(s.limit_mm_per_prompt)} one item must fit in one step. Use "
+                f"{_next_power_of_two(floor)} (the compile bucket at the floor), or drop the "
+                f"modalities you do not need",
+            )
+        )
+    elif not _is_power_of_two(value):
+        bucket = _next_power_of_two(value)
+        findings.append(
+            Finding(
+                "note",
+                key,
+                value,
+                f"TPU compiles power-of-two buckets, so {value} runs the {bucket} kernel "
+                f"while carrying {value} tokens (seed: 2496 cost 24.7% throughput against "
+                f"4096 with the latency tail unchanged). Use {bucket}, or set "
+                f"VLLM_TPU_BUCKET_PADDING_GAP=128 for linear buckets",
+            )
+        )
+    return findings
+
+
+def check_block_size(s: ServeSettings, backend: BackendSpec = TPU_PALLAS) -> list[Finding]:
+    if s.block_size is None:
+        return []
+    chosen = block_size_for(s.max_model_len, backend)
+    return [
+        Finding(
+            "warning",
+            "vllm.block_size",
+            s.block_size,
+            f"leave it unset: the TPU backend scales the block size with max_model_len to "
+            f"keep {backend.blocks_per_request} blocks per request (it would pick {chosen} at "
+            f"{s.max_model_len}); pinning it fights the scaling that keeps long context free "
+            f"and more blocks per request slow decode (2048 blocks: 8.32 vs 8.02 ms, seed)",
+        )
+    ]
+
+
+def check_load(
+    s: ServeSettings,
+    accel: Accelerator,
+    model: ModelGeometry = GEMMA_4_E2B,
+    backend: BackendSpec = TPU_PALLAS,
+) -> list[Finding]:
+    if s.expected_clients is None or s.expected_context is None:
+        return []
+    if s.expected_context > s.max_model_len:
+        return [
+            Finding(
+                "error",
+                "load.expected_context",
+                s.expected_context,
+                f"longer than vllm.max_model_len ({s.max_model_len}): vLLM rejects such "
+                f"requests. Raise max_model_len (block size scales, capacity stays) or shorten",
+            )
+        ]
+    try:
+        pool = kv_pool(
+            max_model_len=s.max_model_len,
+            gpu_memory_utilization=s.gpu_memory_utilization,
+            kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+            model=model,
+            chip=accel.chip,
+            backend=backend,
+        )
+    except ValueError:
+        return []  # check_gpu_memory_utilization reports it
+    wanted = s.expected_clients * s.expected_context
+    value = f"{s.expected_clients} x {s.expected_context}"
+    if wanted > pool.tokens:
+        return [
+            Finding(
+                "warning",
+                "load.expected_clients",
+                value,
+                f"{wanted:,} KV tokens wanted against a {pool.tokens:,}-token pool: past the "
+                f"KV wall more clients buy queueing, not throughput (seed: 64 x 8,192 fell "
+                f"from 400 to 324 tok/s, median TTFT 11.7 s). Keep clients x context under "
+                f"{pool.safe_tokens:,} (at most {pool.safe_clients(s.expected_context)} "
+                f"clients at this context)",
+            )
+        ]
+    if wanted > pool.safe_tokens:
+        return [
+            Finding(
+                "note",
+                "load.expected_clients",
+                value,
+                f"{wanted:,} KV tokens is above the seed's safe line of clients x context < "
+                f"{pool.safe_tokens:,} (~{backend.safe_pool_fraction:.0%} of the "
+                f"{pool.tokens:,}-token pool): expect tail latency. Use at most "
+                f"{pool.safe_clients(s.expected_context)} clients at this context",
+            )
+        ]
+    return []
+
+
+def check_settings(
+    s: ServeSettings,
+    *,
+    model: ModelGeometry = GEMMA_4_E2B,
+    backend: BackendSpec = TPU_PALLAS,
+) -> list[Finding]:
+    """Every guard rail; errors first. An empty list means the seed would run it as is."""
+    findings = check_kv_cache_dtype(s) + check_max_num_batched_tokens(s, model)
+    findings += check_block_size(s, backend)
+    try:
+        accel = lookup_accelerator(s.accelerator_type)
+    except ValueError as exc:
+        findings.append(Finding("error", "tpu.accelerator_type", s.accelerator_type, str(exc)))
+    else:
+        findings = (
+            check_gpu_memory_utilization(s, accel, model)
+            + check_tensor_parallel(s, accel, model)
+            + findings
+            + check_load(s, accel, model, backend)
+        )
+    order = {"error": 0, "warning": 1, "note": 2}
+    return sorted(findings, key=lambda f: order[f.severity])
+
+
+def errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == "error"]

@@ -1,0 +1,234 @@
+"""Text tables for `make capacity`, `make cost` and the four-line synth summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tpudeploy.planner.capacity import (
+    TPU_PALLAS,
+    BackendSpec,
+    KvPool,
+    bandwidth_efficiency,
+    decode_floor_s,
+    kv_pool,
+)
+from tpudeploy.planner.chips import lookup_accelerator
+from tpudeploy.planner.cost import (
+    FLEX_START,
+    HOURS_PER_MONTH,
+    PROVISIONING_MODELS,
+    SEED_BOOT,
+    SEED_PRICES,
+    SEED_THROUGHPUT,
+    SPOT,
+    BootTimes,
+    PriceTable,
+    ThroughputPoint,
+    cost_rows,
+    hourly_cost,
+    monthly_cost,
+    normalize_model,
+    preemption_break_even,
+)
+from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
+from tpudeploy.planner.guards import ServeSettings
+
+DEFAULT_CONTEXTS = (128, 1024, 8192)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def _pool(s: ServeSettings, model: ModelGeometry, backend: BackendSpec, mml: int) -> KvPool:
+    chip = lookup_accelerator(s.accelerator_type).chip
+    return kv_pool(
+        max_model_len=mml,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        model=model,
+        chip=chip,
+        backend=backend,
+    )
+
+
+def capacity_table(
+    s: ServeSettings | None = None,
+    *,
+    model: ModelGeometry = GEMMA_4_E2B,
+    backend: BackendSpec = TPU_PALLAS,
+    contexts: Sequence[int] = DEFAULT_CONTEXTS,
+) -> str:
+    """Memory budget, KV geometry, pool and safe concurrency for the given settings."""
+    s = s or ServeSettings()
+    chip = lookup_accelerator(s.accelerator_type).chip
+    pool = _pool(s, model, backend, s.max_model_len)
+    by_type = model.kv_bytes_per_token_by_type()
+    sources = sorted(set(model.shared_cache_sources.values()))
+    floor = decode_floor_s(model, chip)
+    budget = [
+        ("visible HBM", _gib(pool.hbm_bytes)),
+        (f"cap at gpu_memory_utilization {s.gpu_memory_utilization}", _gib(pool.cap_bytes)),
+        ("weights (resident, bf16)", _gib(pool.weight_bytes)),
+        ("KV pool", _gib(pool.pool_bytes)),
+        ("outside the cap (compiled programs)", _gib(pool.outside_cap_bytes)),
+        (
+            "cache-owning layers",
+            f"{len(model.cache_owning_layers)} of {model.num_hidden_layers} "
+            f"(shared read layers {', '.join(map(str, sources))})",
+        ),
+        *(
+            (
+                f"KV bytes/token, {kind} ({model.cached_layer_count(kind)} layers x "
+                f"head_dim {model.head_dim_for(kind)})",
+                f"{by_type[kind]:,} B",
+            )
+            for kind in LayerType
+        ),
+        ("KV bytes/token, total", f"{pool.bytes_per_token:,} B"),
+        (
+            f"blocks at max_model_len {s.max_model_len:,}",
+            f"{pool.num_blocks:,} x {pool.block_size} tokens",
+        ),
+        ("KV pool tokens", f"{pool.tokens:,}"),
+        (
+            f"safe clients x context (~{backend.safe_pool_fraction:.0%})",
+            f"< {pool.safe_tokens:,}",
+        ),
+        (
+            "decode floor (bytes moved / bandwidth)",
+            f"{model.decode_bytes_per_step / GIB:.2f} GiB / "
+            f"{chip.hbm_bandwidth_bytes_per_s / GIB:.0f} GiB/s = {floor * 1e3:.2f} ms",
+        ),
+        (
+            f"measured TPOT {backend.measured_tpot_s * 1e3:.2f} ms",
+            f"{bandwidth_efficiency(backend.measured_tpot_s, model, chip):.0%} of peak bandwidth",
+        ),
+    ]
+    ctx = sorted(
+        {*contexts, s.max_model_len, *([s.expected_context] if s.expected_context else [])}
+    )
+    concurrency = [
+        (f"{c:,}", f"{pool.max_clients(c):,}", f"{pool.safe_clients(c):,}")
+        for c in ctx
+        if c <= s.max_model_len
+    ]
+    lengths = sorted({16_384, 32_768, 65_536, s.max_model_len})
+    by_length = []
+    for mml in lengths:
+        p = _pool(s, model, backend, mml)
+        by_length.append(
+            (
+                f"{mml:,}",
+                str(p.block_size),
+                str(p.blocks_per_request),
+                f"{p.num_blocks:,}",
+                f"{p.tokens:,}",
+            )
+        )
+    return "\n\n".join(
+        [
+            f"Capacity: {model.name} on {s.accelerator_type}",
+            _table(["item", "value"], budget),
+            _table(["context", "clients that fit", "safe clients"], concurrency),
+            _table(
+                ["max_model_len", "block_size", "blocks/request", "KV blocks", "KV tokens"],
+                by_length,
+            ),
+        ]
+    )
+
+
+def cost_table(
+    *,
+    chips: int = 1,
+    prices: PriceTable = SEED_PRICES,
+    points: Sequence[ThroughputPoint] = SEED_THROUGHPUT,
+    boot: BootTimes = SEED_BOOT,
+) -> str:
+    """Rates, monthly cost, $ per million output tokens and the spot/flex-start break-even."""
+    spot = prices.rate(SPOT)
+    rates = [
+        (
+            model,
+            f"{rate:.4f}",
+            "-" if model == SPOT else f"{(rate / spot - 1):+.1%}",
+            f"{rate * chips:.4f}",
+            f"{rate * chips * HOURS_PER_MONTH:,.0f}",
+        )
+        for model, rate in sorted(prices.per_chip_hour.items(), key=lambda kv: kv[1])
+    ]
+    rows = [
+        (
+            r.point.label,
+            f"{r.point.output_tok_s:,.1f}",
+            *(f"${r.per_million[m]:.3f}" for m in PROVISIONING_MODELS),
+        )
+        for r in cost_rows(points=tuple(points), chips=chips, prices=prices)
+    ]
+    lines = []
+    for label, seconds in (("cold", boot.cold_s), ("warm (compile cache mounted)", boot.warm_s)):
+        b = preemption_break_even(seconds, chips=chips, prices=prices)
+        lines.append(
+            f"- {label}: a preemption wastes {seconds:.0f} s = ${b.rebuild_cost:.4f}; flex-start "
+            f"premium ${b.premium_per_hour:.4f}/h; spot wins only if preempted less often "
+            f"than every {b.interval_h:.1f} h"
+        )
+    return "\n\n".join(
+        [
+            f"Cost: {chips} chip(s), {prices.source}, as of {prices.as_of}",
+            _table(
+                ["model", "$/chip-hr", "vs spot", "$/hour", f"$/month ({HOURS_PER_MONTH} h)"], rates
+            ),
+            _table(["workload", "tok/s", *(f"{m} $/M" for m in PROVISIONING_MODELS)], rows),
+            "Spot vs flex-start break-even:\n" + "\n".join(lines),
+        ]
+    )
+
+
+def synth_summary(
+    s: ServeSettings | None = None,
+    *,
+    provisioning_model: str = FLEX_START,
+    max_run_duration_s: int | None = 4 * 3600,
+    prices: PriceTable = SEED_PRICES,
+    model: ModelGeometry = GEMMA_4_E2B,
+    backend: BackendSpec = TPU_PALLAS,
+) -> list[str]:
+    """Four lines: hourly cost, what stops the billing, KV pool, safe concurrency."""
+    s = s or ServeSettings()
+    accel = lookup_accelerator(s.accelerator_type)
+    pm = normalize_model(provisioning_model)
+    hourly = hourly_cost(pm, chips=accel.chips, prices=prices)
+    monthly = monthly_cost(pm, chips=accel.chips, prices=prices)
+    if pm == FLEX_START and max_run_duration_s:
+        hours = max_run_duration_s / 3600
+        stops = (
+            f"billing stops: on its own after max run duration {hours:g} h "
+            f"(at most ${hourly * hours:.2f} per run), or at make destroy"
+        )
+    else:
+        stops = (
+            f"billing stops: NOTHING stops {pm} but make destroy "
+            f"(${monthly:,.0f}/month if forgotten)"
+        )
+    pool = _pool(s, model, backend, s.max_model_len)
+    context = s.expected_context or s.max_model_len
+    return [
+        f"cost: ${hourly:.4f}/h ({pm}, {accel.chips} chip(s), {prices.region}, {prices.as_of})",
+        stops,
+        f"KV pool: {pool.tokens:,} tokens ({_gib(pool.pool_bytes)}, {pool.num_blocks:,} blocks "
+        f"x {pool.block_size}) at max_model_len {s.max_model_len:,}",
+        f"safe concurrency: {pool.safe_clients(context)} client(s) at {context:,} tokens of "
+        f"context (clients x context < {pool.safe_tokens:,})",
+    ]
