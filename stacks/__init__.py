@@ -1,0 +1,1 @@
+"""CDKTF stacks: what exists in the cloud, declared from a validated DeployConfig."""

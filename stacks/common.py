@@ -1,0 +1,53 @@
+"""Pieces every stack shares: the google-beta provider, the project variable, Terraform pins."""
+
+from __future__ import annotations
+
+from cdktf import LocalBackend, TerraformStack, TerraformVariable, TerraformVariableValidationConfig
+from cdktf_cdktf_provider_google_beta.provider import GoogleBetaProvider
+
+from tpudeploy.config import DeployConfig
+
+# terraform_data (flex-start) needs 1.4; 1.5 is the oldest release we document.
+TERRAFORM_REQUIRED_VERSION = ">= 1.5.0"
+
+
+def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
+    """Declare provider and pins on `stack`; return the project as a Terraform expression.
+
+    Synthesizing needs no project (a newcomer runs `make synth` with no cloud access); deploying
+    does, so an unset project becomes a required variable that Terraform refuses to plan without.
+    """
+    stack.add_override("terraform.required_version", TERRAFORM_REQUIRED_VERSION)
+    # Terraform runs in cdktf.out/stacks/<stack>/; keep state at the repository root, outside the
+    # synth output (which `make clean` removes), with a portable relative path.
+    LocalBackend(stack, path=f"../../../terraform.{stack.node.id}.tfstate")
+    project = TerraformVariable(
+        stack,
+        "project",
+        type="string",
+        default=cfg.project or None,
+        description="Google Cloud project id (config key `project` or GOOGLE_CLOUD_PROJECT).",
+        validation=[
+            TerraformVariableValidationConfig(
+                condition="length(var.project) > 0",
+                error_message=(
+                    "project is empty: set project in the deployment config or export "
+                    "GOOGLE_CLOUD_PROJECT, then synthesize again."
+                ),
+            )
+        ],
+    )
+    GoogleBetaProvider(
+        stack,
+        "google-beta",
+        project=project.string_value,
+        region=cfg.effective_region,
+        zone=cfg.zone,
+        default_labels={"deployment": cfg.name, "managed_by": "tpudeploy"},
+    )
+    return project.string_value
+
+
+def service_account_email(cfg: DeployConfig, project: str) -> str:
+    """Deterministic, so the node stack needs no cross-stack state lookup."""
+    return f"{cfg.service_account_id}@{project}.iam.gserviceaccount.com"
