@@ -1,0 +1,292 @@
+"""Loopback fake of the TPU v2alpha1 routes the queued-resource client uses (scripted states)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+_QR_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources/([^/:]+)$")
+_QR_COLLECTION = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources$")
+_NODE_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+)$")
+_OP_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+/operations/[^/:]+)$")
+
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ALREADY_EXISTS",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+@dataclass
+class Request:
+    """One request as the fake saw it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Fault:
+    method: str
+    path_contains: str
+    status: int
+    message: str
+    remaining: int
+
+
+@dataclass
+class _QueuedResource:
+    name: str
+    body: dict[str, Any]
+    states: list[Any]
+    deleting_polls: int | None = None
+    delete_refusals: list[tuple[int, str]] = field(default_factory=list)
+
+    def current_state(self) -> dict[str, Any]:
+        entry = self.states[0]
+        return dict(entry) if isinstance(entry, dict) else {"state": entry}
+
+    def advance(self) -> None:
+        if len(self.states) > 1:
+            self.states.pop(0)
+
+
+class FakeTpuApi:
+    """A ThreadingHTTPServer on 127.0.0.1 answering like tpu.googleapis.com v2alpha1.
+
+    Each GET of a queued resource shows the next state of its scripted sequence (the last one
+    sticks). DELETE turns it DELETING and it is gone (404) after `delete_polls` more GETs.
+    """
+
+    def __init__(self, *, delete_polls: int = 1) -> None:
+        self.requests: list[Request] = []
+        self.delete_polls = delete_polls
+        self._resources: dict[str, _QueuedResource] = {}
+        self._scripts: dict[str, list[Any]] = {}
+        self._faults: list[_Fault] = []
+        self._operations: dict[str, dict[str, Any]] = {}
+        self._create_op_errors: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        # A short poll interval keeps shutdown (every test's teardown) at ~10 ms instead of 0.5 s.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+
+    # ---- lifecycle
+
+    @property
+    def host(self) -> str:
+        """host:port, the value for TPU_EMULATOR_HOST."""
+        return f"127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FakeTpuApi:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeTpuApi:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- scripting
+
+    def script_states(self, name: str, states: list[Any]) -> None:
+        """States (str or full QueuedResourceState dict) shown by successive GETs of `name`.
+
+        Applies to the existing resource, or to the next one created under that name.
+        """
+        with self._lock:
+            if name in self._resources:
+                self._resources[name].states = list(states)
+            else:
+                self._scripts[name] = list(states)
+
+    def add_queued_resource(self, name: str, body: dict[str, Any], states: list[Any]) -> None:
+        """Pretend `name` already exists with `body` (as the API echoes it) and `states`."""
+        with self._lock:
+            self._resources[name] = _QueuedResource(
+                name, json.loads(json.dumps(body)), list(states)
+            )
+
+    def refuse_delete(self, name: str, status: int, message: str, times: int = 1) -> None:
+        """The next `times` DELETEs of `name` answer `status` with `message`."""
+        with self._lock:
+            self._resources[name].delete_refusals.extend([(status, message)] * times)
+
+    def inject(
+        self, method: str, path_contains: str, status: int, message: str, times: int = 1
+    ) -> None:
+        """The next `times` requests matching method and path fragment answer `status`."""
+        with self._lock:
+            self._faults.append(_Fault(method, path_contains, status, message, times))
+
+    def fail_next_create_operation(self, code: int, message: str) -> None:
+        """The next create is accepted as an operation that finishes with this google.rpc error."""
+        with self._lock:
+            self._create_op_errors.append({"code": code, "message": message})
+
+    def exists(self, name: str) -> bool:
+        with self._lock:
+            return name in self._resources
+
+    def calls(self, method: str, path_contains: str = "") -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.method == method and path_contains in r.path]
+
+    # ---- routing
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                url = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status, payload = fake._dispatch(self.command, url.path, query, body, headers)
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = _serve
+            do_POST = _serve
+            do_DELETE = _serve
+
+        return Handler
+
+    @staticmethod
+    def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
+        return status, {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": _STATUS_NAMES.get(status, "UNKNOWN"),
+            }
+        }
+
+    def _new_operation(self, parent: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
+        name = f"{parent}/operations/operation-{next(self._ids)}"
+        final: dict[str, Any] = {"name": name, "done": True}
+        if error is not None:
+            final["error"] = error
+        else:
+            final["response"] = {}
+        self._operations[name] = final
+        return {"name": name, "done": False, "metadata": {"verb": "create"}}
+
+    def _dispatch(
+        self, method: str, path: str, query: dict[str, str], body: Any, headers: dict[str, str]
+    ) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.requests.append(Request(method, path, query, body, headers))
+            for fault in self._faults:
+                if fault.remaining > 0 and fault.method == method and fault.path_contains in path:
+                    fault.remaining -= 1
+                    return self._error(fault.status, fault.message)
+            if method == "POST" and (m := _QR_COLLECTION.match(path)):
+                return self._create(m.group(1), query, body)
+            if m := _QR_PATH.match(path):
+                name = f"{m.group(1)}/queuedResources/{m.group(2)}"
+                if method == "GET":
+                    return self._get_qr(name)
+                if method == "DELETE":
+                    return self._delete_qr(name, m.group(1))
+            if method == "GET" and (m := _NODE_PATH.match(path)):
+                return self._get_node(m.group(1), m.group(2))
+            if method == "GET" and (m := _OP_PATH.match(path)):
+                op = self._operations.get(m.group(1))
+                return (200, op) if op else self._error(404, f"operation {m.group(1)} not found")
+            return self._error(404, f"fake TPU API has no route {method} {path}")
+
+    def _create(self, parent: str, query: dict[str, str], body: Any) -> tuple[int, dict[str, Any]]:
+        qr_id = query.get("queuedResourceId")
+        if not qr_id or not isinstance(body, dict):
+            return self._error(400, "queuedResourceId and a JSON body are required")
+        name = f"{parent}/queuedResources/{qr_id}"
+        if name in self._resources:
+            return self._error(409, f"Resource '{name}' already exists")
+        if self._create_op_errors:
+            return 200, self._new_operation(parent, self._create_op_errors.pop(0))
+        states = self._scripts.pop(name, ["ACCEPTED", "ACTIVE"])
+        self._resources[name] = _QueuedResource(name, json.loads(json.dumps(body)), states)
+        return 200, self._new_operation(parent)
+
+    def _get_qr(self, name: str) -> tuple[int, dict[str, Any]]:
+        qr = self._resources.get(name)
+        if qr is None:
+            return self._error(404, f"Resource '{name}' was not found")
+        if qr.deleting_polls is not None:
+            if qr.deleting_polls <= 0:
+                del self._resources[name]
+                return self._error(404, f"Resource '{name}' was not found")
+            qr.deleting_polls -= 1
+            state: dict[str, Any] = {"state": "DELETING"}
+        else:
+            state = qr.current_state()
+            qr.advance()
+        payload = {**json.loads(json.dumps(qr.body)), "name": name, "state": state}
+        if state.get("state") == "ACTIVE" and "runDuration" in payload:
+            payload["runDuration"]["terminationTime"] = "2026-08-09T16:00:00Z"
+        return 200, payload
+
+    def _delete_qr(self, name: str, parent: str) -> tuple[int, dict[str, Any]]:
+        qr = self._resources.get(name)
+        if qr is None:
+            return self._error(404, f"Resource '{name}' was not found")
+        if qr.delete_refusals:
+            status, message = qr.delete_refusals.pop(0)
+            return self._error(status, message)
+        if qr.deleting_polls is None:
+            qr.deleting_polls = self.delete_polls
+        return 200, self._new_operation(parent)
+
+    def _get_node(self, parent: str, node_id: str) -> tuple[int, dict[str, Any]]:
+        for qr in self._resources.values():
+            specs = qr.body.get("tpu", {}).get("nodeSpec", [])
+            if (
+                specs
+                and specs[0].get("nodeId") == node_id
+                and qr.deleting_polls is None
+                and qr.current_state().get("state") == "ACTIVE"
+            ):
+                node = dict(specs[0].get("node", {}))
+                node.update(
+                    name=f"{parent}/nodes/{node_id}",
+                    state="READY",
+                    health="HEALTHY",
+                    networkEndpoints=[
+                        {"ipAddress": "10.182.0.2", "accessConfig": {"externalIp": "34.16.0.2"}}
+                    ],
+                )
+                return 200, node
+        return self._error(404, f"Resource '{parent}/nodes/{node_id}' was not found")

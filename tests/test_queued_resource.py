@@ -1,0 +1,598 @@
+"""Tests for the flex-start QueuedResource client, through the real discovery client and a fake."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fake_tpu_api import FakeTpuApi
+from tpudeploy import queued_resource as qr
+from tpudeploy.queued_resource import (
+    QueuedResourceError,
+    QueuedResourceSpec,
+    TpuApi,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = "gemma-demo-123"
+ZONE = "us-west4-a"
+FOUR_HOURS = 4 * 60 * 60
+SCRIPT = "#!/bin/bash\nset -euo pipefail\necho boot\n"
+SA = f"tpu-node@{PROJECT}.iam.gserviceaccount.com"
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+
+
+def make_spec(**overrides: Any) -> QueuedResourceSpec:
+    values: dict[str, Any] = {
+        "project": PROJECT,
+        "zone": ZONE,
+        "queued_resource_id": "gemma4-qr",
+        "node_id": "gemma4-qr-node",
+        "accelerator_type": "v5litepod-1",
+        "runtime_version": "v2-alpha-tpuv5-lite",
+        "startup_script": SCRIPT,
+        "service_account_email": SA,
+        "network": "default",
+        "max_run_duration_seconds": FOUR_HOURS,
+        "metadata": {"enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"},
+        "tags": ["gemma4-vllm"],
+        "labels": {"app": "gemma4"},
+    }
+    values.update(overrides)
+    return QueuedResourceSpec(**values)
+
+
+@pytest.fixture
+def spec() -> QueuedResourceSpec:
+    return make_spec()
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTpuApi]:
+    with FakeTpuApi() as server:
+        monkeypatch.setenv("TPU_EMULATOR_HOST", server.host)
+        yield server
+
+
+@pytest.fixture
+def api(fake: FakeTpuApi) -> TpuApi:
+    return TpuApi(retry_base_delay=0.001, log=io.StringIO())
+
+
+def run_create(spec: QueuedResourceSpec, api: TpuApi, **kwargs: Any) -> tuple[dict[str, Any], str]:
+    out = io.StringIO()
+    result = qr.create(spec, api=api, poll=0.005, out=out, **kwargs)
+    return result, out.getvalue()
+
+
+def methods(fake: FakeTpuApi) -> list[str]:
+    return [f"{r.method} {r.path.rsplit('/', 2)[-2]}" for r in fake.requests]
+
+
+# --------------------------------------------------------------------------- body
+
+
+def discovery_schemas() -> dict[str, Any]:
+    from googleapiclient import discovery_cache
+
+    doc = discovery_cache.get_static_doc("tpu", "v2alpha1")
+    assert doc is not None
+    schemas: dict[str, Any] = json.loads(doc)["schemas"]
+    return schemas
+
+
+def test_body_is_exact(spec: QueuedResourceSpec) -> None:
+    body = spec.to_body()
+    expected_node = {
+        "acceleratorType": "v5litepod-1",
+        "runtimeVersion": "v2-alpha-tpuv5-lite",
+        "metadata": {
+            "enable-oslogin": "TRUE",
+            "block-project-ssh-keys": "TRUE",
+            "startup-script": SCRIPT,
+        },
+        "serviceAccount": {"email": SA, "scope": [CLOUD_PLATFORM]},
+        "networkConfig": {"network": "default", "enableExternalIps": True},
+        "tags": ["gemma4-vllm"],
+        "labels": {"app": "gemma4", "tpudeploy-spec": spec.fingerprint()},
+    }
+    assert body == {
+        "provisioningModel": "FLEX_START",
+        "runDuration": {"maxRunDuration": f"{FOUR_HOURS}s"},
+        "tpu": {
+            "nodeSpec": [
+                {
+                    "parent": f"projects/{PROJECT}/locations/{ZONE}",
+                    "nodeId": "gemma4-qr-node",
+                    "node": expected_node,
+                }
+            ]
+        },
+    }
+
+
+def test_body_fields_exist_in_discovery_doc_and_no_spot_tier(spec: QueuedResourceSpec) -> None:
+    schemas = discovery_schemas()
+    body = spec.to_body()
+    assert set(body) <= set(schemas["QueuedResource"]["properties"])
+    assert "FLEX_START" in schemas["QueuedResource"]["properties"]["provisioningModel"]["enum"]
+    assert set(body["runDuration"]) <= set(schemas["RunDuration"]["properties"])
+    node_spec = body["tpu"]["nodeSpec"][0]
+    assert set(node_spec) <= set(schemas["NodeSpec"]["properties"])
+    node = node_spec["node"]
+    assert set(node) <= set(schemas["Node"]["properties"])
+    assert set(node["serviceAccount"]) <= set(schemas["ServiceAccount"]["properties"])
+    assert set(node["networkConfig"]) <= set(schemas["NetworkConfig"]["properties"])
+    # FLEX_START is the only provisioning statement: no spot/guaranteed/best-effort tier.
+    for tier in ("spot", "guaranteed", "bestEffort", "reservationName", "queueingPolicy"):
+        assert tier not in body
+    assert "schedulingConfig" not in node
+    assert "spot" not in json.dumps(body).lower().replace("block-project-ssh-keys", "")
+
+
+def test_subnetwork_and_private_ips(spec: QueuedResourceSpec) -> None:
+    body = make_spec(subnetwork="tpu-subnet", enable_external_ips=False).to_body()
+    assert body["tpu"]["nodeSpec"][0]["node"]["networkConfig"] == {
+        "network": "default",
+        "subnetwork": "tpu-subnet",
+        "enableExternalIps": False,
+    }
+
+
+def test_fingerprint_changes_with_startup_script(spec: QueuedResourceSpec) -> None:
+    assert make_spec(startup_script=SCRIPT + "echo two\n").fingerprint() != spec.fingerprint()
+    assert make_spec().fingerprint() == spec.fingerprint()
+
+
+# --------------------------------------------------------------------------- spec JSON
+
+
+def test_json_round_trip(spec: QueuedResourceSpec) -> None:
+    again = QueuedResourceSpec.from_json(spec.to_json())
+    assert again == spec
+    assert again.to_body() == spec.to_body()
+
+
+def test_json_defaults() -> None:
+    data = json.loads(make_spec().to_json())
+    for key in ("scopes", "tags", "labels", "metadata", "subnetwork", "enable_external_ips"):
+        del data[key]
+    loaded = QueuedResourceSpec.from_json(json.dumps(data))
+    assert loaded.scopes == (CLOUD_PLATFORM,)
+    assert loaded.enable_external_ips is True
+    assert loaded.subnetwork is None
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragment"),
+    [
+        (lambda d: d.pop("project"), "missing required key(s) ['project']"),
+        (lambda d: d.update(colour="blue"), "unknown key(s) ['colour']"),
+        (lambda d: d.update(max_run_duration_seconds="4h"), "max_run_duration_seconds='4h'"),
+        (lambda d: d.update(max_run_duration_seconds=8 * 86400), "7 days"),
+        (lambda d: d.update(max_run_duration_seconds=True), "integer"),
+        (lambda d: d.update(zone="us-west4"), "zone='us-west4'"),
+        (lambda d: d.update(node_id="Gemma_Node"), "node_id='Gemma_Node'"),
+        (lambda d: d.update(service_account_email="nobody"), "service_account_email"),
+        (lambda d: d.update(tags="gemma"), "tags='gemma'"),
+        (lambda d: d.update(labels={"App": "x"}), "labels['App']"),
+        (lambda d: d.update(metadata={"startup-script": "x"}), "startup_script"),
+        (lambda d: d.update(enable_external_ips="yes"), "enable_external_ips='yes'"),
+        (lambda d: d.update(startup_script=""), "startup_script=''"),
+    ],
+)
+def test_invalid_spec_is_one_clear_line(mutate: Any, fragment: str) -> None:
+    data = json.loads(make_spec().to_json())
+    mutate(data)
+    with pytest.raises(ValueError) as info:
+        QueuedResourceSpec.from_json(json.dumps(data))
+    assert fragment in str(info.value)
+    assert str(info.value).startswith("queued resource spec")
+
+
+def test_not_json() -> None:
+    with pytest.raises(ValueError, match="not valid JSON"):
+        QueuedResourceSpec.from_json("{project:")
+    with pytest.raises(ValueError, match="expected a JSON object"):
+        QueuedResourceSpec.from_json("[1, 2]")
+
+
+# --------------------------------------------------------------------------- create
+
+
+def test_create_sends_exact_body_and_waits(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.script_states(spec.name, ["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"])
+    result, log = run_create(spec, api)
+
+    posts = fake.calls("POST")
+    assert len(posts) == 1
+    assert posts[0].path == f"/v2alpha1/projects/{PROJECT}/locations/{ZONE}/queuedResources"
+    assert posts[0].query["queuedResourceId"] == "gemma4-qr"
+    sent = posts[0].body
+    assert sent == spec.to_body()
+    assert sent["provisioningModel"] == "FLEX_START"
+    assert sent["runDuration"] == {"maxRunDuration": "14400s"}
+    node = sent["tpu"]["nodeSpec"][0]["node"]
+    assert node["metadata"]["startup-script"] == SCRIPT
+    assert node["serviceAccount"] == {"email": SA, "scope": [CLOUD_PLATFORM]}
+    # Emulator mode: anonymous, so no bearer token leaves the process.
+    assert "authorization" not in posts[0].headers
+
+    assert result["state"]["state"] == "ACTIVE"
+    positions = [log.index(s) for s in ("WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE")]
+    assert positions == sorted(positions)
+    assert "elapsed" in log
+    assert "34.16.0.2" in log  # node IP reported once ACTIVE
+    assert "billing stops) at 2026-08-09T16:00:00Z" in log
+
+
+def test_existing_active_same_spec_is_left_alone(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+    _, log = run_create(spec, api)
+    assert fake.calls("POST") == []
+    assert fake.calls("DELETE") == []
+    assert "already exists in ACTIVE" in log
+
+
+def test_existing_waiting_same_spec_is_waited_on(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), ["WAITING_FOR_RESOURCES", "ACTIVE"])
+    result, _ = run_create(spec, api)
+    assert fake.calls("POST") == []
+    assert result["state"]["state"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("dead", ["SUSPENDED", "FAILED"])
+def test_dead_queued_resource_is_replaced(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec, dead: str
+) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), [dead])
+    result, log = run_create(spec, api)
+    calls = [(r.method, r.query.get("force")) for r in fake.requests if r.method != "GET"]
+    assert calls == [("DELETE", "true"), ("POST", None)]
+    # The DELETE was confirmed gone (a 404 GET) before the POST.
+    index_post = fake.requests.index(fake.calls("POST")[0])
+    before = fake.requests[index_post - 1]
+    assert before.method == "GET" and "queuedResources" in before.path
+    assert result["state"]["state"] == "ACTIVE"
+    assert f"exists in {dead}" in log and "deleting it and creating it again" in log
+
+
+def test_different_spec_fails_and_touches_nothing(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    old = make_spec(runtime_version="v2-alpha-tpuv5-lite-old", max_run_duration_seconds=3600)
+    fake.add_queued_resource(spec.name, old.to_body(), ["ACTIVE"])
+    with pytest.raises(QueuedResourceError) as info:
+        run_create(spec, api)
+    message = str(info.value)
+    assert "DIFFERENT spec" in message and "destroy" in message
+    assert "runtimeVersion" in message and "maxRunDuration" in message
+    assert fake.calls("POST") == [] and fake.calls("DELETE") == []
+
+
+def test_changed_startup_script_detected_by_label_even_without_metadata_echo(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    old_body = make_spec(startup_script="#!/bin/bash\necho old\n").to_body()
+    del old_body["tpu"]["nodeSpec"][0]["node"]["metadata"]  # API may not echo metadata
+    fake.add_queued_resource(spec.name, old_body, ["ACTIVE"])
+    with pytest.raises(QueuedResourceError, match="tpudeploy-spec"):
+        run_create(spec, api)
+
+
+def test_failed_while_waiting_reports_reason(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    reason = "Insufficient capacity for v5litepod-1 in us-west4-a"
+    fake.script_states(
+        spec.name,
+        [
+            "WAITING_FOR_RESOURCES",
+            {"state": "FAILED", "failedData": {"error": {"message": reason}}},
+        ],
+    )
+    with pytest.raises(QueuedResourceError) as info:
+        run_create(spec, api)
+    assert reason in str(info.value) and "FAILED" in str(info.value)
+
+
+def test_suspended_while_waiting_is_an_error(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.script_states(spec.name, ["PROVISIONING", "SUSPENDED"])
+    with pytest.raises(QueuedResourceError, match="went SUSPENDED while waiting"):
+        run_create(spec, api)
+
+
+def test_timeout_while_waiting_for_capacity(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.script_states(spec.name, ["WAITING_FOR_RESOURCES"])
+    out = io.StringIO()
+    with pytest.raises(QueuedResourceError) as info:
+        qr.create(spec, api=api, poll=0.01, timeout=0.15, out=out)
+    message = str(info.value)
+    assert "timed out" in message and "last state WAITING_FOR_RESOURCES" in message
+    assert "timeout 0.15 s" in message
+    assert len(fake.calls("GET", "queuedResources")) >= 3  # it did poll, not give up at once
+
+
+def test_create_operation_error_is_reported(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    message = 'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1"'
+    fake.fail_next_create_operation(3, message)
+    with pytest.raises(QueuedResourceError) as info:
+        run_create(spec, api)
+    assert message in str(info.value)
+    assert "us-west4-a" in str(info.value)
+    assert fake.calls("GET", "/operations/")
+
+
+def test_zone_rule_hint_on_400(fake: FakeTpuApi, api: TpuApi) -> None:
+    spec = make_spec(zone="europe-west4-a")
+    message = 'FLEX_START provisioning model is not supported for accelerator type "v5litepod-1"'
+    fake.inject("POST", "/queuedResources", 400, message)
+    with pytest.raises(QueuedResourceError) as info:
+        run_create(spec, api)
+    text = str(info.value)
+    assert message in text and "HTTP 400" in text
+    assert "only in us-west4-a" in text and "europe-west4-a" in text
+
+
+def test_quota_hint(fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec) -> None:
+    fake.inject("POST", "/queuedResources", 403, "Quota 'TPUV5LitepodPerProjectPerZone' exceeded")
+    with pytest.raises(QueuedResourceError, match="What to do: quota"):
+        run_create(spec, api)
+
+
+def test_409_without_resource_has_hint(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.inject("POST", "/queuedResources", 409, "operation in progress")
+    with pytest.raises(QueuedResourceError, match="already exists or an operation is in progress"):
+        run_create(spec, api)
+
+
+# --------------------------------------------------------------------------- retries
+
+
+def test_retry_after_429_and_503(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
+    log = io.StringIO()
+    api = TpuApi(retry_base_delay=0.001, log=log)
+    fake.inject("GET", "/queuedResources/", 503, "backend unavailable")
+    fake.inject("POST", "/queuedResources", 429, "rate limited")
+    result, _ = run_create(spec, api)
+    assert result["state"]["state"] == "ACTIVE"
+    assert len(fake.calls("POST")) == 2  # the 429'd POST was sent again
+    text = log.getvalue()
+    assert "HTTP 503: backend unavailable; retry 1/5" in text
+    assert "HTTP 429: rate limited; retry 1/5" in text
+
+
+def test_retries_are_bounded(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
+    api = TpuApi(retry_base_delay=0.001, retry_attempts=3, log=io.StringIO())
+    fake.inject("GET", "/queuedResources/", 500, "boom", times=10)
+    with pytest.raises(QueuedResourceError, match="gave up after 3 attempts"):
+        run_create(spec, api)
+    assert len(fake.calls("GET")) == 3
+
+
+def test_backoff_grows_exponentially(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
+    delays: list[float] = []
+    api = TpuApi(retry_base_delay=0.5, retry_attempts=4, sleep=delays.append, log=io.StringIO())
+    fake.inject("GET", "/queuedResources/", 503, "busy", times=3)
+    fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+    run_create(spec, api)
+    assert len(delays) == 3
+    for attempt, delay in enumerate(delays):
+        base = 0.5 * 2**attempt
+        assert base <= delay <= base * 1.5
+
+
+# --------------------------------------------------------------------------- delete
+
+
+def test_delete_missing_succeeds(fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec) -> None:
+    qr.delete(spec, api=api, poll=0.005, out=io.StringIO())
+    assert fake.calls("DELETE") == []
+
+
+def test_delete_404_counts_as_deleted(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+    fake.inject("DELETE", "/queuedResources/", 404, "not found")
+    qr.delete(spec, api=api, poll=0.005, out=io.StringIO())
+    assert len(fake.calls("DELETE")) == 1
+
+
+def test_delete_waits_until_gone(spec: QueuedResourceSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeTpuApi(delete_polls=3) as fake:
+        monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
+        api = TpuApi(retry_base_delay=0.001, log=io.StringIO())
+        fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+        out = io.StringIO()
+        qr.delete(spec, api=api, poll=0.005, out=out)
+        deletes = fake.calls("DELETE")
+        assert len(deletes) == 1 and deletes[0].query["force"] == "true"
+        # 1 GET before the DELETE, 3 answered DELETING, then the 404 that ends the wait.
+        gets = fake.calls("GET", "/queuedResources/")
+        assert len(gets) == 1 + 3 + 1
+        assert not fake.exists(spec.name)
+        assert "DELETING" in out.getvalue() and "deleted" in out.getvalue()
+
+
+def test_delete_retries_while_provisioning(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), ["PROVISIONING", "PROVISIONING", "ACTIVE"])
+    refusal = "Cannot delete queued resource in state PROVISIONING"
+    fake.refuse_delete(spec.name, 400, refusal, times=2)
+    out = io.StringIO()
+    qr.delete(spec, api=api, poll=0.005, out=out)
+    assert len(fake.calls("DELETE")) == 3
+    assert out.getvalue().count("cannot delete yet in PROVISIONING") == 2
+    assert refusal in out.getvalue()
+    assert not fake.exists(spec.name)
+
+
+def test_delete_refused_until_timeout(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), ["PROVISIONING"])
+    fake.refuse_delete(spec.name, 400, "Cannot delete in PROVISIONING", times=1000)
+    with pytest.raises(QueuedResourceError, match=r"timed out .* to be deleted; last state"):
+        qr.delete(spec, api=api, poll=0.01, timeout=0.1, out=io.StringIO())
+
+
+def test_delete_403_is_not_retried(fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+    fake.inject(
+        "DELETE", "/queuedResources/", 403, "Permission 'tpu.queuedResources.delete' denied"
+    )
+    with pytest.raises(QueuedResourceError, match=r"roles/tpu\.admin"):
+        qr.delete(spec, api=api, poll=0.005, out=io.StringIO())
+    assert len(fake.calls("DELETE")) == 1
+
+
+# --------------------------------------------------------------------------- status
+
+
+def test_status_active(fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec) -> None:
+    fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+    info = qr.status(spec, api=api)
+    assert info["queued_resource_state"] == "ACTIVE"
+    assert info["node_state"] == "READY"
+    assert info["external_ip"] == "34.16.0.2" and info["internal_ip"] == "10.182.0.2"
+    assert info["termination_time"] == "2026-08-09T16:00:00Z"
+    assert info["max_run_duration"] == f"{FOUR_HOURS}s"
+    screen = qr.format_status(info)
+    assert "billing stops at 2026-08-09T16:00:00Z" in screen
+    assert fake.calls("GET", f"/nodes/{spec.node_id}")
+
+
+def test_status_missing(fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec) -> None:
+    info = qr.status(spec, api=api)
+    assert info["queued_resource_state"] == "NOT_FOUND" and info["node_state"] == "NOT_FOUND"
+    assert "nothing is billing" in qr.format_status(info)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def run_cli(
+    fake: FakeTpuApi, *args: str, spec_json: str | None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != qr.SPEC_ENV}
+    env["TPU_EMULATOR_HOST"] = fake.host
+    env["PYTHONPATH"] = str(ROOT)
+    if spec_json is not None:
+        env[qr.SPEC_ENV] = spec_json
+    return subprocess.run(
+        [sys.executable, "-m", "tpudeploy.queued_resource", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_create_then_status_then_delete(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
+    fake.script_states(spec.name, ["WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"])
+    created = run_cli(fake, "create", "--poll", "0.01", "--timeout", "30", spec_json=spec.to_json())
+    assert created.returncode == 0, created.stderr
+    assert "WAITING_FOR_RESOURCES" in created.stderr and "ACTIVE" in created.stderr
+    assert fake.calls("POST")[0].body == spec.to_body()
+
+    shown = run_cli(fake, "status", spec_json=spec.to_json())
+    assert shown.returncode == 0, shown.stderr
+    assert "34.16.0.2" in shown.stdout and "billing stops at" in shown.stdout
+
+    deleted = run_cli(fake, "delete", "--poll", "0.01", spec_json=spec.to_json())
+    assert deleted.returncode == 0, deleted.stderr
+    assert not fake.exists(spec.name)
+
+
+def test_cli_403_is_one_clear_error(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
+    api_message = (
+        "Cloud TPU API has not been used in project 123 before or it is disabled. "
+        "Enable it by visiting https://console.developers.google.com/apis/api/tpu.googleapis.com"
+    )
+    fake.inject("GET", "/queuedResources/", 403, api_message)
+    result = run_cli(fake, "create", "--poll", "0.01", spec_json=spec.to_json())
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert api_message in result.stderr
+    assert f"gcloud services enable tpu.googleapis.com --project={PROJECT}" in result.stderr
+    assert "roles/tpu.admin" in result.stderr
+    assert result.stderr.startswith("error: ")
+    assert result.stderr.count("\n") == 1  # one message, one line
+
+
+def test_cli_spec_file_and_missing_spec(
+    fake: FakeTpuApi, spec: QueuedResourceSpec, tmp_path: Path
+) -> None:
+    missing = run_cli(fake, "status", spec_json=None)
+    assert missing.returncode == 1
+    assert "TPUDEPLOY_QR_SPEC" in missing.stderr and "Traceback" not in missing.stderr
+
+    path = tmp_path / "spec.json"
+    path.write_text(spec.to_json(), encoding="utf-8")
+    shown = run_cli(fake, "status", "--spec-file", str(path), spec_json=None)
+    assert shown.returncode == 0, shown.stderr
+    assert "NOT_FOUND" in shown.stdout
+
+
+def test_cli_bad_spec_in_process(
+    fake: FakeTpuApi, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(make_spec().to_json())
+    data["max_run_duration_seconds"] = 0
+    monkeypatch.setenv(qr.SPEC_ENV, json.dumps(data))
+    assert qr.main(["create"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: queued resource spec: max_run_duration_seconds=0")
+    assert fake.requests == []
+
+
+def test_different_metadata_names_keys_without_dumping_script(
+    fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec
+) -> None:
+    old_script = "#!/bin/bash\necho a-much-older-boot-script\n"
+    fake.add_queued_resource(spec.name, make_spec(startup_script=old_script).to_body(), ["ACTIVE"])
+    with pytest.raises(QueuedResourceError) as info:
+        run_create(spec, api)
+    message = str(info.value)
+    assert "node.metadata: keys ['startup-script'] differ" in message
+    assert "older-boot-script" not in message and "echo boot" not in message
+
+
+def test_without_emulator_missing_adc_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # An unreadable GOOGLE_APPLICATION_CREDENTIALS fails inside google.auth.default() before
+    # any network access, which exercises the real (non-emulator) credential path offline.
+    monkeypatch.delenv("TPU_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    monkeypatch.setenv(qr.SPEC_ENV, make_spec().to_json())
+    assert qr.main(["status"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no Google Cloud credentials")
+    assert "gcloud auth application-default login" in err

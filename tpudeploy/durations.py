@@ -1,0 +1,61 @@
+"""Parse human durations ("4h", "90m", "1h30m", "14400") into whole seconds, at most 7 days."""
+
+from __future__ import annotations
+
+import re
+
+# Flex-start's max run duration is capped at 7 days by the TPU API; the seed's runs used 4h.
+MAX_DURATION_SECONDS = 7 * 24 * 3600
+
+_UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_COMBO = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_EXAMPLES = "use e.g. '4h', '90m', '2d', '45s', '1h30m' or plain seconds '14400'"
+
+
+def parse_duration(text: str | int, *, name: str = "duration") -> int:
+    """Return the number of seconds in `text`; raise ValueError naming `name`, value and fix."""
+    if isinstance(text, bool):
+        raise ValueError(f"{name}: {text!r} is not a duration; {_EXAMPLES}")
+    if isinstance(text, int):
+        seconds = text
+    elif isinstance(text, str):
+        cleaned = text.strip().lower()
+        if not cleaned:
+            raise ValueError(f"{name}: empty duration; {_EXAMPLES}")
+        if cleaned.isdigit():
+            seconds = int(cleaned)
+        else:
+            match = _COMBO.fullmatch(cleaned)
+            if match is None or not any(match.groups()):
+                raise ValueError(
+                    f"{name}: {text!r} is not a duration (units d, h, m, s in that order, "
+                    f"whole numbers only); {_EXAMPLES}"
+                )
+            seconds = sum(
+                int(value) * _UNIT_SECONDS[unit]
+                for value, unit in zip(match.groups(), "dhms", strict=True)
+                if value is not None
+            )
+    else:
+        raise ValueError(f"{name}: {text!r} is not a duration; {_EXAMPLES}")
+    if seconds <= 0:
+        raise ValueError(f"{name}: {text!r} must be longer than 0 seconds; {_EXAMPLES}")
+    if seconds > MAX_DURATION_SECONDS:
+        raise ValueError(
+            f"{name}: {text!r} is {seconds} s, over the 7-day maximum "
+            f"({MAX_DURATION_SECONDS} s) that flex-start accepts; use at most '7d'"
+        )
+    return seconds
+
+
+def format_duration(seconds: int) -> str:
+    """Return the shortest d/h/m/s spelling of `seconds`, e.g. 5400 -> '1h30m'."""
+    if seconds <= 0:
+        return "0s"
+    parts = []
+    remaining = seconds
+    for unit, size in _UNIT_SECONDS.items():
+        count, remaining = divmod(remaining, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
