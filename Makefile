@@ -1,0 +1,75 @@
+# Gemma 4 E2B on one Cloud TPU v5e chip under vLLM, as code.
+# Every target honours DEPLOY_CONFIG=path/to/other.toml (default: deploy.toml).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON_BOOT ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CDKTF := node_modules/.bin/cdktf
+DEPLOY_CONFIG ?= deploy.toml
+export DEPLOY_CONFIG
+# No telemetry or version pings from the cdktf CLI / Terraform; jsii's Node-version banner is noise.
+export CHECKPOINT_DISABLE := 1
+export DISABLE_VERSION_CHECK := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+
+VENV_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+# Stack names come from the validated config (<name>-secrets, <name>-node).
+STACKS = $(PY) -m tpudeploy stacks
+
+.PHONY: help install synth diff deploy destroy destroy-all test lint scan clean check
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+install: $(VENV_STAMP) $(NODE_STAMP) ## Create .venv with the pinned packages and the local cdktf CLI
+
+$(VENV_STAMP): requirements.txt
+	$(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+check: $(VENV_STAMP) ## Validate the config and print its summary
+	$(PY) -m tpudeploy check
+
+synth: $(VENV_STAMP) ## Write the Terraform JSON for the deployment to cdktf.out/
+	$(PY) main.py
+
+diff: install ## Show what deploy would change (needs Terraform and credentials)
+	$(PY) -m tpudeploy check --deploy
+	$(CDKTF) diff $$($(STACKS))
+
+deploy: install ## Create or update both stacks (needs Terraform and credentials)
+	$(PY) -m tpudeploy check --deploy
+	$(CDKTF) deploy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve)
+
+destroy: install ## Destroy the node stack only: stops the billing, keeps the secret
+	$(PY) -m tpudeploy check --deploy
+	$(CDKTF) destroy $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve)
+
+destroy-all: install ## Destroy everything, including the secret and its versions
+	$(PY) -m tpudeploy check --deploy
+	$(CDKTF) destroy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve)
+
+test: install ## Run the offline test suite
+	$(PY) -m pytest -q
+
+lint: $(VENV_STAMP) ## ruff and mypy
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+scan: synth ## checkov on the synthesized JSON
+	$(PY) tools/scan.py cdktf.out
+
+clean: ## Remove synth output and caches (keeps .venv, node_modules and Terraform state)
+	rm -rf cdktf.out .pytest_cache .mypy_cache .ruff_cache
+	find . -name __pycache__ -not -path './.venv/*' -not -path './node_modules/*' -prune -exec rm -rf {} +
