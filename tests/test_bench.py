@@ -1,0 +1,384 @@
+"""Sweep command construction and the runner, driven by a fake executor (no cloud)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tpudeploy import seed_sweep
+from tpudeploy.bench import __main__ as cli
+from tpudeploy.bench.sweep import (
+    PROFILES,
+    RESULT_DIR_IN_CONTAINER,
+    BenchConfigError,
+    Cell,
+    ExecResult,
+    NodeTarget,
+    SweepError,
+    SweepSettings,
+    bench_argv,
+    cell_command,
+    plan_cells,
+    run_sweep,
+    settings_from_table,
+)
+
+FAKE_KEY = "sk-fake-KEY-d0e5n0t-leak"
+TARGET = NodeTarget("gemma4-v5e", "us-west4-a", "demo-project")
+
+
+def flags(argv: Sequence[str]) -> dict[str, list[str]]:
+    """Map each --flag to the values that follow it (empty for switches)."""
+    out: dict[str, list[str]] = {}
+    current = ""
+    for arg in argv:
+        if arg.startswith("--"):
+            current = arg
+            out[current] = []
+        elif current:
+            out[current].append(arg)
+    return out
+
+
+def bench_part(argv: Sequence[str]) -> list[str]:
+    """The `vllm bench serve ...` argv inside a cell command (local or over ssh)."""
+    words = shlex.split(argv[-1]) if argv[0] == "gcloud" else list(argv)
+    return words[words.index("vllm") :]
+
+
+# --- settings -------------------------------------------------------------------------------
+
+
+def test_default_settings_are_the_seed_sweep() -> None:
+    profile, settings = settings_from_table(None)
+    assert profile == "full"
+    assert settings.contexts == seed_sweep.CONTEXTS == (128, 1024, 8192)
+    assert settings.clients == seed_sweep.CLIENTS == (1, 4, 16, 64)
+    assert settings.repetitions == 3
+    assert len(plan_cells(settings, base_seed=0)) == 3 * 4 * 3
+
+
+def test_quick_profile_is_smaller_and_shares_request_shape() -> None:
+    table = {"output_len": 128, "contexts": [512], "quick": {"clients": [2]}}
+    profile, settings = settings_from_table(table, profile="quick")
+    assert profile == "quick"
+    assert settings.contexts == PROFILES["quick"].contexts == (128, 1024)
+    assert settings.clients == (2,)
+    assert settings.repetitions == 1
+    assert settings.output_len == 128
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ({"contexts": []}, ["bench.contexts", "non-empty"]),
+        ({"clients": [1, 0]}, ["bench.clients", "positive"]),
+        ({"clients": [4, 4]}, ["bench.clients", "repeats"]),
+        ({"repetitions": "3"}, ["bench.repetitions"]),
+        ({"profile": "huge"}, ["bench.profile", "full"]),
+        ({"reps": 3}, ["bench.reps", "unknown"]),
+        ({"contexts": [32768]}, ["max-model-len 32768", "Lower"]),
+    ],
+)
+def test_bad_settings_name_key_and_fix(table: dict[str, Any], words: list[str]) -> None:
+    with pytest.raises(BenchConfigError) as err:
+        settings_from_table(table)
+    message = str(err.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+# --- command construction -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("context", "clients"), [(128, 1), (1024, 16), (8192, 64)])
+def test_bench_argv_flags_per_cell(context: int, clients: int) -> None:
+    settings = SweepSettings()
+    cell = Cell(context, clients, 2, 4242)
+    argv = bench_argv(settings, cell, result_dir="/results/r")
+    assert argv[:3] == ["vllm", "bench", "serve"]
+    f = flags(argv)
+    assert f["--backend"] == ["openai-chat"]
+    assert f["--endpoint"] == ["/v1/chat/completions"]
+    assert f["--dataset-name"] == ["random"]
+    assert f["--random-input-len"] == [str(context)]
+    assert f["--random-output-len"] == [str(settings.output_len)]
+    assert f["--ignore-eos"] == []
+    assert f["--max-concurrency"] == [str(clients)]
+    expected_prompts = max(clients * settings.prompts_per_client, settings.min_prompts)
+    assert f["--num-prompts"] == [str(expected_prompts)]
+    assert f["--seed"] == ["4242"]
+    assert f["--model"] == ["google/gemma-4-E2B-it"]
+    assert f["--host"] == ["127.0.0.1"]
+    assert f["--port"] == ["8000"]
+    assert f["--save-result"] == []
+    assert f["--result-dir"] == ["/results/r"]
+    name = f["--result-filename"][0]
+    assert str(context) in name and f"c{clients}" in name and "r2" in name
+
+
+def test_every_run_has_its_own_seed() -> None:
+    cells = plan_cells(SweepSettings(), base_seed=1_700_000_000)
+    seeds = [cell.seed for cell in cells]
+    assert len(set(seeds)) == len(seeds)
+    by_cell: dict[tuple[int, int], set[int]] = {}
+    for cell in cells:
+        by_cell.setdefault((cell.context, cell.clients), set()).add(cell.seed)
+    assert all(len(s) == 3 for s in by_cell.values())
+    names = [cell.filename for cell in cells]
+    assert len(set(names)) == len(names)
+
+
+def test_cell_command_goes_over_iap_ssh_without_tty() -> None:
+    cell = Cell(1024, 16, 1, 7)
+    argv = cell_command(SweepSettings(), cell, run_id="run1", target=TARGET)
+    assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "gemma4-v5e"]
+    f = flags(argv)
+    assert f["--zone"] == ["us-west4-a"]
+    assert f["--project"] == ["demo-project"]
+    assert "--tunnel-through-iap" in argv
+    assert "--ssh-flag=-T" in argv
+    remote = shlex.split(f["--command"][0])
+    assert remote[:5] == ["sudo", "docker", "exec", "-i", "vllm-gemma4"]
+    in_container = f"{RESULT_DIR_IN_CONTAINER}/run1"
+    assert bench_part(argv) == bench_argv(SweepSettings(), cell, result_dir=in_container)
+
+
+def test_on_node_command_is_the_docker_exec_itself() -> None:
+    argv = cell_command(SweepSettings(), Cell(128, 1, 1, 1), run_id="r", target=None)
+    assert argv[:5] == ["sudo", "docker", "exec", "-i", "vllm-gemma4"]
+
+
+def test_in_container_script_reads_key_from_stdin_and_returns_json(tmp_path: Path) -> None:
+    """Run the real `sh -c` wrapper with a stand-in `vllm` that checks its environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "vllm"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "a = sys.argv\n"
+        "d, n = a[a.index('--result-dir') + 1], a[a.index('--result-filename') + 1]\n"
+        "os.makedirs(d, exist_ok=True)\n"
+        "ok = os.environ.get('OPENAI_API_KEY') == os.environ['EXPECTED_KEY']\n"
+        "print('benchmark chatter', flush=True)\n"
+        "json.dump({'key_ok': ok, 'argv': a[1:4]}, open(os.path.join(d, n), 'w'))\n"
+    )
+    fake.chmod(0o755)
+    argv = cell_command(SweepSettings(), Cell(128, 4, 1, 9), run_id="x", target=None)
+    on_node = argv[argv.index("sh") :]  # drop `sudo docker exec -i CONTAINER`
+    result_dir = tmp_path / "results"
+    on_node = [w.replace(f"{RESULT_DIR_IN_CONTAINER}/x", str(result_dir)) for w in on_node]
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "EXPECTED_KEY": FAKE_KEY}
+    done = subprocess.run(
+        on_node, input=(FAKE_KEY + "\n").encode(), capture_output=True, env=env, check=True
+    )
+    assert json.loads(done.stdout) == {"key_ok": True, "argv": ["bench", "serve", "--backend"]}
+    assert b"benchmark chatter" in done.stderr
+    assert FAKE_KEY.encode() not in done.stdout + done.stderr
+
+
+# --- runner with a fake executor ------------------------------------------------------------
+
+
+def vllm_result(argv: Sequence[str]) -> dict[str, Any]:
+    """A result in the shape `vllm bench serve --save-result` writes, from the run's flags."""
+    f = flags(argv)
+    clients = int(f["--max-concurrency"][0])
+    prompts = int(f["--num-prompts"][0])
+    context = int(f["--random-input-len"][0])
+    out_len = int(f["--random-output-len"][0])
+    tok_s = 100.0 * clients / (1 + context / 4096)
+    return {
+        "date": "20260809-120000",
+        "endpoint_type": "openai-chat",
+        "backend": "openai-chat",
+        "label": None,
+        "model_id": f["--model"][0],
+        "tokenizer_id": f["--model"][0],
+        "num_prompts": prompts,
+        "request_rate": "inf",
+        "burstiness": 1.0,
+        "max_concurrency": clients,
+        "duration": prompts * out_len / tok_s,
+        "completed": prompts,
+        "failed": 0,
+        "total_input_tokens": prompts * context,
+        "total_output_tokens": prompts * out_len,
+        "request_throughput": tok_s / out_len,
+        "request_goodput": None,
+        "output_throughput": tok_s,
+        "total_token_throughput": tok_s * (1 + context / out_len),
+        "mean_ttft_ms": 20.0,
+        "median_ttft_ms": 19.0,
+        "std_ttft_ms": 1.0,
+        "p99_ttft_ms": 30.0,
+        "mean_tpot_ms": 8.1,
+        "median_tpot_ms": 8.0,
+        "std_tpot_ms": 0.1,
+        "p99_tpot_ms": 9.0,
+        "mean_itl_ms": 8.1,
+        "median_itl_ms": 8.0,
+        "std_itl_ms": 0.1,
+        "p99_itl_ms": 9.0,
+        "tpudeploy_context": str(context),
+    }
+
+
+class FakeNode:
+    """Stands in for gcloud/ssh/docker: records every argv and stdin, answers like the node."""
+
+    def __init__(self, clock: list[float], *, fail_on: int | None = None) -> None:
+        self.calls: list[tuple[list[str], bytes]] = []
+        self.clock = clock
+        self.fail_on = fail_on
+        self.cells_run = 0
+
+    def __call__(self, argv: Sequence[str], *, stdin: bytes) -> ExecResult:
+        self.calls.append((list(argv), stdin))
+        if argv[:3] == ["gcloud", "secrets", "versions"]:
+            return ExecResult(0, FAKE_KEY.encode() + b"\n", b"")
+        if "inspect" in argv[-1]:
+            lines = [
+                "vllm/vllm-tpu:nightly",
+                "sha256:" + "ab" * 32,
+                json.dumps(["vllm/vllm-tpu@sha256:" + "cd" * 32]),
+                "0.26.1rc1.dev125+ga7a204cc6",
+            ]
+            return ExecResult(0, ("\n".join(lines) + "\n").encode(), b"")
+        self.cells_run += 1
+        self.clock[0] += 30.0
+        if self.fail_on == self.cells_run:
+            return ExecResult(1, b"", b"Traceback ... ConnectionRefusedError\n")
+        # A misbehaving client echoing the key must still never reach a file.
+        stderr = b"Namespace(...)\nkey was " + stdin
+        return ExecResult(0, json.dumps(vllm_result(bench_part(argv))).encode(), stderr)
+
+
+def run_quick(tmp_path: Path, node: FakeNode, clock: list[float]) -> tuple[Path, str]:
+    _, settings = settings_from_table(None, profile="quick")
+    progress = io.StringIO()
+    config = tmp_path / "deploy.toml"
+    config.write_text('[bench]\nprofile = "quick"\n')
+    out = tmp_path / "results"
+    run_sweep(
+        settings,
+        out_dir=out,
+        target=TARGET,
+        executor=node,
+        api_key=FAKE_KEY,
+        profile="quick",
+        config_path=config,
+        base_seed=1000,
+        clock=lambda: clock[0],
+        progress=progress,
+    )
+    return out, progress.getvalue()
+
+
+def test_runner_writes_results_metadata_and_progress(tmp_path: Path) -> None:
+    clock = [0.0]
+    node = FakeNode(clock)
+    out, progress = run_quick(tmp_path, node, clock)
+    _, settings = settings_from_table(None, profile="quick")
+    cells = plan_cells(settings, base_seed=1000)
+    assert node.cells_run == len(cells) == 4
+    for cell in cells:
+        saved = json.loads((out / cell.filename).read_text())
+        assert saved["max_concurrency"] == cell.clients
+        assert saved["total_input_tokens"] / saved["completed"] == cell.context
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["image"]["repo_digests"] == ["vllm/vllm-tpu@sha256:" + "cd" * 32]
+    assert meta["image"]["vllm_version"] == "0.26.1rc1.dev125+ga7a204cc6"
+    assert meta["base_seed"] == 1000
+    assert [c["seed"] for c in meta["cells"]] == [c.seed for c in cells]
+    assert meta["finished"]
+    assert (out / "config.toml").read_text() == (tmp_path / "deploy.toml").read_text()
+    for number in range(1, 5):
+        assert f"[{number}/4]" in progress
+    assert "elapsed 30s" in progress and "elapsed 2m00s" in progress
+    assert "left" in progress
+
+
+def test_key_never_in_argv_or_files(tmp_path: Path) -> None:
+    clock = [0.0]
+    node = FakeNode(clock)
+    out, progress = run_quick(tmp_path, node, clock)
+    cell_calls = [(argv, stdin) for argv, stdin in node.calls if "vllm bench serve" in argv[-1]]
+    assert cell_calls
+    for argv, _ in node.calls:
+        assert not any(FAKE_KEY in arg for arg in argv)
+    for _, stdin in cell_calls:
+        assert stdin == (FAKE_KEY + "\n").encode()
+    assert FAKE_KEY not in progress
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert FAKE_KEY not in path.read_text(), path
+
+
+def test_failed_cell_stops_with_clear_error_and_resume_skips_done(tmp_path: Path) -> None:
+    clock = [0.0]
+    node = FakeNode(clock, fail_on=3)
+    with pytest.raises(SweepError) as err:
+        run_quick(tmp_path, node, clock)
+    assert "exited 1" in str(err.value) and "resume" in str(err.value)
+    done = sorted(p.name for p in (tmp_path / "results").glob("ctx*.json"))
+    assert len(done) == 2
+    second = FakeNode(clock)
+    out, _ = run_quick(tmp_path, second, clock)
+    assert second.cells_run == 2
+    assert len(list(out.glob("ctx*.json"))) == 4
+
+
+def test_missing_container_is_one_clear_error(tmp_path: Path) -> None:
+    def no_container(argv: Sequence[str], *, stdin: bytes) -> ExecResult:
+        return ExecResult(1, b"", b"Error: No such object: vllm-gemma4\n")
+
+    with pytest.raises(SweepError) as err:
+        run_sweep(SweepSettings(), out_dir=tmp_path / "r", target=TARGET, executor=no_container)
+    assert "vllm-gemma4" in str(err.value) and "deploy" in str(err.value)
+
+
+# --- CLI ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key_flag", ["env", "secret"])
+def test_cli_run_key_sources_stay_off_argv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key_flag: str
+) -> None:
+    clock = [0.0]
+    node = FakeNode(clock)
+    monkeypatch.setattr(cli, "subprocess_executor", node)
+    monkeypatch.setenv("BENCH_KEY", FAKE_KEY)
+    args = ["run", "--node", "n1", "--zone", "us-west4-a", "--profile", "quick"]
+    args += ["--out", str(tmp_path / "o")]
+    args += ["--api-key-env", "BENCH_KEY"] if key_flag == "env" else ["--api-key-secret", "vk"]
+    assert cli.main(args) == 0
+    for argv, _ in node.calls:
+        assert not any(FAKE_KEY in arg for arg in argv)
+    cell_stdins = {stdin for argv, stdin in node.calls if "vllm bench serve" in argv[-1]}
+    assert cell_stdins == {(FAKE_KEY + "\n").encode()}
+
+
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--profile", "quick"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --node and --zone") and err.count("\n") == 1
+
+
+def test_cli_plan_prints_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", "--profile", "quick", "--node", "n", "--zone", "z"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    commands = [shlex.split(line) for line in lines if not line.startswith("#")]
+    assert len(commands) == 4
+    assert all(c[0] == "gcloud" and "--tunnel-through-iap" in c for c in commands)

@@ -1,0 +1,184 @@
+"""Command line: `python -m tpudeploy.bench {plan,run,report}`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import tomllib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tpudeploy.bench.report import ReportError, write_report
+from tpudeploy.bench.sweep import (
+    MAX_MODEL_LEN,
+    BenchConfigError,
+    Executor,
+    NodeTarget,
+    SweepError,
+    SweepSettings,
+    cell_command,
+    expected_seconds,
+    format_seconds,
+    plan_cells,
+    run_sweep,
+    secret_command,
+    settings_from_table,
+    subprocess_executor,
+)
+
+
+def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings]:
+    table: dict[str, Any] = {}
+    if args.config:
+        try:
+            data = tomllib.loads(Path(args.config).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise BenchConfigError(f"{args.config}: cannot read config ({exc})") from None
+        bench = data.get("bench", {})
+        if not isinstance(bench, dict):
+            raise BenchConfigError(f"{args.config}: bench must be a table ([bench])")
+        table = bench
+    if args.container:
+        table["container"] = args.container
+    return settings_from_table(table, profile=args.profile, max_model_len=args.max_model_len)
+
+
+def _target(args: argparse.Namespace) -> NodeTarget | None:
+    if args.on_node:
+        return None
+    if not args.node or not args.zone:
+        raise BenchConfigError(
+            "--node and --zone are required to reach the TPU VM over IAP SSH "
+            "(or pass --on-node when running on the node itself)"
+        )
+    return NodeTarget(args.node, args.zone, args.project)
+
+
+def _api_key(args: argparse.Namespace, executor: Executor) -> str:
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env, "")
+        if not key:
+            raise BenchConfigError(
+                f"--api-key-env {args.api_key_env}: that variable is empty or unset; "
+                "export it first or use --api-key-secret"
+            )
+        return key
+    if args.api_key_secret:
+        done = executor(secret_command(args.api_key_secret, args.project), stdin=b"")
+        key = done.stdout.decode().strip()
+        if done.returncode != 0 or not key:
+            raise SweepError(
+                f"cannot read secret {args.api_key_secret!r} from Secret Manager: "
+                f"{done.stderr.decode(errors='replace').strip()[-200:]}; check the name and "
+                "`gcloud auth login`"
+            )
+        return key
+    print(
+        "bench: no API key given; if the server runs with --api-key every request gets a 401",
+        file=sys.stderr,
+    )
+    return ""
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    profile, settings = _settings(args)
+    target = None if args.on_node or not args.node else _target(args)
+    cells = plan_cells(settings, base_seed=0)
+    total = sum(expected_seconds(settings, cell) for cell in cells)
+    print(f"# {profile}: {len(cells)} runs, ~{format_seconds(total)} at the seed's throughput")
+    print("# seeds are base_seed + index; run uses the start time in seconds as base_seed")
+    for cell in cells:
+        print(shlex.join(cell_command(settings, cell, run_id="RUN_ID", target=target)))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    profile, settings = _settings(args)
+    target = _target(args)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = Path(args.out) if args.out else Path("bench-results") / f"{profile}-{stamp}"
+    executor: Executor = subprocess_executor
+    run_sweep(
+        settings,
+        out_dir=out_dir,
+        target=target,
+        executor=executor,
+        api_key=_api_key(args, executor),
+        profile=profile,
+        config_path=Path(args.config) if args.config else None,
+    )
+    return 0
+
+
+def _price(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        price = float(value)
+    except ValueError:
+        price = -1.0
+    if not sep or not name or price <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: use MODEL=USD_PER_CHIP_HOUR, e.g. spot=0.5779")
+    return name, price
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    prices = dict(args.price) if args.price else None
+    report, paths = write_report(
+        Path(args.results_dir),
+        Path(args.out) if args.out else None,
+        prices=prices,
+        kv_pool_tokens=args.kv_pool_tokens,
+    )
+    print(report.markdown)
+    print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m tpudeploy.bench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, helptext in (
+        ("plan", "print every run's command and the time estimate; runs nothing"),
+        ("run", "run the sweep on the node with `vllm bench serve`"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--config", help="TOML config file; its [bench] table sets the sweep")
+        p.add_argument("--profile", choices=("full", "quick"), help="overrides bench.profile")
+        p.add_argument("--node", help="TPU VM name")
+        p.add_argument("--zone", help="TPU VM zone, e.g. us-west4-a")
+        p.add_argument("--project", help="Google Cloud project (default: gcloud's)")
+        p.add_argument("--container", help="serving container name (default vllm-gemma4)")
+        p.add_argument("--on-node", action="store_true", help="run here, without SSH")
+        p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN)
+        if name == "run":
+            p.add_argument("--out", help="results directory (rerun with the same one to resume)")
+            key = p.add_mutually_exclusive_group()
+            key.add_argument("--api-key-secret", help="Secret Manager secret holding the API key")
+            key.add_argument("--api-key-env", help="local environment variable holding the key")
+    p = sub.add_parser("report", help="tables, ratios to the seed, cost, KV and plots")
+    p.add_argument("results_dir")
+    p.add_argument("--out", help="where report.md and the PNGs go (default: results_dir)")
+    p.add_argument("--kv-pool-tokens", type=int, help="KV pool size (default: planner or seed)")
+    p.add_argument("--price", type=_price, action="append", help="MODEL=USD per chip-hour")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    commands = {"plan": _cmd_plan, "run": _cmd_run, "report": _cmd_report}
+    try:
+        return commands[args.command](args)
+    except (BenchConfigError, SweepError, ReportError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bench: interrupted; rerun with the same --out to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
