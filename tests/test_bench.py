@@ -382,3 +382,26 @@ def test_cli_plan_prints_every_command(capsys: pytest.CaptureFixture[str]) -> No
     commands = [shlex.split(line) for line in lines if not line.startswith("#")]
     assert len(commands) == 4
     assert all(c[0] == "gcloud" and "--tunnel-through-iap" in c for c in commands)
+
+
+def test_cli_plan_takes_node_and_sweep_from_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "deploy.toml"
+    config.write_text(
+        'project = "demo-project"\nzone = "us-west4-a"\nname = "bench-box"\n'
+        '[vllm]\ncontainer_name = "served"\nport = 8100\n'
+        "[bench]\ncontexts = [256]\nclients = [2, 8]\nrepetitions = 2\noutput_len = 64\n"
+    )
+    assert cli.main(["plan", "--config", str(config)]) == 0
+    commands = [shlex.split(x) for x in capsys.readouterr().out.splitlines() if x[0] != "#"]
+    assert len(commands) == 1 * 2 * 2
+    for argv in commands:
+        assert argv[5] == "bench-box"
+        assert flags(argv)["--zone"] == ["us-west4-a"]
+        assert flags(argv)["--project"] == ["demo-project"]
+        assert shlex.split(argv[-1])[4] == "served"
+        f = flags(bench_part(argv))
+        assert f["--port"] == ["8100"]
+        assert f["--random-input-len"] == ["256"]
+        assert f["--random-output-len"] == ["64"]

@@ -235,15 +235,22 @@ def test_kv_wall_marks(results_dir: Path) -> None:
         assert text == f"{wanted:,} {mark}"
 
 
-def test_defaults_come_from_planner_when_it_has_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    planner = types.ModuleType("tpudeploy.planner")
-    monkeypatch.setitem(sys.modules, "tpudeploy.planner", planner)
+def test_defaults_fall_back_to_seed_without_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tpudeploy.planner", types.ModuleType("tpudeploy.planner"))
     assert default_prices()[0] == dict(seed_sweep.PRICE_PER_CHIP_HOUR)
-    assert default_kv_pool()[0] == seed_sweep.KV_POOL_TOKENS
-    planner.PRICE_PER_CHIP_HOUR = {"spot": 1.0}  # type: ignore[attr-defined]
-    planner.KV_POOL_TOKENS = 1234  # type: ignore[attr-defined]
-    assert default_prices() == ({"spot": 1.0}, "tpudeploy.planner")
-    assert default_kv_pool() == (1234, "tpudeploy.planner")
+    pool, safe, source = default_kv_pool()
+    assert (pool, safe) == (seed_sweep.KV_POOL_TOKENS, seed_sweep.SAFE_CLIENTS_X_CONTEXT)
+    assert "fallback" in source
+
+
+def test_planner_defaults_agree_with_the_seed() -> None:
+    prices, source = default_prices()
+    assert prices == dict(seed_sweep.PRICE_PER_CHIP_HOUR)
+    assert source.startswith("tpudeploy.planner")
+    pool, safe, _ = default_kv_pool()
+    # The planner derives the pool from geometry; the seed measured 321,344 (5,021 blocks of 64).
+    assert abs(pool - seed_sweep.KV_POOL_TOKENS) <= 4 * 64
+    assert abs(safe - seed_sweep.SAFE_CLIENTS_X_CONTEXT) / seed_sweep.SAFE_CLIENTS_X_CONTEXT < 0.01
 
 
 def test_write_report_makes_markdown_and_pngs(results_dir: Path, tmp_path: Path) -> None:
@@ -303,3 +310,17 @@ def test_report_without_metadata_uses_measured_grid(results_dir: Path) -> None:
     report = build_report(results_dir)
     assert report.contexts == CONTEXTS and report.clients == CLIENTS
     assert table(report.markdown, "Aggregate")[MISSING_CELL] == "—"
+
+
+def test_cli_report_sizes_pool_from_config(
+    results_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tpudeploy.planner import kv_pool
+
+    config = tmp_path / "deploy.toml"
+    config.write_text("[vllm]\nmax_model_len = 16384\ngpu_memory_utilization = 0.9\n")
+    assert cli.main(["report", str(results_dir), "--config", str(config)]) == 0
+    expected = kv_pool(max_model_len=16384, gpu_memory_utilization=0.9)
+    assert f"Pool {expected.tokens:,} tokens; safe line {expected.safe_tokens:,}" in (
+        capsys.readouterr().out
+    )

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tpudeploy.bench.report import ReportError, write_report
+from tpudeploy.bench.report import ReportError, default_kv_pool, write_report
 from tpudeploy.bench.sweep import (
     MAX_MODEL_LEN,
     BenchConfigError,
@@ -29,33 +29,53 @@ from tpudeploy.bench.sweep import (
     settings_from_table,
     subprocess_executor,
 )
+from tpudeploy.config import ConfigError, parse_config
 
 
-def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings]:
+def _read_config(path: str | None) -> tuple[dict[str, Any], Any]:
+    """The raw `[bench]` table and the validated deployment config (None without a file)."""
+    if not path:
+        return {}, None
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BenchConfigError(f"{path}: cannot read config ({exc})") from None
+    bench = data.pop("bench", {})
+    if not isinstance(bench, dict):
+        raise BenchConfigError(f"{path}: bench must be a table ([bench])")
+    return bench, parse_config(data, source=path)
+
+
+def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings, Any]:
+    bench, cfg = _read_config(args.config)
     table: dict[str, Any] = {}
-    if args.config:
-        try:
-            data = tomllib.loads(Path(args.config).read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise BenchConfigError(f"{args.config}: cannot read config ({exc})") from None
-        bench = data.get("bench", {})
-        if not isinstance(bench, dict):
-            raise BenchConfigError(f"{args.config}: bench must be a table ([bench])")
-        table = bench
+    max_model_len = MAX_MODEL_LEN
+    if cfg is not None:
+        # The serving side's values, so the client hits the container the stacks deployed.
+        table = {"container": cfg.vllm.container_name, "port": cfg.vllm.port}
+        table["model"] = cfg.vllm.model
+        max_model_len = cfg.vllm.max_model_len
+    table.update(bench)
     if args.container:
         table["container"] = args.container
-    return settings_from_table(table, profile=args.profile, max_model_len=args.max_model_len)
+    profile, settings = settings_from_table(
+        table, profile=args.profile, max_model_len=args.max_model_len or max_model_len
+    )
+    return profile, settings, cfg
 
 
-def _target(args: argparse.Namespace) -> NodeTarget | None:
+def _target(args: argparse.Namespace, cfg: Any) -> NodeTarget | None:
     if args.on_node:
         return None
-    if not args.node or not args.zone:
+    name = args.node or (cfg.node_id if cfg is not None else None)
+    zone = args.zone or (cfg.zone if cfg is not None else None)
+    project = args.project or (cfg.project if cfg is not None else None) or None
+    if not name or not zone:
         raise BenchConfigError(
-            "--node and --zone are required to reach the TPU VM over IAP SSH "
+            "--node and --zone (or --config) are required to reach the TPU VM over IAP SSH "
             "(or pass --on-node when running on the node itself)"
         )
-    return NodeTarget(args.node, args.zone, args.project)
+    return NodeTarget(name, zone, project)
 
 
 def _api_key(args: argparse.Namespace, executor: Executor) -> str:
@@ -85,8 +105,8 @@ def _api_key(args: argparse.Namespace, executor: Executor) -> str:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    profile, settings = _settings(args)
-    target = None if args.on_node or not args.node else _target(args)
+    profile, settings, cfg = _settings(args)
+    target = None if args.on_node or not (args.node or cfg) else _target(args, cfg)
     cells = plan_cells(settings, base_seed=0)
     total = sum(expected_seconds(settings, cell) for cell in cells)
     print(f"# {profile}: {len(cells)} runs, ~{format_seconds(total)} at the seed's throughput")
@@ -97,8 +117,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    profile, settings = _settings(args)
-    target = _target(args)
+    profile, settings, cfg = _settings(args)
+    target = _target(args, cfg)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out) if args.out else Path("bench-results") / f"{profile}-{stamp}"
     executor: Executor = subprocess_executor
@@ -127,11 +147,20 @@ def _price(text: str) -> tuple[str, float]:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     prices = dict(args.price) if args.price else None
+    _, cfg = _read_config(args.config)
+    kv_pool = None
+    if cfg is not None and args.kv_pool_tokens is None:
+        # Size the pool for the deployed max-model-len and memory fraction, not the seed's.
+        kv_pool = default_kv_pool(
+            max_model_len=cfg.vllm.max_model_len,
+            gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+        )
     report, paths = write_report(
         Path(args.results_dir),
         Path(args.out) if args.out else None,
         prices=prices,
         kv_pool_tokens=args.kv_pool_tokens,
+        kv_pool=kv_pool,
     )
     print(report.markdown)
     print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
@@ -146,14 +175,16 @@ def _parser() -> argparse.ArgumentParser:
         ("run", "run the sweep on the node with `vllm bench serve`"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--config", help="TOML config file; its [bench] table sets the sweep")
+        p.add_argument(
+            "--config", help="deployment TOML: node, zone, project, container; [bench] the sweep"
+        )
         p.add_argument("--profile", choices=("full", "quick"), help="overrides bench.profile")
         p.add_argument("--node", help="TPU VM name")
         p.add_argument("--zone", help="TPU VM zone, e.g. us-west4-a")
         p.add_argument("--project", help="Google Cloud project (default: gcloud's)")
         p.add_argument("--container", help="serving container name (default vllm-gemma4)")
         p.add_argument("--on-node", action="store_true", help="run here, without SSH")
-        p.add_argument("--max-model-len", type=int, default=MAX_MODEL_LEN)
+        p.add_argument("--max-model-len", type=int, help="default: config's, else 32768")
         if name == "run":
             p.add_argument("--out", help="results directory (rerun with the same one to resume)")
             key = p.add_mutually_exclusive_group()
@@ -164,6 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where report.md and the PNGs go (default: results_dir)")
     p.add_argument("--kv-pool-tokens", type=int, help="KV pool size (default: planner or seed)")
     p.add_argument("--price", type=_price, action="append", help="MODEL=USD per chip-hour")
+    p.add_argument("--config", help="deployment TOML: sizes the KV pool for its vllm settings")
     return parser
 
 
@@ -172,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"plan": _cmd_plan, "run": _cmd_run, "report": _cmd_report}
     try:
         return commands[args.command](args)
-    except (BenchConfigError, SweepError, ReportError, OSError) as exc:
+    except (BenchConfigError, SweepError, ReportError, ConfigError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

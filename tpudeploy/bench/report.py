@@ -242,28 +242,43 @@ def cost_per_million(tok_s: float, price_per_hour: float) -> float:
     return price_per_hour / (tok_s * 3600) * 1e6
 
 
-def _planner_value(name: str) -> Any:
+def _planner() -> Any:
     try:
-        planner = importlib.import_module("tpudeploy.planner")
+        return importlib.import_module("tpudeploy.planner")
     except ImportError:
         return None
-    return getattr(planner, name, None)
 
 
 def default_prices() -> tuple[dict[str, float], str]:
     """$/chip-hour per provisioning model: tpudeploy.planner's table, else the seed's."""
-    table = _planner_value("PRICE_PER_CHIP_HOUR")
-    if isinstance(table, Mapping) and table:
-        return {str(k): float(v) for k, v in table.items()}, "tpudeploy.planner"
-    return dict(seed_sweep.PRICE_PER_CHIP_HOUR), "fallback: the seed's us-west4 prices"
+    planner = _planner()
+    try:
+        table = planner.SEED_PRICES
+        prices = {m: float(table.per_chip_hour[m]) for m in planner.PROVISIONING_MODELS}
+        return prices, f"tpudeploy.planner: {table.source}, as of {table.as_of}"
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return dict(seed_sweep.PRICE_PER_CHIP_HOUR), "fallback: the seed's us-west4 prices"
 
 
-def default_kv_pool() -> tuple[int, str]:
-    """KV pool in tokens: tpudeploy.planner's figure, else the seed's measured 321,344."""
-    pool = _planner_value("KV_POOL_TOKENS")
-    if isinstance(pool, int) and not isinstance(pool, bool) and pool > 0:
-        return pool, "tpudeploy.planner"
-    return seed_sweep.KV_POOL_TOKENS, "fallback: the seed's measured pool"
+def default_kv_pool(
+    *, max_model_len: int | None = None, gpu_memory_utilization: float | None = None
+) -> tuple[int, int, str]:
+    """(pool tokens, safe line, source): tpudeploy.planner's arithmetic, else the seed's figures."""
+    planner = _planner()
+    kwargs: dict[str, Any] = {}
+    if max_model_len is not None:
+        kwargs["max_model_len"] = max_model_len
+    if gpu_memory_utilization is not None:
+        kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+    try:
+        pool = planner.kv_pool(**kwargs)
+        return int(pool.tokens), int(pool.safe_tokens), "tpudeploy.planner.kv_pool"
+    except (AttributeError, TypeError, ValueError):
+        return (
+            seed_sweep.KV_POOL_TOKENS,
+            seed_sweep.SAFE_CLIENTS_X_CONTEXT,
+            "fallback: the seed's measured pool",
+        )
 
 
 def kv_status(context: int, clients: int, *, pool: int, safe: int) -> str:
@@ -340,6 +355,7 @@ def build_report(
     *,
     prices: Mapping[str, float] | None = None,
     kv_pool_tokens: int | None = None,
+    kv_pool: tuple[int, int, str] | None = None,
     plot_names: Sequence[str] = (),
 ) -> Report:
     """Read every result in `results_dir` and render the markdown report."""
@@ -356,11 +372,12 @@ def build_report(
         prices, price_source = default_prices()
     else:
         price_source = "given"
-    if kv_pool_tokens is None:
-        kv_pool_tokens, pool_source = default_kv_pool()
+    if kv_pool is not None:
+        kv_pool_tokens, safe, pool_source = kv_pool
+    elif kv_pool_tokens is None:
+        kv_pool_tokens, safe, pool_source = default_kv_pool()
     else:
-        pool_source = "given"
-    safe = round(kv_pool_tokens * SAFE_FRACTION)
+        safe, pool_source = round(kv_pool_tokens * SAFE_FRACTION), "given"
 
     warnings: list[str] = []
     for run in runs:
@@ -437,8 +454,8 @@ def build_report(
         "",
         f"## clients x context against the KV pool ({pool_source})",
         "",
-        f"Pool {kv_pool_tokens:,} tokens; safe line {safe:,} ({SAFE_FRACTION:.0%} of the pool, "
-        "the seed's rule of thumb). Past the pool, more clients buy queueing, not throughput.",
+        f"Pool {kv_pool_tokens:,} tokens; safe line {safe:,} ({safe / kv_pool_tokens:.0%} of the "
+        "pool, the seed's rule of thumb). Past the pool more clients buy queueing, not throughput.",
         "",
     ]
     out += _grid(
@@ -460,6 +477,7 @@ def write_report(
     *,
     prices: Mapping[str, float] | None = None,
     kv_pool_tokens: int | None = None,
+    kv_pool: tuple[int, int, str] | None = None,
 ) -> tuple[Report, list[Path]]:
     """Write report.md and the PNG plots into `out_dir` (default: the results directory)."""
     from tpudeploy.bench import plots  # matplotlib loads only when plots are wanted
@@ -467,7 +485,11 @@ def write_report(
     out_dir = out_dir or results_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(
-        results_dir, prices=prices, kv_pool_tokens=kv_pool_tokens, plot_names=plots.PLOT_FILES
+        results_dir,
+        prices=prices,
+        kv_pool_tokens=kv_pool_tokens,
+        kv_pool=kv_pool,
+        plot_names=plots.PLOT_FILES,
     )
     written = plots.write_plots(report, out_dir)
     (out_dir / "report.md").write_text(report.markdown + "\n")
