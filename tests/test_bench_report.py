@@ -324,3 +324,10 @@ def test_cli_report_sizes_pool_from_config(
     assert f"Pool {expected.tokens:,} tokens; safe line {expected.safe_tokens:,}" in (
         capsys.readouterr().out
     )
+
+
+def test_missing_results_dir_is_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    with pytest.raises(ReportError, match="no such directory"):
+        write_report(missing, tmp_path / "out")
+    assert not missing.exists() and not (tmp_path / "out").exists()

@@ -482,8 +482,6 @@ def write_report(
     """Write report.md and the PNG plots into `out_dir` (default: the results directory)."""
     from tpudeploy.bench import plots  # matplotlib loads only when plots are wanted
 
-    out_dir = out_dir or results_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(
         results_dir,
         prices=prices,
@@ -491,6 +489,9 @@ def write_report(
         kv_pool=kv_pool,
         plot_names=plots.PLOT_FILES,
     )
+    # Only after the results read cleanly: a mistyped path must not leave a directory behind.
+    out_dir = out_dir or results_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
     written = plots.write_plots(report, out_dir)
     (out_dir / "report.md").write_text(report.markdown + "\n")
     return report, [out_dir / "report.md", *written]
