@@ -51,3 +51,9 @@ def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
 def service_account_email(cfg: DeployConfig, project: str) -> str:
     """Deterministic, so the node stack needs no cross-stack state lookup."""
     return f"{cfg.service_account_id}@{project}.iam.gserviceaccount.com"
+
+
+def terraform_literal(text: str) -> str:
+    """Escape Terraform template sequences so a literal string (a bash script) reaches the cloud
+    unchanged: Terraform would read `${HOME:-/root}` as an interpolation and refuse the plan."""
+    return text.replace("${", "$${").replace("%{", "%%{")

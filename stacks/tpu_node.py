@@ -16,20 +16,11 @@ from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
 )
 from constructs import Construct
 
-from stacks.common import configure, service_account_email
+from stacks.common import configure, service_account_email, terraform_literal
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
-from tpudeploy.render import render_startup_script
+from tpudeploy.render import node_metadata
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-
-
-def node_metadata(cfg: DeployConfig) -> dict[str, str]:
-    """Metadata for the node: the boot script plus OS Login, so no project-wide SSH keys apply."""
-    return {
-        "startup-script": render_startup_script(cfg),
-        "enable-oslogin": "TRUE",
-        "block-project-ssh-keys": "TRUE",
-    }
 
 
 class TpuNodeStack(TerraformStack):
@@ -63,7 +54,7 @@ class TpuNodeStack(TerraformStack):
                 enable_external_ips=cfg.network.enable_external_ip,
             ),
             shielded_instance_config=GoogleTpuV2VmShieldedInstanceConfig(enable_secure_boot=True),
-            metadata=node_metadata(cfg),
+            metadata={k: terraform_literal(v) for k, v in node_metadata(cfg).items()},
             tags=[cfg.network_tag],
             labels=labels,
         )

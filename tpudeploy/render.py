@@ -89,3 +89,13 @@ def render_startup_script(cfg: DeployConfig) -> str:
             serve_lines=_argv_lines(vllm_serve_args(v)),
         )
     )
+
+
+def node_metadata(cfg: DeployConfig) -> dict[str, str]:
+    """The node's metadata, shared by the VM and flex-start paths: the boot script, and OS Login
+    so that no project-wide SSH keys apply."""
+    return {
+        "startup-script": render_startup_script(cfg),
+        "enable-oslogin": "TRUE",
+        "block-project-ssh-keys": "TRUE",
+    }
