@@ -12,6 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tpudeploy import planner
+from tpudeploy.durations import parse_duration
+
 DEFAULT_CONFIG_PATH = "deploy.toml"
 CONFIG_ENV = "DEPLOY_CONFIG"
 
@@ -24,6 +27,21 @@ RUNTIMES_BY_GENERATION: dict[str, tuple[str, ...]] = {
     "v5litepod": ("v2-alpha-tpuv5-lite",),
     "v6e": ("v2-alpha-tpuv6e",),
     "v5p": ("v2-alpha-tpuv5",),
+}
+
+# Where flex-start was seen to work, per accelerator type: data, not scattered ifs. The seed
+# verified us-west4-a on 2026-08-09; Google's documentation lists us-central1-a for v5e
+# flex-start serving. europe-west4-a and -b refuse v5litepod-1 flex-start whatever the quota
+# ("FLEX_START provisioning model is not supported for accelerator type").
+FLEX_START_ZONES: dict[str, dict[str, str]] = {
+    "v5litepod-1": {
+        "us-west4-a": "seed build log, verified 2026-08-09 (QR reached ACTIVE)",
+        "us-central1-a": "Google Cloud TPU documentation, v5e flex-start serving",
+    },
+}
+FLEX_START_REFUSED_ZONES: dict[str, str] = {
+    "europe-west4-a": "refused at the API in the seed regardless of quota",
+    "europe-west4-b": "refused at the API in the seed regardless of quota",
 }
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
@@ -88,6 +106,36 @@ class NetworkConfig(_Strict):
         return v
 
 
+MEDIA_URLS_DISABLED = "media-urls-disabled.invalid"
+_METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "localhost"})
+_HOST_RE = re.compile(
+    r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+)
+
+
+def media_domain_problem(host: str) -> str:
+    """Why `host` must not be an allowed media domain, or "" when it may be."""
+    name = host.rstrip(".").lower()
+    try:
+        ip = ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        ip = None
+    if ip is not None:
+        if not ip.is_global:
+            return (
+                "is a link-local, loopback or private address: with --net=host vLLM would "
+                "fetch from the node itself or the metadata server (169.254.169.254)"
+            )
+        return ""
+    if name in _METADATA_HOSTS or name.endswith(".internal"):
+        return (
+            "reaches the node itself or the metadata server, which hands out the node's credentials"
+        )
+    if not _HOST_RE.match(name):
+        return "is not a host name (write the host only, e.g. upload.wikimedia.org, no scheme)"
+    return ""
+
+
 class VllmConfig(_Strict):
     """`vllm serve` flags in snake_case plus the tpu-inference environment; seed values."""
 
@@ -108,8 +156,22 @@ class VllmConfig(_Strict):
     enable_auto_tool_choice: bool = True
     tool_call_parser: str = "gemma4"
     reasoning_parser: str = "gemma4"
+    # Left unset: the backend scales block_size with max_model_len to keep 512 blocks per request
+    # (seed), which is what keeps long context free. Setting it is warned.
+    block_size: int | None = Field(default=None, gt=0)
+    # Pins the KV pool in bytes instead of a fraction (seed: measured-good 5923602432).
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    # Overrides for the guard rails, for users who know better than the seed's measurements.
+    force_gpu_memory_utilization: bool = False
+    force_kv_cache_dtype: bool = False
+    force_tensor_parallel_size: bool = False
     # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
     extra_args: tuple[str, ...] = ()
+    # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
+    # would hand the node's credentials to whoever sends the request, and vLLM treats an empty
+    # list as "every domain" (DESIGN). The default names a reserved .invalid host (RFC 2606) that
+    # never resolves: URL fetching is off, inline data: URLs keep working. Widen it deliberately.
+    allowed_media_domains: tuple[str, ...] = (MEDIA_URLS_DISABLED,)
 
     # tpu-inference environment variables (seed table); defaults are the engine's own.
     attn_bucketized_num_reqs: bool = False
@@ -118,10 +180,27 @@ class VllmConfig(_Strict):
     vllm_tpu_bucket_padding_gap: int = Field(default=0, ge=0)
     vllm_xla_check_recompilation: bool = False
 
-    @field_validator("extra_args", mode="before")
+    @field_validator("extra_args", "allowed_media_domains", mode="before")
     @classmethod
     def _list_to_tuple(cls, v: object) -> object:
         return tuple(v) if isinstance(v, list) else v
+
+    @field_validator("allowed_media_domains")
+    @classmethod
+    def _media_domains(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError(
+                "an empty list lets vLLM fetch media from every host, including the metadata "
+                f"server; list the hosts you trust, or keep [{MEDIA_URLS_DISABLED!r}] to allow "
+                "inline data: URLs only"
+            )
+        for host in v:
+            problem = media_domain_problem(host)
+            if problem:
+                raise ValueError(
+                    f"{host!r} {problem}; remove it (inline data: URLs need no domain)"
+                )
+        return v
 
     @field_validator("image")
     @classmethod
@@ -187,6 +266,52 @@ class VllmConfig(_Strict):
             env["VLLM_XLA_CHECK_RECOMPILATION"] = "1"
         return env
 
+    def container_env(self) -> dict[str, str]:
+        """All non-secret environment for the container: tpu-inference's plus vLLM's own."""
+        # vLLM follows redirects by default (DESIGN), which would let an allowed host bounce a
+        # media fetch to the metadata server; 0 keeps the allow-list meaningful.
+        return {**self.tpu_inference_env(), "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0"}
+
+
+class LoadConfig(_Strict):
+    """The load you expect; the planner warns when it does not fit the KV pool."""
+
+    expected_clients: int | None = Field(default=None, gt=0)
+    expected_context: int | None = Field(default=None, gt=0)
+
+
+def _geometry_default(field_name: str) -> Any:
+    return getattr(planner.GEMMA_4_E2B, field_name)
+
+
+class ModelGeometryConfig(_Strict):
+    """The served model's geometry for the capacity arithmetic; Gemma 4 E2B from the seed."""
+
+    num_hidden_layers: int = Field(default=_geometry_default("num_hidden_layers"), gt=0)
+    full_attention_every: int = Field(default=_geometry_default("full_attention_every"), gt=0)
+    full_attention_offset: int = Field(default=_geometry_default("full_attention_offset"), ge=0)
+    num_kv_shared_layers: int = Field(default=_geometry_default("num_kv_shared_layers"), ge=0)
+    num_attention_heads: int = Field(default=_geometry_default("num_attention_heads"), gt=0)
+    num_key_value_heads: int = Field(default=_geometry_default("num_key_value_heads"), gt=0)
+    head_dim: int = Field(default=_geometry_default("head_dim"), gt=0)
+    global_head_dim: int = Field(default=_geometry_default("global_head_dim"), gt=0)
+    hidden_size: int = Field(default=_geometry_default("hidden_size"), gt=0)
+    intermediate_size: int = Field(default=_geometry_default("intermediate_size"), gt=0)
+    vocab_size: int = Field(default=_geometry_default("vocab_size"), gt=0)
+    hidden_size_per_layer_input: int = Field(
+        default=_geometry_default("hidden_size_per_layer_input"), ge=0
+    )
+    sliding_window: int = Field(default=_geometry_default("sliding_window"), gt=0)
+    param_bytes: int = Field(default=_geometry_default("param_bytes"), gt=0)
+    kv_dtype_bytes: int = Field(default=_geometry_default("kv_dtype_bytes"), gt=0)
+    resident_weight_bytes: int = Field(default=_geometry_default("resident_weight_bytes"), gt=0)
+    mm_max_tokens_per_item: dict[str, int] = Field(
+        default_factory=lambda: dict(planner.GEMMA_4_E2B.mm_max_tokens_per_item)
+    )
+
+    def to_planner(self, model_id: str) -> planner.ModelGeometry:
+        return planner.ModelGeometry(name=model_id, **self.model_dump())
+
 
 class DeployConfig(_Strict):
     """One deployment. An empty file gives the seed's deployment."""
@@ -195,12 +320,93 @@ class DeployConfig(_Strict):
     region: str = ""
     zone: str = "us-west4-a"
     name: str = "gemma4-v5e"
-    provisioning: Literal["flex-start", "spot", "on-demand"] = "spot"
+    # Flex-start is the default: the only model that stops billing on its own, for 3.8% more
+    # than spot (seed). Spot and on-demand bill until `make destroy`.
+    provisioning: Literal["flex-start", "spot", "on-demand"] = "flex-start"
+    max_run_duration: str | int = "4h"
+    # How long `deploy` waits for flex-start capacity before giving up (not an error until then).
+    flex_start_timeout: str | int = "1h"
+    # Flex-start in a zone not known to accept it is refused unless the user says otherwise.
+    allow_untested_flex_zone: bool = False
+    # With a bucket, every stack keeps its Terraform state in GCS (GitOps); without, locally.
+    state_bucket: str = ""
     accelerator_type: str = "v5litepod-1"
     runtime_version: str = "v2-alpha-tpuv5-lite"
     labels: dict[str, str] = Field(default_factory=dict)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     vllm: VllmConfig = Field(default_factory=VllmConfig)
+    load: LoadConfig = Field(default_factory=LoadConfig)
+    # $/chip-hour overrides by provisioning model (the seed's us-west4 rates are the default).
+    prices: dict[str, float] = Field(default_factory=dict)
+    model_geometry: ModelGeometryConfig = Field(default_factory=ModelGeometryConfig)
+
+    @field_validator("max_run_duration", "flex_start_timeout")
+    @classmethod
+    def _duration(cls, v: str | int) -> str | int:
+        try:
+            parse_duration(v)
+        except ValueError as exc:
+            reason, _, fix = str(exc).partition("; ")
+            raise ValueError(f"{reason.split(': ', 1)[-1]}; {fix}") from None
+        return v
+
+    @field_validator("state_bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        if v and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]", v):
+            raise ValueError("not a Cloud Storage bucket name; write the bare name, no gs://")
+        return v
+
+    @field_validator("prices")
+    @classmethod
+    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
+        try:
+            planner.SEED_PRICES.with_overrides(v)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; use keys spot, flex-start, on-demand") from None
+        return v
+
+    @property
+    def max_run_duration_seconds(self) -> int:
+        return parse_duration(self.max_run_duration, name="max_run_duration")
+
+    @property
+    def flex_start_timeout_seconds(self) -> int:
+        return parse_duration(self.flex_start_timeout, name="flex_start_timeout")
+
+    @property
+    def queued_resource_id(self) -> str:
+        return f"{self.name}-qr"
+
+    def geometry(self) -> planner.ModelGeometry:
+        return self.model_geometry.to_planner(self.vllm.model)
+
+    def price_table(self) -> planner.PriceTable:
+        return planner.SEED_PRICES.with_overrides(self.prices)
+
+    def serve_settings(self) -> planner.ServeSettings:
+        v = self.vllm
+        return planner.ServeSettings(
+            accelerator_type=self.accelerator_type,
+            gpu_memory_utilization=v.gpu_memory_utilization,
+            force_gpu_memory_utilization=v.force_gpu_memory_utilization,
+            kv_cache_dtype=v.kv_cache_dtype,
+            force_kv_cache_dtype=v.force_kv_cache_dtype,
+            tensor_parallel_size=v.tensor_parallel_size,
+            force_tensor_parallel_size=v.force_tensor_parallel_size,
+            max_model_len=v.max_model_len,
+            max_num_batched_tokens=v.max_num_batched_tokens,
+            limit_mm_per_prompt=dict(v.limit_mm_per_prompt),
+            disable_chunked_mm_input=v.disable_chunked_mm_input,
+            block_size=v.block_size,
+            kv_cache_memory_bytes=v.kv_cache_memory_bytes,
+            expected_clients=self.load.expected_clients,
+            expected_context=self.load.expected_context,
+        )
+
+    def findings(self) -> list[planner.Finding]:
+        """The seed's guard rails on this config: errors first, then warnings and notes."""
+        return planner.check_settings(self.serve_settings(), model=self.geometry())
 
     @field_validator("project")
     @classmethod
@@ -274,6 +480,19 @@ class DeployConfig(_Strict):
         return f"{self.name}-hf-token"
 
     @property
+    def api_key_secret_id(self) -> str:
+        return f"{self.name}-api-key"
+
+    @property
+    def compile_cache_bucket_suffix(self) -> str:
+        """The bucket is "<project>-<name>-xla": at most 30 + 1 + 24 + 4 = 59 of GCS's 63
+        characters, so every valid project and name fits; no random suffix."""
+        return f"{self.name}-xla"
+
+    def compile_cache_bucket(self, project: str) -> str:
+        return f"{project}-{self.compile_cache_bucket_suffix}"
+
+    @property
     def node_id(self) -> str:
         return self.name
 
@@ -314,6 +533,20 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 "use " + " or ".join(repr(r) for r in runtimes),
             )
         )
+    if cfg.provisioning == "flex-start" and not cfg.allow_untested_flex_zone:
+        known = FLEX_START_ZONES.get(cfg.accelerator_type, {})
+        if cfg.zone not in known:
+            why = FLEX_START_REFUSED_ZONES.get(cfg.zone, "not known to accept it")
+            good = ", ".join(f"{z} ({src})" for z, src in known.items()) or "none recorded"
+            problems.append(
+                _problem(
+                    "zone",
+                    cfg.zone,
+                    f"flex-start {cfg.accelerator_type} in this zone: {why}",
+                    f"use one of the known-good zones: {good}; or set "
+                    "allow_untested_flex_zone = true to try anyway",
+                )
+            )
     public = [c for c in cfg.network.allowed_cidrs if ipaddress.ip_network(c).prefixlen == 0]
     if public and not cfg.network.allow_public_endpoint:
         problems.append(
@@ -330,7 +563,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
 
 # Fix hints for keys whose pydantic message alone does not say what to write.
 _FIX_HINTS: dict[str, str] = {
-    "provisioning": 'use "spot" or "on-demand"',
+    "provisioning": 'use "flex-start" (stops billing on its own), "spot" or "on-demand"',
     "vllm.dtype": 'the seed runs "bfloat16" (the only format that runs on this stack)',
     "vllm.gpu_memory_utilization": "a fraction in (0, 1]; the seed's ceiling on v5e is 0.92",
 }
@@ -393,23 +626,17 @@ def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> 
     data = dict(data)
     if not data.get("project"):
         data["project"] = os.environ.get("GOOGLE_CLOUD_PROJECT", "")
-    if data.get("provisioning") == "flex-start":
-        raise ConfigError(
-            source,
-            [
-                _problem(
-                    "provisioning",
-                    "flex-start",
-                    "flex-start needs the queued-resource client, which is not built yet",
-                    'use "spot" or "on-demand" for now',
-                )
-            ],
-        )
     try:
         cfg = DeployConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(source, _format_errors(exc)) from None
     problems = cross_check(cfg)
+    # The seed's guard rails (tpudeploy.planner): errors refuse the config, warnings are printed
+    # by the commands that synthesize or deploy.
+    try:
+        problems += [str(f) for f in cfg.findings() if f.severity == "error"]
+    except ValueError as exc:
+        problems.append(str(exc))
     if problems:
         raise ConfigError(source, problems)
     return cfg
