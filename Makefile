@@ -13,8 +13,7 @@ export DEPLOY_CONFIG
 # No telemetry or version pings from the cdktf CLI / Terraform; jsii's Node-version banner is noise.
 export CHECKPOINT_DISABLE := 1
 export DISABLE_VERSION_CHECK := 1
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cdktf import TerraformOutput, TerraformStack
+from cdktf import LocalExecProvisioner, TerraformOutput, TerraformResource, TerraformStack
 from cdktf_cdktf_provider_google_beta.google_compute_firewall import (
     GoogleComputeFirewall,
     GoogleComputeFirewallAllow,
@@ -18,9 +18,25 @@ from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
+from tpudeploy.flex import queued_resource_spec
 from tpudeploy.render import node_metadata
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+# local-exec runs in cdktf.out/stacks/<stack>/; the project's venv is at the repository root.
+REPO_ROOT_FROM_STACK = "../../.."
+QR_COMMAND = ".venv/bin/python -m tpudeploy.queued_resource"
+# Stands in for the project id while the spec is built, then becomes var.project: the spec is
+# validated in Python, but an unset project is only known when Terraform runs.
+_PROJECT_PLACEHOLDER = "tpudeploy-project-placeholder"
+
+
+def queued_resource_input(cfg: DeployConfig, project: str) -> str:
+    """The spec JSON that the terraform_data resource carries, Terraform-escaped, with the project
+    as a Terraform expression when it is not known at synth time."""
+    literal = cfg.project or _PROJECT_PLACEHOLDER
+    text = terraform_literal(queued_resource_spec(cfg, literal).to_json())
+    return text if cfg.project else text.replace(_PROJECT_PLACEHOLDER, project)
 
 
 class TpuNodeStack(TerraformStack):
@@ -33,6 +49,39 @@ class TpuNodeStack(TerraformStack):
         project = configure(self, cfg)
         labels = {"deployment": cfg.name, "provisioning": cfg.provisioning, **cfg.labels}
 
+        if cfg.provisioning == "flex-start":
+            self._queued_resource(cfg, project)
+        else:
+            self._vm(cfg, project, labels)
+
+        if cfg.network.allowed_cidrs:
+            # Only with ranges: a GCE rule with no source ranges and no source tags means
+            # 0.0.0.0/0, so an empty list must mean "no rule", never "an empty rule".
+            GoogleComputeFirewall(
+                self,
+                "allow-vllm",
+                name=f"{cfg.name}-allow-vllm",
+                network=cfg.network.network,
+                direction="INGRESS",
+                allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=[str(cfg.vllm.port)])],
+                source_ranges=list(cfg.network.allowed_cidrs),
+                target_tags=[cfg.network_tag],
+            )
+        GoogleComputeFirewall(
+            self,
+            "allow-iap-ssh",
+            name=f"{cfg.name}-allow-iap-ssh",
+            network=cfg.network.network,
+            direction="INGRESS",
+            allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=["22"])],
+            source_ranges=[IAP_SSH_RANGE],
+            target_tags=[cfg.network_tag],
+        )
+
+        TerraformOutput(self, "node_name", value=cfg.node_id)
+        TerraformOutput(self, "zone", value=cfg.zone)
+
+    def _vm(self, cfg: DeployConfig, project: str, labels: dict[str, str]) -> None:
         # google_tpu_v2_vm exists only in google-beta; the GA bindings have the legacy tpu_node.
         node = GoogleTpuV2Vm(
             self,
@@ -59,37 +108,53 @@ class TpuNodeStack(TerraformStack):
             labels=labels,
         )
 
-        if cfg.network.allowed_cidrs:
-            # Only with ranges: a GCE rule with no source ranges and no source tags means
-            # 0.0.0.0/0, so an empty list must mean "no rule", never "an empty rule".
-            GoogleComputeFirewall(
-                self,
-                "allow-vllm",
-                name=f"{cfg.name}-allow-vllm",
-                network=cfg.network.network,
-                direction="INGRESS",
-                allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=[str(cfg.vllm.port)])],
-                source_ranges=list(cfg.network.allowed_cidrs),
-                target_tags=[cfg.network_tag],
-            )
-        GoogleComputeFirewall(
-            self,
-            "allow-iap-ssh",
-            name=f"{cfg.name}-allow-iap-ssh",
-            network=cfg.network.network,
-            direction="INGRESS",
-            allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=["22"])],
-            source_ranges=[IAP_SSH_RANGE],
-            target_tags=[cfg.network_tag],
-        )
-
         endpoint = node.network_endpoints.get(0)
         ip = (
             endpoint.access_config.get(0).external_ip
             if cfg.network.enable_external_ip
             else endpoint.ip_address
         )
-        TerraformOutput(self, "node_name", value=node.name)
-        TerraformOutput(self, "zone", value=cfg.zone)
         TerraformOutput(self, "ip", value=ip)
         TerraformOutput(self, "endpoint", value=f"http://{ip}:{cfg.vllm.port}/v1")
+        TerraformOutput(
+            self,
+            "billing",
+            value=f"{cfg.provisioning}: nothing stops the billing but `make destroy`",
+        )
+
+    def _queued_resource(self, cfg: DeployConfig, project: str) -> None:
+        """Flex-start: Terraform's google_tpu_v2_queued_resource has no metadata, service account,
+        provisioning model or run duration, so a terraform_data resource carries the spec and its
+        create/destroy provisioners run the project's own v2alpha1 client. A changed spec
+        replaces it (delete, then create)."""
+        spec = queued_resource_input(cfg, project)
+        environment = {"TPUDEPLOY_QR_SPEC": "${self.input}"}
+        qr = TerraformResource(
+            self,
+            "queued-resource",
+            terraform_resource_type="terraform_data",
+            provisioners=[
+                LocalExecProvisioner(
+                    type="local-exec",
+                    command=f"{QR_COMMAND} create --timeout {cfg.flex_start_timeout_seconds}",
+                    environment=environment,
+                    working_dir=REPO_ROOT_FROM_STACK,
+                ),
+                LocalExecProvisioner(
+                    type="local-exec",
+                    when="destroy",
+                    command=f"{QR_COMMAND} delete",
+                    environment=environment,
+                    working_dir=REPO_ROOT_FROM_STACK,
+                ),
+            ],
+        )
+        qr.add_override("input", spec)
+        qr.add_override("triggers_replace", [spec])
+        TerraformOutput(self, "queued_resource", value=cfg.queued_resource_id)
+        TerraformOutput(
+            self,
+            "billing",
+            value=f"flex-start: stops on its own after {cfg.max_run_duration} "
+            "(or at `make destroy`); `make status` shows the node's IP and end time",
+        )

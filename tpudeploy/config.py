@@ -360,10 +360,14 @@ class DeployConfig(_Strict):
     @field_validator("prices")
     @classmethod
     def _prices(cls, v: dict[str, float]) -> dict[str, float]:
+        known = planner.SEED_PRICES.per_chip_hour
         try:
+            for key in v:
+                if planner.cost.normalize_model(key) not in known:
+                    raise ValueError(f"no provisioning model called {key!r}")
             planner.SEED_PRICES.with_overrides(v)
         except ValueError as exc:
-            raise ValueError(f"{exc}; use keys spot, flex-start, on-demand") from None
+            raise ValueError(f"{exc}; use keys among {', '.join(known)}") from None
         return v
 
     @property

@@ -27,7 +27,7 @@ KEY_PROVISIONING = "provisioning"
 KEY_PROJECT = "project"
 KEY_ZONE = "zone"
 DEFAULT_NAME = "gemma4-v5e"
-DEFAULT_PROVISIONING = "spot"
+DEFAULT_PROVISIONING = "flex-start"
 # Flex-start v5litepod-1 is accepted only in us-west4-a (seed); that is the default zone.
 DEFAULT_ZONE = "us-west4-a"
 NO_END_TIME = frozenset({"spot", "on-demand"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from pathlib import Path
@@ -45,6 +46,9 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
     if v.enable_auto_tool_choice:
         args.append("--enable-auto-tool-choice")
     args += ["--tool-call-parser", v.tool_call_parser, "--reasoning-parser", v.reasoning_parser]
+    # Never empty (config refuses it): an empty list would let a request make vLLM fetch from the
+    # metadata server over --net=host.
+    args += ["--allowed-media-domains", *v.allowed_media_domains]
     args += list(v.extra_args)
     return args
 
@@ -72,6 +76,46 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+# Seed: cold boot 857 s. Readiness waits well past it before calling the boot failed.
+READY_TIMEOUT_SECONDS = 2400
+
+
+def compile_cache_inputs(cfg: DeployConfig) -> dict[str, object]:
+    """Everything a compiled XLA program depends on that the deployment controls.
+
+    JAX keys its own entries on program, jaxlib/libtpu and topology (DESIGN), but the key here
+    also decides which archive a new VM downloads: namespacing by image, accelerator and every
+    `vllm serve` flag and container variable means a config change starts a fresh entry instead
+    of dragging a stale archive along. Only fields that cannot change a compiled shape (the port,
+    the media allow-list) are normalised away, so a firewall or policy edit keeps the warm cache.
+    """
+    v = cfg.vllm
+    shaped = v.model_copy(update={"port": 8000, "allowed_media_domains": ("-",)})
+    return {
+        "image": v.image,
+        "accelerator_type": cfg.accelerator_type,
+        "runtime_version": cfg.runtime_version,
+        "serve": vllm_serve_args(shaped),
+        "env": v.container_env(),
+    }
+
+
+def compile_cache_key(cfg: DeployConfig) -> str:
+    """16 hex digits of sha256 over compile_cache_inputs: gs://BUCKET/xla/<key>/cache.tar.gz."""
+    canonical = json.dumps(compile_cache_inputs(cfg), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _boot_values(cfg: DeployConfig) -> dict[str, object]:
+    """Values both boot scripts share (the cache location and the runtime names)."""
+    return {
+        "deployment": cfg.name,
+        "container_name": cfg.vllm.container_name,
+        "cache_key": compile_cache_key(cfg),
+        "bucket_suffix": cfg.compile_cache_bucket_suffix,
+    }
+
+
 def render_startup_script(cfg: DeployConfig) -> str:
     """The startup script stored in the node's metadata: ids of secrets, never their values."""
     v = cfg.vllm
@@ -79,23 +123,31 @@ def render_startup_script(cfg: DeployConfig) -> str:
         _environment()
         .get_template("startup.sh.j2")
         .render(
-            deployment=cfg.name,
+            **_boot_values(cfg),
             hf_token_secret_id=cfg.hf_token_secret_id,
+            api_key_secret_id=cfg.api_key_secret_id,
             image=v.image,
-            container_name=v.container_name,
             shm_size=v.shm_size,
             port=v.port,
-            container_env=v.tpu_inference_env(),
+            ready_timeout=READY_TIMEOUT_SECONDS,
+            container_env=v.container_env(),
             serve_lines=_argv_lines(vllm_serve_args(v)),
         )
     )
 
 
+def render_shutdown_script(cfg: DeployConfig) -> str:
+    """Best-effort save of the compile cache before a preemption or a flex-start end."""
+    return _environment().get_template("shutdown.sh.j2").render(**_boot_values(cfg))
+
+
 def node_metadata(cfg: DeployConfig) -> dict[str, str]:
-    """The node's metadata, shared by the VM and flex-start paths: the boot script, and OS Login
-    so that no project-wide SSH keys apply."""
+    """The node's metadata, shared by the VM and flex-start paths: the boot scripts, OS Login so
+    that no project-wide SSH keys apply, and guest attributes for the boot phase (`make wait`)."""
     return {
         "startup-script": render_startup_script(cfg),
+        "shutdown-script": render_shutdown_script(cfg),
         "enable-oslogin": "TRUE",
         "block-project-ssh-keys": "TRUE",
+        "enable-guest-attributes": "TRUE",
     }

@@ -1,0 +1,32 @@
+"""The flex-start queued resource's spec, derived from the deployment config."""
+
+from __future__ import annotations
+
+from tpudeploy.config import DeployConfig
+from tpudeploy.queued_resource import DEFAULT_SCOPES, QueuedResourceSpec
+from tpudeploy.render import node_metadata
+
+
+def queued_resource_spec(cfg: DeployConfig, project: str) -> QueuedResourceSpec:
+    """The node the queued resource carries is the same node the VM path declares: same startup
+    script, OS Login, dedicated service account, network, tags and labels."""
+    metadata = node_metadata(cfg)
+    startup = metadata.pop("startup-script")
+    return QueuedResourceSpec(
+        project=project,
+        zone=cfg.zone,
+        queued_resource_id=cfg.queued_resource_id,
+        node_id=cfg.node_id,
+        accelerator_type=cfg.accelerator_type,
+        runtime_version=cfg.runtime_version,
+        startup_script=startup,
+        metadata=metadata,
+        service_account_email=f"{cfg.service_account_id}@{project}.iam.gserviceaccount.com",
+        scopes=DEFAULT_SCOPES,
+        network=cfg.network.network,
+        subnetwork=cfg.network.subnetwork or None,
+        enable_external_ips=cfg.network.enable_external_ip,
+        tags=(cfg.network_tag,),
+        labels={"deployment": cfg.name, "provisioning": cfg.provisioning, **cfg.labels},
+        max_run_duration_seconds=cfg.max_run_duration_seconds,
+    )
