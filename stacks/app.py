@@ -9,6 +9,7 @@ from cdktf import App
 
 from stacks.secrets import SecretsStack
 from stacks.tpu_node import TpuNodeStack
+from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config
 
 
@@ -35,4 +36,6 @@ def main() -> int:
     print(f"synthesized deployment {cfg.name!r} from {path}:")
     for stack in (cfg.secrets_stack_name, cfg.node_stack_name):
         print(f"  {outdir}/stacks/{stack}/cdk.tf.json")
+    print()
+    print("\n".join(summary_lines(cfg)))
     return 0

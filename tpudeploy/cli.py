@@ -6,7 +6,10 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from tpudeploy import planner
+from tpudeploy import queued_resource as qr
 from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config, require_project
+from tpudeploy.flex import queued_resource_spec
 
 
 def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -30,6 +33,54 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+def summary_lines(cfg: DeployConfig) -> list[str]:
+    """What `make synth` ends with: guard-rail warnings, then cost, billing stop, KV pool."""
+    lines = [str(f) for f in cfg.findings() if f.severity != "error"]
+    lines += planner.synth_summary(
+        cfg.serve_settings(),
+        provisioning_model=cfg.provisioning,
+        max_run_duration_s=cfg.max_run_duration_seconds,
+        prices=cfg.price_table(),
+        model=cfg.geometry(),
+    )
+    return lines
+
+
+def _capacity(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    print(planner.capacity_table(cfg.serve_settings(), model=cfg.geometry()))
+    return 0
+
+
+def _cost(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    chips = planner.lookup_accelerator(cfg.accelerator_type).chips
+    print(planner.cost_table(chips=chips, prices=cfg.price_table()))
+    print()
+    print("\n".join(summary_lines(cfg)))
+    return 0
+
+
+def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    project = require_project(cfg, source=str(config_path()))
+    spec = queued_resource_spec(cfg, project)
+    try:
+        report = qr.status(spec)
+    except qr.QueuedResourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if cfg.provisioning == "flex-start":
+        print(qr.format_status(report))
+    else:
+        # A VM path has no queued resource; show the node, then the warning that matters.
+        print(f"node {spec.node_name}: {report['node_state']}")
+        ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
+        print(f"  external IP {ext}, internal IP {internal}")
+        print(
+            f"WARNING: {cfg.provisioning} has no end time: it bills "
+            f"${cfg.price_table().rate(cfg.provisioning):.4f}/chip-hour until `make destroy`."
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tpudeploy", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--node", action="store_true", help="only the node (billing) stack")
     which.add_argument("--secrets", action="store_true", help="only the long-lived stack")
     stacks.set_defaults(func=_stacks)
+
+    sub.add_parser("capacity", help="KV pool, memory budget and safe concurrency").set_defaults(
+        func=_capacity
+    )
+    sub.add_parser("cost", help="hourly, monthly and per-token cost").set_defaults(func=_cost)
+    sub.add_parser(
+        "status", help="queued resource / node state and when billing stops"
+    ).set_defaults(func=_status)
     return parser
 
 

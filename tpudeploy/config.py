@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tpudeploy import planner
+from tpudeploy.bench.sweep import BenchConfigError, settings_from_table
 from tpudeploy.durations import parse_duration
 
 DEFAULT_CONFIG_PATH = "deploy.toml"
@@ -339,6 +340,8 @@ class DeployConfig(_Strict):
     # $/chip-hour overrides by provisioning model (the seed's us-west4 rates are the default).
     prices: dict[str, float] = Field(default_factory=dict)
     model_geometry: ModelGeometryConfig = Field(default_factory=ModelGeometryConfig)
+    # `make bench`: the seed's 12-cell sweep by default; validated by tpudeploy.bench.sweep.
+    bench: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("max_run_duration", "flex_start_timeout")
     @classmethod
@@ -348,6 +351,16 @@ class DeployConfig(_Strict):
         except ValueError as exc:
             reason, _, fix = str(exc).partition("; ")
             raise ValueError(f"{reason.split(': ', 1)[-1]}; {fix}") from None
+        return v
+
+    @field_validator("bench")
+    @classmethod
+    def _bench(cls, v: dict[str, Any]) -> dict[str, Any]:
+        try:
+            settings_from_table(v)
+        except BenchConfigError as exc:
+            reason, _, fix = str(exc).partition("; ")
+            raise ValueError(f"{reason}; {fix or 'see the [bench] section of README.md'}") from None
         return v
 
     @field_validator("state_bucket")
