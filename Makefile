@@ -20,7 +20,8 @@ NODE_STAMP := node_modules/.installed
 # Stack names come from the validated config (<name>-secrets, <name>-node).
 STACKS = $(PY) -m tpudeploy stacks
 
-.PHONY: help install synth diff deploy destroy destroy-all test lint scan clean check
+.PHONY: help install synth diff deploy destroy destroy-all test lint scan clean check \
+	capacity cost status bench bench-quick bench-plan report
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -57,6 +58,32 @@ destroy: install ## Destroy the node stack only: stops the billing, keeps the se
 destroy-all: install ## Destroy everything, including the secret and its versions
 	$(PY) -m tpudeploy check --deploy
 	$(CDKTF) destroy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve)
+
+capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the config
+	$(PY) -m tpudeploy capacity
+
+cost: $(VENV_STAMP) ## Hourly/monthly cost, $ per million tokens, spot vs flex-start break-even
+	$(PY) -m tpudeploy cost
+
+status: $(VENV_STAMP) ## Queued resource / node state, IP and when billing stops
+	$(PY) -m tpudeploy status
+
+# The sweep runs `vllm bench serve` inside the serving container over IAP SSH; the API key
+# travels on stdin, never on a command line. OUT=dir keeps (and resumes) a run's results.
+BENCH_ARGS = --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT)) \
+	$(if $(API_KEY_SECRET),--api-key-secret $(API_KEY_SECRET))
+bench: $(VENV_STAMP) ## Run the seed's 12-cell sweep on the node (PROFILE=quick for a first look)
+	$(PY) -m tpudeploy.bench run $(BENCH_ARGS) $(if $(PROFILE),--profile $(PROFILE))
+
+bench-quick: $(VENV_STAMP) ## A first look: 4 cells, one repetition
+	$(PY) -m tpudeploy.bench run $(BENCH_ARGS) --profile quick
+
+bench-plan: $(VENV_STAMP) ## Print every benchmark command and a time estimate; runs nothing
+	$(PY) -m tpudeploy.bench plan --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE))
+
+report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make report RESULTS=dir
+	@test -n "$(RESULTS)" || { echo "usage: make report RESULTS=<dir of vllm bench serve JSON files>" >&2; exit 2; }
+	$(PY) -m tpudeploy.bench report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
 
 test: install ## Run the offline test suite
 	$(PY) -m pytest -q
