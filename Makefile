@@ -21,7 +21,7 @@ NODE_STAMP := node_modules/.installed
 STACKS = $(PY) -m tpudeploy stacks
 
 .PHONY: help install synth diff deploy destroy destroy-all test lint scan clean check \
-	capacity cost status bench bench-quick bench-plan report
+	capacity cost status bench bench-quick bench-plan report readme
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -93,8 +93,11 @@ lint: $(VENV_STAMP) ## ruff and mypy
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
+readme: $(VENV_STAMP) ## Regenerate README.md's generated sections from the code
+	$(PY) -m tools.readme
+
 scan: synth ## checkov on the synthesized JSON
-	$(PY) tools/scan.py cdktf.out
+	$(PY) -m tools.scan cdktf.out
 
 clean: ## Remove synth output and caches (keeps .venv, node_modules and Terraform state)
 	rm -rf cdktf.out .pytest_cache .mypy_cache .ruff_cache

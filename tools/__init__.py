@@ -1,0 +1,1 @@
+"""Developer tools: checkov wrapper and README generator."""
