@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from pathlib import Path
 
 from cdktf import App
 
@@ -22,6 +24,23 @@ def build_app(cfg: DeployConfig, *, outdir: str | None = None) -> App:
     return app
 
 
+def prune_other_stacks(outdir: str, *, keep: tuple[str, ...]) -> list[str]:
+    """Remove stack folders of other deployments from `outdir`; return their names.
+
+    App.synth() rewrites manifest.json with this deployment's stacks only and leaves other
+    folders behind; the cdktf CLI (diff, deploy) deletes them after its own synth. Doing the same
+    here keeps `make synth` and `make scan` to exactly the deployment named by DEPLOY_CONFIG.
+    State never lives in these folders (LocalBackend writes to the repository root, GCS remotely).
+    """
+    stacks_dir = Path(outdir) / "stacks"
+    removed = []
+    for folder in sorted(stacks_dir.iterdir()) if stacks_dir.is_dir() else []:
+        if folder.is_dir() and folder.name not in keep:
+            shutil.rmtree(folder)
+            removed.append(folder.name)
+    return removed
+
+
 def main() -> int:
     """Synthesize the deployment named by DEPLOY_CONFIG (else deploy.toml); exit 2 on bad config."""
     path = config_path()
@@ -33,6 +52,7 @@ def main() -> int:
     # The cdktf CLI passes its output directory in CDKTF_OUTDIR; `make synth` uses the default.
     outdir = os.environ.get("CDKTF_OUTDIR") or "cdktf.out"
     build_app(cfg, outdir=outdir).synth()
+    prune_other_stacks(outdir, keep=(cfg.secrets_stack_name, cfg.node_stack_name))
     print(f"synthesized deployment {cfg.name!r} from {path}:")
     for stack in (cfg.secrets_stack_name, cfg.node_stack_name):
         print(f"  {outdir}/stacks/{stack}/cdk.tf.json")

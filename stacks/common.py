@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from cdktf import LocalBackend, TerraformStack, TerraformVariable, TerraformVariableValidationConfig
+from cdktf import (
+    GcsBackend,
+    LocalBackend,
+    TerraformStack,
+    TerraformVariable,
+    TerraformVariableValidationConfig,
+)
 from cdktf_cdktf_provider_google_beta.provider import GoogleBetaProvider
 
 from tpudeploy.config import DeployConfig
 
 # terraform_data (flex-start) needs 1.4; 1.5 is the oldest release we document.
 TERRAFORM_REQUIRED_VERSION = ">= 1.5.0"
+# Every state object the pipeline writes sits under this folder of the state bucket.
+STATE_PREFIX_ROOT = "tpudeploy"
 
 
 def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
@@ -18,9 +26,15 @@ def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
     does, so an unset project becomes a required variable that Terraform refuses to plan without.
     """
     stack.add_override("terraform.required_version", TERRAFORM_REQUIRED_VERSION)
-    # Terraform runs in cdktf.out/stacks/<stack>/; keep state at the repository root, outside the
-    # synth output (which `make clean` removes), with a portable relative path.
-    LocalBackend(stack, path=f"../../../terraform.{stack.node.id}.tfstate")
+    if cfg.state_bucket:
+        # GitOps: a runner's disk is gone after the job, so state lives in GCS, one prefix per
+        # deployment and stack (two deployments share the bucket, never a state file). The GCS
+        # backend locks natively (a .tflock object per prefix): no lock table to declare.
+        GcsBackend(stack, bucket=cfg.state_bucket, prefix=state_prefix(cfg.name, stack.node.id))
+    else:
+        # Terraform runs in cdktf.out/stacks/<stack>/; keep state at the repository root, outside
+        # the synth output (which `make clean` removes), with a portable relative path.
+        LocalBackend(stack, path=f"../../../terraform.{stack.node.id}.tfstate")
     project = TerraformVariable(
         stack,
         "project",
@@ -46,6 +60,11 @@ def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
         default_labels={"deployment": cfg.name, "managed_by": "tpudeploy"},
     )
     return project.string_value
+
+
+def state_prefix(deployment: str, stack_name: str) -> str:
+    """Where a stack's state lives in the state bucket: deterministic, one per deployment+stack."""
+    return f"{STATE_PREFIX_ROOT}/{deployment}/{stack_name}"
 
 
 def service_account_email(cfg: DeployConfig, project: str) -> str:
