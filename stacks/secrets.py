@@ -1,7 +1,8 @@
-"""Long-lived stack: the node's service account, the token's secret, its IAM, project services.
+"""Long-lived stack: the node's service account, its two secrets, the compile-cache bucket, IAM.
 
-Destroying the node never touches this stack, so the user's token (the secret's versions) and the
-identity that reads it outlive every re-creation of the billing part.
+Destroying the node never touches this stack, so the user's token and API key (the secrets'
+versions), the identity that reads them and the XLA compile cache outlive every re-creation of
+the billing part.
 """
 
 from __future__ import annotations
@@ -17,6 +18,16 @@ from cdktf_cdktf_provider_google_beta.google_secret_manager_secret_iam_member im
     GoogleSecretManagerSecretIamMember,
 )
 from cdktf_cdktf_provider_google_beta.google_service_account import GoogleServiceAccount
+from cdktf_cdktf_provider_google_beta.google_storage_bucket import (
+    GoogleStorageBucket,
+    GoogleStorageBucketLifecycleRule,
+    GoogleStorageBucketLifecycleRuleAction,
+    GoogleStorageBucketLifecycleRuleCondition,
+    GoogleStorageBucketVersioning,
+)
+from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
+    GoogleStorageBucketIamMember,
+)
 from constructs import Construct
 
 from stacks.common import configure
@@ -26,13 +37,15 @@ REQUIRED_SERVICES = (
     "compute.googleapis.com",
     "iam.googleapis.com",
     "secretmanager.googleapis.com",
+    "storage.googleapis.com",
     "tpu.googleapis.com",
 )
 
 
 class SecretsStack(TerraformStack):
-    """Creates: project services, the node service account, the HF-token secret (no value) and
-    secretAccessor on that one secret for that one account."""
+    """Creates: project services, the node service account, the HF-token and API-key secrets (no
+    values), secretAccessor on those two secrets for that one account, and the compile-cache
+    bucket with objectAdmin for that account only."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -81,5 +94,62 @@ class SecretsStack(TerraformStack):
             member=f"serviceAccount:{self.service_account.email}",
         )
 
+        # The vLLM API key (`make api-key` adds its value); the node reads it at boot too.
+        self.api_key = GoogleSecretManagerSecret(
+            self,
+            "api-key",
+            secret_id=cfg.api_key_secret_id,
+            replication=GoogleSecretManagerSecretReplication(
+                auto=GoogleSecretManagerSecretReplicationAuto()
+            ),
+            labels={"deployment": cfg.name},
+            depends_on=services,
+        )
+        GoogleSecretManagerSecretIamMember(
+            self,
+            "api-key-accessor",
+            project=project,
+            secret_id=self.api_key.secret_id,
+            role="roles/secretmanager.secretAccessor",
+            member=f"serviceAccount:{self.service_account.email}",
+        )
+
+        # The XLA compile cache outlives the VM (a spot preemption or the end of a flex-start run
+        # deletes the disk; seed: cold boot 857 s, warm 497 s). The cache is code the node runs,
+        # so only the node's account gets object access here: no public access, no ACLs
+        # (uniform access), no project-level grant. Versioning keeps the previous archives for a
+        # week, to roll back a bad one; force_destroy stays false so `destroy-all` never deletes
+        # a cache silently.
+        self.compile_cache = GoogleStorageBucket(
+            self,
+            "compile-cache",
+            name=cfg.compile_cache_bucket(project),
+            location=cfg.effective_region.upper(),
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            force_destroy=False,
+            versioning=GoogleStorageBucketVersioning(enabled=True),
+            lifecycle_rule=[
+                GoogleStorageBucketLifecycleRule(
+                    action=GoogleStorageBucketLifecycleRuleAction(type="Delete"),
+                    condition=GoogleStorageBucketLifecycleRuleCondition(
+                        with_state="ARCHIVED", days_since_noncurrent_time=7
+                    ),
+                )
+            ],
+            labels={"deployment": cfg.name},
+            depends_on=services,
+        )
+        GoogleStorageBucketIamMember(
+            self,
+            "compile-cache-writer",
+            bucket=self.compile_cache.name,
+            # objectAdmin: restore reads, save overwrites (create + delete of the old version).
+            role="roles/storage.objectAdmin",
+            member=f"serviceAccount:{self.service_account.email}",
+        )
+
         TerraformOutput(self, "service_account_email", value=self.service_account.email)
         TerraformOutput(self, "hf_token_secret", value=self.hf_token.secret_id)
+        TerraformOutput(self, "api_key_secret", value=self.api_key.secret_id)
+        TerraformOutput(self, "compile_cache_bucket", value=self.compile_cache.name)
