@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from pathlib import Path
 
 from cdktf import App
@@ -12,7 +10,7 @@ from cdktf import App
 from stacks.secrets import SecretsStack
 from stacks.tpu_node import TpuNodeStack
 from tpudeploy.cli import summary_lines
-from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config
+from tpudeploy.config import DeployConfig
 
 
 def build_app(cfg: DeployConfig, *, outdir: str | None = None) -> App:
@@ -41,21 +39,12 @@ def prune_other_stacks(outdir: str, *, keep: tuple[str, ...]) -> list[str]:
     return removed
 
 
-def main() -> int:
-    """Synthesize the deployment named by DEPLOY_CONFIG (else deploy.toml); exit 2 on bad config."""
-    path = config_path()
-    try:
-        cfg = load_config(path)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    # The cdktf CLI passes its output directory in CDKTF_OUTDIR; `make synth` uses the default.
-    outdir = os.environ.get("CDKTF_OUTDIR") or "cdktf.out"
+def synth(cfg: DeployConfig, *, outdir: str, source: str) -> None:
+    """Write both stacks' JSON to `outdir`, then say where it went and what it will cost."""
     build_app(cfg, outdir=outdir).synth()
     prune_other_stacks(outdir, keep=(cfg.secrets_stack_name, cfg.node_stack_name))
-    print(f"synthesized deployment {cfg.name!r} from {path}:")
+    print(f"synthesized deployment {cfg.name!r} from {source}:")
     for stack in (cfg.secrets_stack_name, cfg.node_stack_name):
         print(f"  {outdir}/stacks/{stack}/cdk.tf.json")
     print()
     print("\n".join(summary_lines(cfg)))
-    return 0

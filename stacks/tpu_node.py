@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from cdktf import LocalExecProvisioner, TerraformOutput, TerraformResource, TerraformStack
+import os
+from pathlib import Path
+
+from cdktf import App, LocalExecProvisioner, TerraformOutput, TerraformResource, TerraformStack
 from cdktf_cdktf_provider_google_beta.google_compute_firewall import (
     GoogleComputeFirewall,
     GoogleComputeFirewallAllow,
@@ -23,8 +26,7 @@ from tpudeploy.render import node_metadata
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
-# local-exec runs in cdktf.out/stacks/<stack>/; the project's venv is at the repository root.
-REPO_ROOT_FROM_STACK = "../../.."
+REPO_ROOT = Path(__file__).resolve().parent.parent
 QR_COMMAND = ".venv/bin/python -m tpudeploy.queued_resource"
 # Stands in for the project id while the spec is built, then becomes var.project: the spec is
 # validated in Python, but an unset project is only known when Terraform runs.
@@ -129,6 +131,10 @@ class TpuNodeStack(TerraformStack):
         replaces it (delete, then create)."""
         spec = queued_resource_input(cfg, project)
         environment = {"TPUDEPLOY_QR_SPEC": "${self.input}"}
+        # local-exec runs in the stack's directory (cdktf.out/stacks/<stack>); the client and its
+        # venv live at the repository root. Relative, so the JSON is the same on every machine.
+        stack_dir = Path(App.of(self).outdir, "stacks", self.node.id).resolve()
+        repo_root = os.path.relpath(REPO_ROOT, stack_dir)
         qr = TerraformResource(
             self,
             "queued-resource",
@@ -138,14 +144,14 @@ class TpuNodeStack(TerraformStack):
                     type="local-exec",
                     command=f"{QR_COMMAND} create --timeout {cfg.flex_start_timeout_seconds}",
                     environment=environment,
-                    working_dir=REPO_ROOT_FROM_STACK,
+                    working_dir=repo_root,
                 ),
                 LocalExecProvisioner(
                     type="local-exec",
                     when="destroy",
                     command=f"{QR_COMMAND} delete",
                     environment=environment,
-                    working_dir=REPO_ROOT_FROM_STACK,
+                    working_dir=repo_root,
                 ),
             ],
         )
