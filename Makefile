@@ -21,7 +21,8 @@ NODE_STAMP := node_modules/.installed
 STACKS = $(PY) -m tpudeploy stacks
 
 .PHONY: help install synth diff deploy destroy destroy-all test lint scan clean check \
-	capacity cost status bench bench-quick bench-plan report readme
+	capacity cost status bench bench-quick bench-plan report readme \
+	bootstrap bootstrap-synth bootstrap-scan
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -98,6 +99,23 @@ readme: $(VENV_STAMP) ## Regenerate README.md's generated sections from the code
 
 scan: synth ## checkov on the synthesized JSON
 	$(PY) -m tools.scan cdktf.out
+
+# GitOps bootstrap (README, GitOps): once per repository, with your own credentials. Its own
+# config (gitops.toml), output directory and local state, apart from every deployment.
+BOOTSTRAP_CONFIG ?= gitops.toml
+export BOOTSTRAP_CONFIG
+BOOTSTRAP_APP := $(PY) -m stacks.bootstrap
+BOOTSTRAP_OUT := cdktf.out/bootstrap
+
+bootstrap-synth: $(VENV_STAMP) ## Write the GitOps bootstrap's Terraform JSON (state bucket, WIF)
+	$(BOOTSTRAP_APP)
+
+bootstrap-scan: bootstrap-synth ## checkov on the bootstrap's JSON
+	$(PY) -m tools.scan $(BOOTSTRAP_OUT)
+
+bootstrap: install ## Create the state bucket, GitHub federation and CI accounts (owner, once)
+	$(CDKTF) deploy --app "$(BOOTSTRAP_APP)" --output $(BOOTSTRAP_OUT) gitops-bootstrap \
+		$(if $(AUTO_APPROVE),--auto-approve)
 
 clean: ## Remove synth output and caches (keeps .venv, node_modules and Terraform state)
 	rm -rf cdktf.out .pytest_cache .mypy_cache .ruff_cache
