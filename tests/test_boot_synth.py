@@ -1,0 +1,102 @@
+"""Synth assertions for the boot path: compile-cache bucket, API-key secret and their IAM."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import resources
+from tpudeploy.config import DeployConfig
+from tpudeploy.render import render_shutdown_script
+
+SPOT = {"provisioning": "spot"}
+NODE_MEMBER = "serviceAccount:${google_service_account.node-sa.email}"
+
+
+def test_cache_bucket_is_private_uniform_and_kept(secrets_stack: dict[str, Any]) -> None:
+    (bucket,) = resources(secrets_stack, "google_storage_bucket").values()
+    assert bucket["name"] == "${var.project}-gemma4-v5e-xla"  # deterministic, no random suffix
+    assert bucket["uniform_bucket_level_access"] is True
+    assert bucket["public_access_prevention"] == "enforced"
+    assert bucket["force_destroy"] is False
+    assert bucket["location"] == "US-WEST4"  # next to the node: the archive moves every boot
+    assert bucket["versioning"] == {"enabled": True}
+
+
+def test_only_the_node_account_may_write_the_cache(secrets_stack: dict[str, Any]) -> None:
+    members = resources(secrets_stack, "google_storage_bucket_iam_member")
+    assert [(m["role"], m["member"]) for m in members.values()] == [
+        ("roles/storage.objectAdmin", NODE_MEMBER)
+    ]
+    (member,) = members.values()
+    assert member["bucket"] == "${google_storage_bucket.compile-cache.name}"
+    for rtype in (
+        "google_storage_bucket_iam_binding",
+        "google_storage_bucket_iam_policy",
+        "google_storage_bucket_acl",
+        "google_storage_bucket_access_control",
+        "google_storage_default_object_acl",
+    ):
+        assert resources(secrets_stack, rtype) == {}, rtype
+
+
+def test_no_project_level_iam_and_no_public_members(default_stacks: dict[str, Any]) -> None:
+    for name, stack in default_stacks.items():
+        for rtype in stack.get("resource", {}):
+            assert not rtype.startswith("google_project_iam"), (name, rtype)
+        text = json.dumps(stack)
+        assert "allUsers" not in text and "allAuthenticatedUsers" not in text, name
+
+
+def test_api_key_secret_is_readable_by_the_node_only(
+    secrets_stack: dict[str, Any], default_config: DeployConfig
+) -> None:
+    secrets = resources(secrets_stack, "google_secret_manager_secret")
+    assert secrets["api-key"]["secret_id"] == default_config.api_key_secret_id
+    assert default_config.api_key_secret_id == "gemma4-v5e-api-key"  # noqa: S105 - an id
+    grants = {
+        m["secret_id"]: (m["role"], m["member"])
+        for m in resources(secrets_stack, "google_secret_manager_secret_iam_member").values()
+    }
+    assert grants == {
+        "${google_secret_manager_secret.hf-token.secret_id}": (
+            "roles/secretmanager.secretAccessor",
+            NODE_MEMBER,
+        ),
+        "${google_secret_manager_secret.api-key.secret_id}": (
+            "roles/secretmanager.secretAccessor",
+            NODE_MEMBER,
+        ),
+    }
+    services = {s["service"] for s in resources(secrets_stack, "google_project_service").values()}
+    assert "storage.googleapis.com" in services
+
+
+def test_no_secret_value_reaches_the_synthesized_json(default_stacks: dict[str, Any]) -> None:
+    for stack in default_stacks.values():
+        # Values are added out of band (`make secret`, `make api-key`): no version resource, no
+        # secret_data anywhere, so state never holds them either.
+        assert resources(stack, "google_secret_manager_secret_version") == {}
+        assert "secret_data" not in json.dumps(stack)
+
+
+@pytest.mark.parametrize("overrides", [{}, SPOT], ids=["flex-start", "spot"])
+def test_node_metadata_carries_both_scripts_and_guest_attributes(synth, overrides) -> None:
+    from tpudeploy.config import parse_config
+
+    cfg = parse_config(dict(overrides))
+    node = synth(overrides)[cfg.node_stack_name]
+    text = json.dumps(node)
+    assert "enable-guest-attributes" in text and "shutdown-script" in text
+    if overrides == SPOT:
+        (vm,) = resources(node, "google_tpu_v2_vm").values()
+        md = vm["metadata"]
+        assert md["enable-guest-attributes"] == "TRUE"
+        # Terraform-escaped ($${...}) but otherwise the rendered script.
+        assert md["shutdown-script"].replace("$${", "${").replace("%%{", "%{") == (
+            render_shutdown_script(cfg)
+        )
+        assert "--allowed-media-domains media-urls-disabled.invalid" in md["startup-script"]
+        assert "VLLM_MEDIA_URL_ALLOW_REDIRECTS=0" in md["startup-script"]
