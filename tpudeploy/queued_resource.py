@@ -750,6 +750,7 @@ class QueuedResourceClient:
                     self._say(f"delete requested (force=true) in state {state}")
                     operation = op.get("name")
                     need_delete = False
+                    continue  # look once right away: a fast delete needs no poll interval
             elif state != last_line_state:
                 self._say(f"{state} (elapsed {_elapsed(now - start)})")
                 last_line_state = state
