@@ -1,0 +1,130 @@
+"""Shared fixtures: hermetic environment and one cdktf synthesis per configuration per session.
+
+Reuse from any test file (flex-start, boot path, GitOps, ...):
+
+    def test_something(synth):
+        stacks = synth({"provisioning": "on-demand"})   # {stack name: parsed cdk.tf.json}
+        node = stacks["gemma4-v5e-node"]
+        outdir = synth.outdir({"provisioning": "on-demand"})  # a cdktf.out-shaped directory
+
+    def test_default(node_stack, secrets_stack): ...     # the default (empty-file) deployment
+
+The default deployment is flex-start (a terraform_data queued resource, no google_tpu_v2_vm);
+pass {"provisioning": "spot"} or {"provisioning": "on-demand"} for the google_tpu_v2_vm path.
+
+`overrides` is the raw TOML data (what `tomllib` would give for a config file) and goes through
+`parse_config`, so an invalid override raises `ConfigError` like a real file would. Results are
+cached by the canonical JSON of the overrides: the first synthesis loads the 33 MB jsii assembly
+through Node (~7 s), later ones take well under a second. Each call returns a deep copy, so a
+test may mutate what it gets. Keep the number of distinct configurations small.
+
+GOOGLE_CLOUD_PROJECT and DEPLOY_CONFIG are removed from the environment at import, so defaults do
+not depend on the developer's shell: configurations that need a project pass `project` explicitly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Hermetic: the user's shell must not change defaults (GOOGLE_CLOUD_PROJECT fills `project`,
+# DEPLOY_CONFIG picks the file). Done at import, before any fixture or subprocess runs.
+os.environ.pop("GOOGLE_CLOUD_PROJECT", None)
+os.environ.pop("DEPLOY_CONFIG", None)
+# jsii prints a Node end-of-life banner on every kernel start; the value silences it only when it
+# names the running major version (stacks/__init__.py assumes 20), so ask node which one it is.
+_node = shutil.which("node")
+_major = ""
+if _node:
+    _version = subprocess.run([_node, "--version"], capture_output=True, text=True, check=False)
+    _major = _version.stdout.strip().lstrip("v").split(".")[0]
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", _major or "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", _major or "1")
+# No telemetry or version pings from anything cdktf-related.
+os.environ.setdefault("CHECKPOINT_DISABLE", "1")
+os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+Stacks = dict[str, dict[str, Any]]
+
+
+def _key(overrides: dict[str, Any] | None) -> str:
+    return json.dumps(overrides or {}, sort_keys=True, separators=(",", ":"))
+
+
+class Synthesizer:
+    """`synth(overrides) -> {stack name: cdk.tf.json as a dict}`, synthesized once per config."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._outdirs: dict[str, Path] = {}
+        self._stacks: dict[str, Stacks] = {}
+
+    def _synth(self, overrides: dict[str, Any] | None) -> str:
+        key = _key(overrides)
+        if key not in self._stacks:
+            # Imported lazily: only tests that synthesize pay for the jsii assembly load.
+            from stacks.app import build_app
+            from tpudeploy.config import parse_config
+
+            cfg = parse_config(copy.deepcopy(overrides or {}), source="<test overrides>")
+            outdir = self._root / f"config{len(self._outdirs)}"
+            build_app(cfg, outdir=str(outdir)).synth()
+            self._outdirs[key] = outdir
+            self._stacks[key] = {
+                p.parent.name: json.loads(p.read_text(encoding="utf-8"))
+                for p in sorted(outdir.glob("stacks/*/cdk.tf.json"))
+            }
+        return key
+
+    def __call__(self, overrides: dict[str, Any] | None = None) -> Stacks:
+        return copy.deepcopy(self._stacks[self._synth(overrides)])
+
+    def outdir(self, overrides: dict[str, Any] | None = None) -> Path:
+        """The synthesized cdktf.out-shaped directory (stacks/<name>/cdk.tf.json). Read-only:
+        other tests share it; copy it before changing anything."""
+        return self._outdirs[self._synth(overrides)]
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesizer:
+    """Session-wide synthesizer; see the module docstring."""
+    return Synthesizer(tmp_path_factory.mktemp("cdktf-out"))
+
+
+@pytest.fixture(scope="session")
+def default_config() -> Any:
+    """The deployment an empty config file gives (the seed's)."""
+    from tpudeploy.config import parse_config
+
+    return parse_config({})
+
+
+@pytest.fixture(scope="session")
+def default_stacks(synth: Synthesizer) -> Stacks:
+    return synth({})
+
+
+@pytest.fixture
+def secrets_stack(synth: Synthesizer, default_config: Any) -> dict[str, Any]:
+    """The default deployment's long-lived stack (`<name>-secrets`), a fresh copy per test."""
+    return synth({})[default_config.secrets_stack_name]
+
+
+@pytest.fixture
+def node_stack(synth: Synthesizer, default_config: Any) -> dict[str, Any]:
+    """The default deployment's billing stack (`<name>-node`), a fresh copy per test."""
+    return synth({})[default_config.node_stack_name]
+
+
+def resources(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
+    """`{construct id: attributes}` of one resource type in a synthesized stack ({} if none)."""
+    return dict(stack.get("resource", {}).get(rtype, {}))
