@@ -75,6 +75,7 @@ class FakeTpuApi:
         self.requests: list[Request] = []
         self.delete_polls = delete_polls
         self._resources: dict[str, _QueuedResource] = {}
+        self._nodes: dict[str, dict[str, Any]] = {}
         self._scripts: dict[str, list[Any]] = {}
         self._faults: list[_Fault] = []
         self._operations: dict[str, dict[str, Any]] = {}
@@ -128,6 +129,14 @@ class FakeTpuApi:
             self._resources[name] = _QueuedResource(
                 name, json.loads(json.dumps(body)), list(states)
             )
+
+    def add_node(self, parent: str, node_id: str, node: dict[str, Any]) -> None:
+        """A standalone TPU VM (the spot / on-demand path, no queued resource)."""
+        with self._lock:
+            self._nodes[f"{parent}/nodes/{node_id}"] = {
+                **node,
+                "name": f"{parent}/nodes/{node_id}",
+            }
 
     def refuse_delete(self, name: str, status: int, message: str, times: int = 1) -> None:
         """The next `times` DELETEs of `name` answer `status` with `message`."""
@@ -271,6 +280,9 @@ class FakeTpuApi:
         return 200, self._new_operation(parent)
 
     def _get_node(self, parent: str, node_id: str) -> tuple[int, dict[str, Any]]:
+        standalone = self._nodes.get(f"{parent}/nodes/{node_id}")
+        if standalone is not None:
+            return 200, dict(standalone)
         for qr in self._resources.values():
             specs = qr.body.get("tpu", {}).get("nodeSpec", [])
             if (
