@@ -10,6 +10,8 @@ from tpudeploy import planner
 from tpudeploy import queued_resource as qr
 from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
+from tpudeploy.secretstore import SecretStoreError
+from tpudeploy.smoke import SmokeError
 
 
 def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -81,6 +83,35 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import secretstore
+
+    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
+    return secretstore.store_hf_token(cfg, store, sys.stdin, sys.stdout)
+
+
+def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import secretstore
+
+    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
+    return secretstore.store_new_api_key(cfg, store, sys.stdout)
+
+
+def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import wait
+
+    project = require_project(cfg, source=str(config_path()))
+    return wait.wait_ready(cfg, project, timeout=args.timeout, interval=args.interval)
+
+
+def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import smoke
+
+    project = require_project(cfg, source=str(config_path()))
+    endpoint = smoke.resolve_endpoint(cfg, project)
+    return smoke.run(endpoint, smoke.resolve_api_key(cfg, project), cfg.vllm.model)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tpudeploy", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -102,6 +133,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "status", help="queued resource / node state and when billing stops"
     ).set_defaults(func=_status)
+
+    sub.add_parser(
+        "secret", help="store the Hugging Face token (stdin or a hidden prompt) in Secret Manager"
+    ).set_defaults(func=_secret)
+    sub.add_parser(
+        "api-key", help="generate a vLLM API key and store it in Secret Manager (not printed)"
+    ).set_defaults(func=_api_key)
+    wait_p = sub.add_parser("wait", help="follow the boot phases until vLLM is ready (no SSH)")
+    wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
+    wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
+    wait_p.set_defaults(func=_wait)
+    sub.add_parser(
+        "smoke",
+        help="chat completion + get_weather tool call (ENDPOINT=http://ip:port or the node)",
+    ).set_defaults(func=_smoke)
     return parser
 
 
@@ -113,3 +159,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    except (SecretStoreError, SmokeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,139 @@
+"""Secret Manager over HTTPS for `make secret`, `make api-key` and `make smoke`: values travel in
+request and response bodies only, never in argv, logs or files."""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import os
+import secrets
+from typing import Any, TextIO
+
+from tpudeploy.config import DeployConfig
+
+EMULATOR_ENV = "SECRETMANAGER_EMULATOR_HOST"
+API = "https://secretmanager.googleapis.com/v1"
+SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+
+
+class SecretStoreError(Exception):
+    """A Secret Manager call that failed; the message says what to do."""
+
+
+class SecretStore:
+    """Two calls of the v1 REST API: addVersion and access the latest version."""
+
+    def __init__(self, project: str, *, session: Any, base_url: str = API) -> None:
+        self.project = project
+        self.session = session
+        self.base_url = base_url.rstrip("/")
+
+    @classmethod
+    def from_env(cls, project: str) -> SecretStore:
+        """SECRETMANAGER_EMULATOR_HOST=host:port means plain HTTP and no credentials (tests);
+        otherwise Application Default Credentials (`gcloud auth application-default login`)."""
+        emulator = os.environ.get(EMULATOR_ENV, "").strip()
+        if emulator:
+            import requests
+
+            return cls(project, session=requests.Session(), base_url=f"http://{emulator}/v1")
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+        from google.auth.transport.requests import AuthorizedSession
+
+        try:
+            credentials, _ = google.auth.default(scopes=SCOPES)
+        except DefaultCredentialsError:
+            raise SecretStoreError(
+                "no Google credentials: run `gcloud auth application-default login` (seed), "
+                "then try again"
+            ) from None
+        return cls(project, session=AuthorizedSession(credentials))  # type: ignore[no-untyped-call]
+
+    def _secret(self, secret_id: str) -> str:
+        return f"{self.base_url}/projects/{self.project}/secrets/{secret_id}"
+
+    def _call(self, method: str, url: str, secret_id: str, **kwargs: Any) -> dict[str, Any]:
+        import requests
+
+        try:
+            response = self.session.request(method, url, timeout=30, **kwargs)
+        except requests.RequestException as exc:
+            raise SecretStoreError(
+                f"cannot reach Secret Manager ({type(exc).__name__}); check the network"
+            ) from None
+        if response.status_code == 200:
+            result: dict[str, Any] = response.json()
+            return result
+        if response.status_code == 404:
+            raise SecretStoreError(
+                f"secret {secret_id} (or a version of it) does not exist in project "
+                f"{self.project}: `make deploy` creates the secret, `make secret` / "
+                "`make api-key` add its value"
+            )
+        if response.status_code in (401, 403):
+            raise SecretStoreError(
+                f"Secret Manager refused access to {secret_id} (HTTP {response.status_code}): "
+                "your account needs roles/secretmanager.secretVersionAdder (to store) or "
+                "secretAccessor (to read) on it, and fresh credentials "
+                "(`gcloud auth application-default login`)"
+            )
+        raise SecretStoreError(
+            f"Secret Manager answered HTTP {response.status_code} for {secret_id}; try again"
+        )
+
+    def add_version(self, secret_id: str, value: str) -> str:
+        """Store `value` as the newest version; returns the version's resource name."""
+        data = value.encode()
+        body = {"payload": {"data": base64.b64encode(data).decode()}}
+        url = f"{self._secret(secret_id)}:addVersion"
+        return str(self._call("POST", url, secret_id, json=body).get("name", ""))
+
+    def access_latest(self, secret_id: str) -> str:
+        url = f"{self._secret(secret_id)}/versions/latest:access"
+        payload = self._call("GET", url, secret_id).get("payload", {})
+        return base64.b64decode(payload.get("data", "")).decode()
+
+
+def read_token(stdin: TextIO, *, prompt: str) -> str:
+    """A hidden prompt on a terminal, else all of stdin (`gcloud secrets ... | make secret`)."""
+    value = getpass.getpass(prompt) if stdin.isatty() else stdin.read()
+    return value.strip()
+
+
+def store_hf_token(cfg: DeployConfig, store: SecretStore, stdin: TextIO, out: TextIO) -> int:
+    token = read_token(stdin, prompt="Hugging Face token (input hidden): ")
+    if not token:
+        print(
+            'error: no token given. Pipe it in (`printf %s "$TOKEN" | make secret` from a '
+            "password manager, not your shell history) or type it at the hidden prompt",
+            file=out,
+        )
+        return 2
+    if any(c.isspace() for c in token):
+        print("error: the token contains whitespace; paste only the token (hf_...)", file=out)
+        return 2
+    version = store.add_version(cfg.hf_token_secret_id, token)
+    print(
+        f"stored the Hugging Face token as {version or 'a new version'} of "
+        f"{cfg.hf_token_secret_id}; the node reads it at its next boot",
+        file=out,
+    )
+    return 0
+
+
+def store_new_api_key(cfg: DeployConfig, store: SecretStore, out: TextIO) -> int:
+    # 32 random bytes, URL-safe: 43 characters, nothing to quote in a header.
+    key = secrets.token_urlsafe(32)
+    version = store.add_version(cfg.api_key_secret_id, key)
+    print(
+        f"stored a new vLLM API key as {version or 'a new version'} of {cfg.api_key_secret_id}.\n"
+        "Read it back (it is not printed here):\n"
+        f"  gcloud secrets versions access latest --secret={cfg.api_key_secret_id} "
+        f"--project={store.project}\n"
+        "vLLM reads the key at boot: a running node keeps the old key until it restarts.\n"
+        "The key covers /v1 routes only (/health, /metrics stay open): the firewall "
+        "([network] allowed_cidrs) stays the first line.",
+        file=out,
+    )
+    return 0

@@ -1,0 +1,156 @@
+"""`make wait`: follow the boot phase the startup script reports as guest attributes (no SSH)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from tpudeploy.config import DeployConfig
+
+EMULATOR_ENV = "TPU_EMULATOR_HOST"
+NAMESPACE = "tpudeploy"
+# The startup script waits 2400 s for /health after the pull; the pull and the cache restore
+# come on top (seed: cold boot 857 s).
+DEFAULT_TIMEOUT = 3000.0
+DEFAULT_INTERVAL = 10.0
+
+
+def tpu_client() -> Any:
+    """google-cloud-tpu over REST; TPU_EMULATOR_HOST=host:port means plain HTTP, no credentials."""
+    from google.api_core.client_options import ClientOptions
+    from google.cloud import tpu_v2
+
+    emulator = os.environ.get(EMULATOR_ENV, "").strip()
+    if emulator:
+        from google.auth.credentials import AnonymousCredentials
+
+        return tpu_v2.TpuClient(
+            credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+            transport="rest",
+            client_options=ClientOptions(api_endpoint=f"http://{emulator}"),
+        )
+    return tpu_v2.TpuClient(transport="rest")
+
+
+def node_name(cfg: DeployConfig, project: str) -> str:
+    return f"projects/{project}/locations/{cfg.zone}/nodes/{cfg.node_id}"
+
+
+@dataclass(frozen=True)
+class BootState:
+    phase: str  # a startup-script phase, or "no-node" / "no-report" before there is one
+    reason: str = ""
+
+
+def read_state(client: Any, name: str) -> BootState:
+    from google.api_core import exceptions
+
+    try:
+        response = client.get_guest_attributes(
+            request={"name": name, "query_path": f"{NAMESPACE}/"}
+        )
+    except exceptions.NotFound:
+        try:
+            client.get_node(name=name)
+        except exceptions.NotFound:
+            return BootState("no-node")
+        return BootState("no-report")
+    values: dict[str, str] = {}
+    for attributes in response.guest_attributes:
+        for item in attributes.query_value.items:
+            if item.namespace == NAMESPACE:
+                values[item.key] = item.value
+    if "phase" not in values:
+        return BootState("no-report")
+    return BootState(values["phase"], values.get("reason", ""))
+
+
+_DESCRIPTIONS = {
+    "no-node": "the node does not exist yet (flex-start waits for capacity)",
+    "no-report": "the node is booting; the startup script has not reported yet",
+    "reading-secrets": "reading the Hugging Face token and API key from Secret Manager",
+    "pulling-image": "pulling the vLLM image",
+    "restoring-cache": "restoring the XLA compile cache from Cloud Storage",
+    "starting-vllm": "vLLM is loading and compiling (seed: 685 s of the 857 s cold boot)",
+    "ready": "vLLM answers /health",
+}
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+def wait_ready(
+    cfg: DeployConfig,
+    project: str,
+    *,
+    client: Any | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    interval: float = DEFAULT_INTERVAL,
+    out: TextIO = sys.stdout,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Poll until phase ready (0), failed (1) or the timeout (3); one line per phase change."""
+    from google.api_core import exceptions
+
+    client = client or tpu_client()
+    name = node_name(cfg, project)
+    ssh = (
+        f"gcloud compute tpus tpu-vm ssh {cfg.node_id} --zone={cfg.zone} --project={project} "
+        "--tunnel-through-iap --"
+    )
+    start = clock()
+    last = None
+    interactive = out.isatty()
+    while True:
+        elapsed = clock() - start
+        try:
+            state = read_state(client, name)
+        except exceptions.GoogleAPICallError as exc:
+            print(
+                f"\nerror: the TPU API refused get_guest_attributes for {name}: {exc.message}. "
+                "Check your credentials (`gcloud auth application-default login`) and project.",
+                file=out,
+            )
+            return 1
+        if state != last:
+            newline = "\n" if interactive and last else ""
+            print(
+                f"{newline}[{_elapsed(elapsed)}] {state.phase}: "
+                f"{state.reason or _DESCRIPTIONS.get(state.phase, '')}",
+                file=out,
+            )
+            last = state
+        elif interactive:
+            print(f"\r  ... {state.phase} for {_elapsed(elapsed)}", end="", file=out, flush=True)
+        if state.phase == "ready":
+            print(
+                f"ready after {_elapsed(elapsed)} of waiting. Next: make smoke "
+                "(seed: cold boot 857 s, warm 497 s with the compile cache)",
+                file=out,
+            )
+            return 0
+        if state.phase == "failed":
+            print(
+                f"boot failed: {state.reason or 'no reason reported'}\n"
+                f"next: make status, then the logs:\n"
+                f"  {ssh} sudo journalctl -u google-startup-scripts --no-pager | tail -50\n"
+                f"  {ssh} sudo docker logs --tail 100 {cfg.vllm.container_name}",
+                file=out,
+            )
+            return 1
+        if elapsed >= timeout:
+            print(
+                f"timed out after {_elapsed(elapsed)} in phase {state.phase}. "
+                "Next: make status, or follow the boot on the node:\n"
+                f"  {ssh} sudo docker logs -f {cfg.vllm.container_name}",
+                file=out,
+            )
+            return 3
+        sleep(interval)
