@@ -22,7 +22,7 @@ STACKS = $(PY) -m tpudeploy stacks
 
 .PHONY: help install synth diff deploy destroy destroy-all test lint scan clean check \
 	capacity cost status bench bench-quick bench-plan report readme \
-	bootstrap bootstrap-synth bootstrap-scan
+	bootstrap bootstrap-synth bootstrap-scan secret api-key wait smoke
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -68,6 +68,20 @@ cost: $(VENV_STAMP) ## Hourly/monthly cost, $ per million tokens, spot vs flex-s
 
 status: $(VENV_STAMP) ## Queued resource / node state, IP and when billing stops
 	$(PY) -m tpudeploy status
+
+# Secrets go into Secret Manager from stdin or a hidden prompt, never through argv or a file.
+secret: $(VENV_STAMP) ## Store the Hugging Face token (stdin, or a hidden prompt on a terminal)
+	$(PY) -m tpudeploy secret
+
+api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; says how to read it)
+	$(PY) -m tpudeploy api-key
+
+wait: $(VENV_STAMP) ## Follow the boot phases (guest attributes, no SSH) until vLLM is ready
+	$(PY) -m tpudeploy wait
+
+# ENDPOINT=http://IP:PORT skips the node lookup; VLLM_API_KEY skips Secret Manager.
+smoke: $(VENV_STAMP) ## Chat completion + get_weather tool call against the endpoint, with latencies
+	$(PY) -m tpudeploy smoke
 
 # The sweep runs `vllm bench serve` inside the serving container over IAP SSH; the API key
 # travels on stdin, never on a command line. OUT=dir keeps (and resumes) a run's results.
