@@ -1,0 +1,93 @@
+"""The planner's guard rails as the config sees them: errors stop synth, warnings are printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tpudeploy.cli import summary_lines
+from tpudeploy.config import ConfigError, parse_config
+
+# (overrides, key named in the message, a fragment of the seed's reason)
+REFUSED = [
+    ({"vllm": {"gpu_memory_utilization": 0.95}}, "vllm.gpu_memory_utilization", "691 s"),
+    ({"vllm": {"kv_cache_dtype": "int8"}}, "vllm.kv_cache_dtype", "invalid choice"),
+    ({"vllm": {"kv_cache_dtype": "nvfp4"}}, "vllm.kv_cache_dtype", "boot"),
+    ({"vllm": {"kv_cache_dtype": "turboquant_k8v4"}}, "vllm.kv_cache_dtype", "boot"),
+    ({"vllm": {"tensor_parallel_size": 4}}, "vllm.tensor_parallel_size", "chip"),
+    ({"vllm": {"max_num_batched_tokens": 2048}}, "vllm.max_num_batched_tokens", "2496"),
+]
+
+WARNED = [
+    ({"vllm": {"kv_cache_dtype": "fp8_e4m3"}}, "vllm.kv_cache_dtype", "1.000x"),
+    ({"vllm": {"block_size": 32}}, "vllm.block_size", "512"),
+    ({"vllm": {"max_num_batched_tokens": 3000}}, "vllm.max_num_batched_tokens", "4096"),
+    (
+        {"load": {"expected_clients": 64, "expected_context": 8192}},
+        "load.expected_clients",
+        "321",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key", "reason"), REFUSED)
+def test_refused_with_key_and_seed_reason(overrides: dict[str, Any], key: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(overrides)
+    assert key in str(err.value)
+    assert reason in str(err.value)
+
+
+@pytest.mark.parametrize(("overrides", "key", "reason"), WARNED)
+def test_warned_in_the_synth_summary(overrides: dict[str, Any], key: str, reason: str) -> None:
+    cfg = parse_config(overrides)
+    lines = [line for line in summary_lines(cfg) if key in line]
+    assert lines, f"no line about {key} in the synth summary"
+    assert any(reason in line for line in lines)
+
+
+def test_override_keys_let_the_user_know_better() -> None:
+    forced = parse_config(
+        {"vllm": {"gpu_memory_utilization": 0.95, "force_gpu_memory_utilization": True}}
+    )
+    assert any("vllm.gpu_memory_utilization" in line for line in summary_lines(forced))
+    quiet = parse_config({"vllm": {"kv_cache_dtype": "fp8", "force_kv_cache_dtype": True}})
+    assert not any("kv_cache_dtype" in line for line in summary_lines(quiet))
+
+
+def test_the_seeds_config_is_quiet() -> None:
+    cfg = parse_config({})
+    assert cfg.findings() == []
+    summary = summary_lines(cfg)
+    assert len(summary) == 4
+    assert summary[0].startswith("cost: $0.6000/h (flex-start")
+    assert "on its own after max run duration 4 h" in summary[1]
+
+
+def test_spot_summary_is_a_loud_destroy_reminder() -> None:
+    summary = summary_lines(parse_config({"provisioning": "spot"}))
+    assert "NOTHING stops spot but make destroy" in summary[1]
+    assert "$422/month" in summary[1]
+
+
+def test_make_synth_refuses_a_guard_rail_without_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[vllm]\ngpu_memory_utilization = 0.95\n")
+    result = subprocess.run(
+        [sys.executable, "main.py"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DEPLOY_CONFIG": str(config), "CDKTF_OUTDIR": str(tmp_path / "out")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "vllm.gpu_memory_utilization" in result.stderr and "0.92" in result.stderr
+    assert "Traceback" not in result.stderr
