@@ -227,11 +227,6 @@ BAD_INPUTS = [
         "labels",
         "'Team'",
         "lowercase",
-        marks=pytest.mark.xfail(
-            reason="BUG: the label validator's message has no '; ' separator, so "
-            "_format_errors renders an empty 'Fix: ' (the advice lands in the reason)",
-            strict=True,
-        ),
         id="bad-label",
     ),
     pytest.param(

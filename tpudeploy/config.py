@@ -476,8 +476,9 @@ class DeployConfig(_Strict):
         for key, value in v.items():
             if not _LABEL_KEY_RE.match(key) or not _LABEL_VALUE_RE.match(value):
                 raise ValueError(
-                    f"label {key}={value!r} is not a valid Google Cloud label (lowercase letters, "
-                    "digits, '_' and '-', keys start with a letter, at most 63 characters)"
+                    f"label {key}={value!r} is not a valid Google Cloud label; use lowercase "
+                    "letters, digits, '_' and '-', keys starting with a letter, at most 63 "
+                    "characters"
                 )
         return v
 
