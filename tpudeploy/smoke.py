@@ -161,7 +161,8 @@ def resolve_api_key(cfg: DeployConfig, project: str, *, store: Any | None = None
         raise SmokeError(str(exc)) from None
 
 
-def run(endpoint: str, api_key: str, model: str, out: TextIO = sys.stdout) -> int:
+def run(endpoint: str, api_key: str, model: str, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     print(f"smoke test against {endpoint} (model {model})", file=out)
     content, chat_latency = chat(endpoint, api_key, model)
     print(f"  chat      {chat_latency * 1000:7.0f} ms  {content!r}", file=out)

@@ -92,13 +92,14 @@ def wait_ready(
     client: Any | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     interval: float = DEFAULT_INTERVAL,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Poll until phase ready (0), failed (1) or the timeout (3); one line per phase change."""
     from google.api_core import exceptions
 
+    out = out or sys.stdout
     client = client or tpu_client()
     name = node_name(cfg, project)
     ssh = (

@@ -1,0 +1,95 @@
+"""`make wait` against a loopback TPU API: phases shown, ready / failed / timeout exit codes."""
+
+from __future__ import annotations
+
+import io
+import itertools
+
+import pytest
+
+from tests.fake_boot_apis import FakeTpu
+from tpudeploy.config import parse_config
+from tpudeploy.wait import tpu_client, wait_ready
+
+PROJECT = "test-proj"
+
+
+@pytest.fixture
+def cfg():
+    return parse_config({"project": PROJECT})
+
+
+def run_wait(fake: FakeTpu, cfg, monkeypatch, *, timeout: float = 100.0) -> tuple[int, str]:
+    monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
+    clock = itertools.count(0, 10)  # each poll is 10 s later
+    out = io.StringIO()
+    rc = wait_ready(
+        cfg,
+        PROJECT,
+        client=tpu_client(),
+        timeout=timeout,
+        interval=10,
+        out=out,
+        clock=lambda: float(next(clock)),
+        sleep=lambda _s: None,
+    )
+    return rc, out.getvalue()
+
+
+def test_ready_after_the_phases(cfg, monkeypatch) -> None:
+    phases = [(None, ""), ("pulling-image", ""), ("starting-vllm", ""), ("starting-vllm", "")]
+    with FakeTpu([*phases, ("ready", "")]) as fake:
+        rc, out = run_wait(fake, cfg, monkeypatch)
+        paths = {r["path"].split("?")[0] for r in fake.requests}
+    assert rc == 0, out
+    lines = out.splitlines()
+    assert [line.split("] ")[1].split(":")[0] for line in lines if line.startswith("[")] == [
+        "no-report",
+        "pulling-image",
+        "starting-vllm",
+        "ready",
+    ]
+    assert "[0m50s] ready" in out and "make smoke" in out
+    node = f"/v2/projects/{PROJECT}/locations/us-west4-a/nodes/{cfg.node_id}"
+    assert f"{node}:getGuestAttributes" in paths
+
+
+def test_failed_phase_exits_non_zero_with_reason_and_next_commands(cfg, monkeypatch) -> None:
+    reason = (
+        "secret gemma4-v5e-hf-token has no version in project test-proj. Add one with 'make secret'"
+    )
+    with FakeTpu([("reading-secrets", ""), ("failed", reason)]) as fake:
+        rc, out = run_wait(fake, cfg, monkeypatch)
+    assert rc == 1
+    assert reason in out
+    assert "make status" in out
+    assert f"sudo docker logs --tail 100 {cfg.vllm.container_name}" in out
+    assert "--tunnel-through-iap" in out
+
+
+def test_timeout_names_the_phase_and_the_next_command(cfg, monkeypatch) -> None:
+    with FakeTpu([("starting-vllm", "")]) as fake:
+        rc, out = run_wait(fake, cfg, monkeypatch, timeout=60)
+    assert rc == 3
+    assert "timed out after 1m00s in phase starting-vllm" in out
+    assert "docker logs -f vllm-gemma4" in out
+
+
+def test_missing_node_is_reported_not_crashed(cfg, monkeypatch) -> None:
+    with FakeTpu([("no-node", "")]) as fake:
+        rc, out = run_wait(fake, cfg, monkeypatch, timeout=20)
+    assert rc == 3
+    assert "no-node: the node does not exist yet" in out
+    assert "Traceback" not in out
+
+
+def test_cli_wait_exits_with_the_boot_result(cfg, monkeypatch, tmp_path, capsys) -> None:
+    from tpudeploy import cli
+
+    config = tmp_path / "deploy.toml"
+    config.write_text(f'project = "{PROJECT}"\n')
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    with FakeTpu([("ready", "")]) as fake:
+        monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
+        assert cli.main(["wait", "--interval", "0"]) == 0
+    assert "ready" in capsys.readouterr().out
