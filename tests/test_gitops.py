@@ -171,14 +171,13 @@ def test_static_billing_flags_spot_and_on_demand_only(repo: Path) -> None:
     )
     findings = gitops.static_billing(gitops.discover(repo))
     assert {f.level for f in findings} == {"warning"}
-    # deploy.toml sets no provisioning: the config default (spot) bills with no end too.
+    # deploy.toml sets no provisioning: the config default (flex-start) ends on its own.
     assert [f.message.split(":")[0] for f in findings] == [
-        "deploy.toml",
         "deployments/ondemand.toml",
         "deployments/staging.toml",
     ]
-    assert "gemma uses provisioning = 'spot'" in findings[0].message
-    assert "ondemand uses provisioning = 'on-demand'" in findings[1].message
+    assert "ondemand uses provisioning = 'on-demand'" in findings[0].message
+    assert "staging uses provisioning = 'spot'" in findings[1].message
 
 
 def node(state: str, *, hours: float, ends: bool = False, spot: bool = True) -> dict[str, object]:
