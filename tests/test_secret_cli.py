@@ -1,0 +1,126 @@
+"""`make secret` / `make api-key` against a loopback Secret Manager: value in the body only."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.fake_boot_apis import FakeSecretManager
+from tpudeploy import cli
+from tpudeploy.config import parse_config
+from tpudeploy.secretstore import SecretStore, SecretStoreError
+
+TOKEN = "hf_TESTsecretCliToken0123456789"  # noqa: S105 - a fake, to prove it never leaks
+CFG = parse_config({"project": "test-proj"})
+
+
+@pytest.fixture
+def deploy(monkeypatch, tmp_path: Path) -> Path:
+    config = tmp_path / "deploy.toml"
+    config.write_text('project = "test-proj"\n')
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+class FakeStdin(io.StringIO):
+    def __init__(self, text: str, tty: bool) -> None:
+        super().__init__(text)
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def files_text(root: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())
+
+
+def test_secret_from_a_pipe_goes_in_the_body_only(deploy, monkeypatch, capsys) -> None:
+    with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        monkeypatch.setattr("sys.stdin", FakeStdin(TOKEN + "\n", tty=False))
+        assert cli.main(["secret"]) == 0
+        (request,) = sm.requests
+    assert sm.secrets[CFG.hf_token_secret_id] == [TOKEN]  # trailing newline stripped
+    assert request["method"] == "POST"
+    assert request["path"] == f"/v1/projects/test-proj/secrets/{CFG.hf_token_secret_id}:addVersion"
+    assert TOKEN not in request["path"] and TOKEN not in str(request["headers"])
+    out = capsys.readouterr()
+    assert TOKEN not in out.out + out.err
+    assert "versions/1" in out.out
+    assert TOKEN not in files_text(deploy)
+
+
+def test_secret_on_a_terminal_uses_a_hidden_prompt(deploy, monkeypatch, capsys) -> None:
+    prompts = []
+
+    def fake_getpass(prompt: str) -> str:
+        prompts.append(prompt)
+        return TOKEN
+
+    monkeypatch.setattr("getpass.getpass", fake_getpass)
+    with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        monkeypatch.setattr("sys.stdin", FakeStdin("", tty=True))
+        assert cli.main(["secret"]) == 0
+    assert prompts and "hidden" in prompts[0]
+    assert sm.secrets[CFG.hf_token_secret_id] == [TOKEN]
+    assert TOKEN not in "".join(capsys.readouterr())
+
+
+def test_empty_token_is_refused_before_any_call(deploy, monkeypatch, capsys) -> None:
+    with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        monkeypatch.setattr("sys.stdin", FakeStdin("\n", tty=False))
+        assert cli.main(["secret"]) == 2
+        assert sm.requests == []
+    assert "no token given" in capsys.readouterr().out
+
+
+def test_api_key_is_strong_stored_and_not_printed(deploy, monkeypatch, capsys) -> None:
+    with FakeSecretManager({CFG.api_key_secret_id: []}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert cli.main(["api-key"]) == 0
+        assert cli.main(["api-key"]) == 0
+    first, second = sm.secrets[CFG.api_key_secret_id]
+    assert first != second
+    for key in (first, second):
+        assert re.fullmatch(r"[A-Za-z0-9_-]{43}", key)  # token_urlsafe(32): 256 random bits
+    out = capsys.readouterr()
+    assert first not in out.out + out.err and second not in out.out + out.err
+    assert (
+        f"gcloud secrets versions access latest --secret={CFG.api_key_secret_id} "
+        "--project=test-proj" in out.out
+    )
+    assert first not in files_text(deploy) and second not in files_text(deploy)
+
+
+def test_missing_secret_is_a_clear_error(deploy, monkeypatch, capsys) -> None:
+    with FakeSecretManager({}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert cli.main(["api-key"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: secret gemma4-v5e-api-key")
+    assert "make deploy" in err and "Traceback" not in err
+
+
+def test_access_latest_reads_the_newest_version(monkeypatch) -> None:
+    with FakeSecretManager({"s": ["old", "new"]}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert SecretStore.from_env("p").access_latest("s") == "new"
+        with pytest.raises(SecretStoreError, match="does not exist"):
+            SecretStore.from_env("p").access_latest("absent")
+
+
+def test_no_emulator_and_no_credentials_is_a_clear_error(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("SECRETMANAGER_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+    with pytest.raises(SecretStoreError, match="application-default login"):
+        SecretStore.from_env("p")
