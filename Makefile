@@ -50,11 +50,16 @@ diff: install ## Show what deploy would change (needs Terraform and credentials)
 
 deploy: install ## Create or update both stacks (needs Terraform and credentials)
 	$(PY) -m tpudeploy check --deploy
-	$(CDKTF) deploy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve)
+	$(CDKTF) deploy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || { \
+	  echo "deploy failed. Terraform state keeps what was created (a failed flex-start create is" >&2; \
+	  echo "tainted and replaced next time): fix the error above, then 'make deploy' again;" >&2; \
+	  echo "'make status' shows what exists, 'make destroy' stops any billing." >&2; exit 1; }
 
 destroy: install ## Destroy the node stack only: stops the billing, keeps the secret
 	$(PY) -m tpudeploy check --deploy
-	$(CDKTF) destroy $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve)
+	$(CDKTF) destroy $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || { \
+	  echo "destroy failed: what could not be deleted is still in Terraform state and may still" >&2; \
+	  echo "bill. Fix the error above and run 'make destroy' again; 'make status' shows it." >&2; exit 1; }
 
 destroy-all: install ## Destroy everything, including the secret and its versions
 	$(PY) -m tpudeploy check --deploy
