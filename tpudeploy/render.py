@@ -37,6 +37,11 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
         "--gpu-memory-utilization",
         f"{v.gpu_memory_utilization:g}",
     ]
+    if v.block_size is not None:
+        args += ["--block-size", str(v.block_size)]
+    if v.kv_cache_memory_bytes is not None:
+        # The seed's --kv-cache-memory is spelled --kv-cache-memory-bytes in current vLLM.
+        args += ["--kv-cache-memory-bytes", str(v.kv_cache_memory_bytes)]
     if v.enable_prefix_caching:
         args.append("--enable-prefix-caching")
     if v.disable_chunked_mm_input:

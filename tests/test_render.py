@@ -1,0 +1,34 @@
+"""The `vllm serve` command line: the seed's flags, optional ones only when set."""
+
+from __future__ import annotations
+
+from tpudeploy.config import parse_config
+from tpudeploy.render import render_startup_script, vllm_serve_args
+
+
+def flag_value(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+def test_seed_flags_in_order_of_the_seed() -> None:
+    args = vllm_serve_args(parse_config({}).vllm)
+    assert args[:3] == ["vllm", "serve", "google/gemma-4-E2B-it"]
+    assert flag_value(args, "--max-model-len") == "32768"
+    assert flag_value(args, "--max-num-batched-tokens") == "4096"
+    assert flag_value(args, "--gpu-memory-utilization") == "0.92"
+    assert flag_value(args, "--limit-mm-per-prompt") == '{"image":4,"audio":1}'
+    assert "--block-size" not in args  # the backend scales it (seed: do not set it)
+    assert "--kv-cache-memory-bytes" not in args
+
+
+def test_optional_pins_reach_the_command_line() -> None:
+    cfg = parse_config({"vllm": {"block_size": 64, "kv_cache_memory_bytes": 5923602432}})
+    args = vllm_serve_args(cfg.vllm)
+    assert flag_value(args, "--block-size") == "64"
+    # The seed's --kv-cache-memory is spelled --kv-cache-memory-bytes in current vLLM.
+    assert flag_value(args, "--kv-cache-memory-bytes") == "5923602432"
+
+
+def test_extra_args_are_shell_quoted_in_the_script() -> None:
+    cfg = parse_config({"vllm": {"extra_args": ["--served-model-name", "gemma; rm -rf /"]}})
+    assert "'gemma; rm -rf /'" in render_startup_script(cfg)
