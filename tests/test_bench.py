@@ -405,3 +405,25 @@ def test_cli_plan_takes_node_and_sweep_from_config(
         assert f["--port"] == ["8100"]
         assert f["--random-input-len"] == ["256"]
         assert f["--random-output-len"] == ["64"]
+
+
+def test_api_key_defaults_to_the_deployments_secret() -> None:
+    """The server always runs with --api-key (boot path), so `make bench` reads the deployment's
+    own API-key secret unless told otherwise; the value comes back on stdout only."""
+    import argparse
+    import subprocess as sp
+
+    from tpudeploy.bench.__main__ import _api_key
+    from tpudeploy.config import parse_config
+
+    cfg = parse_config({"project": "bench-proj-1"})
+    seen: list[list[str]] = []
+
+    def executor(argv: list[str], stdin: bytes = b"") -> sp.CompletedProcess[bytes]:
+        seen.append(list(argv))
+        return sp.CompletedProcess(argv, 0, stdout=b"k3y-value\n", stderr=b"")
+
+    args = argparse.Namespace(api_key_env=None, api_key_secret=None, project=None)
+    assert _api_key(args, executor, cfg) == "k3y-value"
+    assert f"--secret={cfg.api_key_secret_id}" in seen[0]
+    assert "--project=bench-proj-1" in seen[0]

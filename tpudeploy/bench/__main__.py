@@ -78,7 +78,7 @@ def _target(args: argparse.Namespace, cfg: Any) -> NodeTarget | None:
     return NodeTarget(name, zone, project)
 
 
-def _api_key(args: argparse.Namespace, executor: Executor) -> str:
+def _api_key(args: argparse.Namespace, executor: Executor, cfg: Any = None) -> str:
     if args.api_key_env:
         key = os.environ.get(args.api_key_env, "")
         if not key:
@@ -87,12 +87,15 @@ def _api_key(args: argparse.Namespace, executor: Executor) -> str:
                 "export it first or use --api-key-secret"
             )
         return key
-    if args.api_key_secret:
-        done = executor(secret_command(args.api_key_secret, args.project), stdin=b"")
+    # The deployment's own API-key secret by default: the server always runs with --api-key.
+    secret = args.api_key_secret or (cfg.api_key_secret_id if cfg is not None else None)
+    if secret:
+        project = args.project or (cfg.project if cfg is not None else None) or None
+        done = executor(secret_command(secret, project), stdin=b"")
         key = done.stdout.decode().strip()
         if done.returncode != 0 or not key:
             raise SweepError(
-                f"cannot read secret {args.api_key_secret!r} from Secret Manager: "
+                f"cannot read secret {secret!r} from Secret Manager: "
                 f"{done.stderr.decode(errors='replace').strip()[-200:]}; check the name and "
                 "`gcloud auth login`"
             )
@@ -127,7 +130,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out_dir=out_dir,
         target=target,
         executor=executor,
-        api_key=_api_key(args, executor),
+        api_key=_api_key(args, executor, cfg),
         profile=profile,
         config_path=Path(args.config) if args.config else None,
     )
