@@ -20,7 +20,7 @@ NODE_STAMP := node_modules/.installed
 # Stack names come from the validated config (<name>-secrets, <name>-node).
 STACKS = $(PY) -m tpudeploy stacks
 
-.PHONY: help install synth diff deploy destroy destroy-all test lint scan clean check \
+.PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	capacity cost status bench bench-quick bench-plan report readme \
 	bootstrap bootstrap-synth bootstrap-scan secret api-key wait smoke
 
@@ -54,6 +54,10 @@ deploy: install ## Create or update both stacks (needs Terraform and credentials
 	  echo "deploy failed. Terraform state keeps what was created (a failed flex-start create is" >&2; \
 	  echo "tainted and replaced next time): fix the error above, then 'make deploy' again;" >&2; \
 	  echo "'make status' shows what exists, 'make destroy' stops any billing." >&2; exit 1; }
+
+deploy-secrets: install ## Create only the long-lived stack (secrets, account, cache bucket)
+	$(PY) -m tpudeploy check --deploy
+	$(CDKTF) deploy $$($(STACKS) --secrets) $(if $(AUTO_APPROVE),--auto-approve)
 
 destroy: install ## Destroy the node stack only: stops the billing, keeps the secret
 	$(PY) -m tpudeploy check --deploy
