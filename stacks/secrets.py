@@ -72,47 +72,12 @@ class SecretsStack(TerraformStack):
             depends_on=services,
         )
 
-        # The secret only: its value is added by the user (`make secret`) and never passes
-        # through Terraform state or the synthesized JSON.
-        self.hf_token = GoogleSecretManagerSecret(
-            self,
-            "hf-token",
-            secret_id=cfg.hf_token_secret_id,
-            replication=GoogleSecretManagerSecretReplication(
-                auto=GoogleSecretManagerSecretReplicationAuto()
-            ),
-            labels={"deployment": cfg.name},
-            depends_on=services,
+        # Secrets only: their values are added by the user (`make secret`, `make api-key`) and
+        # never pass through Terraform state or the synthesized JSON. The node reads both at boot.
+        self.hf_token = self._node_secret(
+            cfg, "hf-token", cfg.hf_token_secret_id, project, services
         )
-
-        GoogleSecretManagerSecretIamMember(
-            self,
-            "hf-token-accessor",
-            project=project,
-            secret_id=self.hf_token.secret_id,
-            role="roles/secretmanager.secretAccessor",
-            member=f"serviceAccount:{self.service_account.email}",
-        )
-
-        # The vLLM API key (`make api-key` adds its value); the node reads it at boot too.
-        self.api_key = GoogleSecretManagerSecret(
-            self,
-            "api-key",
-            secret_id=cfg.api_key_secret_id,
-            replication=GoogleSecretManagerSecretReplication(
-                auto=GoogleSecretManagerSecretReplicationAuto()
-            ),
-            labels={"deployment": cfg.name},
-            depends_on=services,
-        )
-        GoogleSecretManagerSecretIamMember(
-            self,
-            "api-key-accessor",
-            project=project,
-            secret_id=self.api_key.secret_id,
-            role="roles/secretmanager.secretAccessor",
-            member=f"serviceAccount:{self.service_account.email}",
-        )
+        self.api_key = self._node_secret(cfg, "api-key", cfg.api_key_secret_id, project, services)
 
         # The XLA compile cache outlives the VM (a spot preemption or the end of a flex-start run
         # deletes the disk; seed: cold boot 857 s, warm 497 s). The cache is code the node runs,
@@ -153,3 +118,32 @@ class SecretsStack(TerraformStack):
         TerraformOutput(self, "hf_token_secret", value=self.hf_token.secret_id)
         TerraformOutput(self, "api_key_secret", value=self.api_key.secret_id)
         TerraformOutput(self, "compile_cache_bucket", value=self.compile_cache.name)
+
+    def _node_secret(
+        self,
+        cfg: DeployConfig,
+        id_: str,
+        secret_id: str,
+        project: str,
+        services: list[GoogleProjectService],
+    ) -> GoogleSecretManagerSecret:
+        """A secret without a version, readable by the node's account and nobody else it grants."""
+        secret = GoogleSecretManagerSecret(
+            self,
+            id_,
+            secret_id=secret_id,
+            replication=GoogleSecretManagerSecretReplication(
+                auto=GoogleSecretManagerSecretReplicationAuto()
+            ),
+            labels={"deployment": cfg.name},
+            depends_on=services,
+        )
+        GoogleSecretManagerSecretIamMember(
+            self,
+            f"{id_}-accessor",
+            project=project,
+            secret_id=secret.secret_id,
+            role="roles/secretmanager.secretAccessor",
+            member=f"serviceAccount:{self.service_account.email}",
+        )
+        return secret
