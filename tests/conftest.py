@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,24 @@ def secrets_stack(synth: Synthesizer, default_config: Any) -> dict[str, Any]:
 def node_stack(synth: Synthesizer, default_config: Any) -> dict[str, Any]:
     """The default deployment's billing stack (`<name>-node`), a fresh copy per test."""
     return synth({})[default_config.node_stack_name]
+
+
+def run_main(tmp_path: Path, config_text: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run `python main.py` (what `make synth` and `cdktf synth` run) on a config file written to
+    tmp_path; return the result and the output directory it would synthesize into."""
+    config = tmp_path / "deploy.toml"
+    config.write_text(config_text)
+    outdir = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "main.py"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DEPLOY_CONFIG": str(config), "CDKTF_OUTDIR": str(outdir)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return result, outdir
 
 
 def resources(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:

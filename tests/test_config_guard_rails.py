@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import run_main
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, parse_config
 
@@ -77,17 +74,8 @@ def test_spot_summary_is_a_loud_destroy_reminder() -> None:
 
 
 def test_make_synth_refuses_a_guard_rail_without_traceback(tmp_path: Path) -> None:
-    config = tmp_path / "bad.toml"
-    config.write_text("[vllm]\ngpu_memory_utilization = 0.95\n")
-    result = subprocess.run(
-        [sys.executable, "main.py"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DEPLOY_CONFIG": str(config), "CDKTF_OUTDIR": str(tmp_path / "out")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result, outdir = run_main(tmp_path, "[vllm]\ngpu_memory_utilization = 0.95\n")
     assert result.returncode == 2
     assert "vllm.gpu_memory_utilization" in result.stderr and "0.92" in result.stderr
     assert "Traceback" not in result.stderr
+    assert not outdir.exists()

@@ -6,13 +6,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Synthesizer, resources
+from tests.conftest import REPO_ROOT, Synthesizer, resources, run_main
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.render import render_startup_script
@@ -162,21 +161,11 @@ def test_zone_rule_has_an_override_and_spares_the_vm_paths() -> None:
 
 
 def test_synth_of_flex_in_europe_fails_with_the_message(tmp_path: Path) -> None:
-    config = tmp_path / "eu.toml"
-    config.write_text('zone = "europe-west4-a"\n')
-    result = subprocess.run(
-        [sys.executable, "main.py"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DEPLOY_CONFIG": str(config), "CDKTF_OUTDIR": str(tmp_path / "out")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    result, outdir = run_main(tmp_path, 'zone = "europe-west4-a"\n')
     assert result.returncode == 2
     assert "europe-west4-a" in result.stderr and "us-west4-a" in result.stderr
     assert "Traceback" not in result.stderr
-    assert not (tmp_path / "out").exists()
+    assert not outdir.exists()
 
 
 @pytest.mark.parametrize(
