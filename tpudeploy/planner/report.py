@@ -10,6 +10,7 @@ from tpudeploy.planner.capacity import (
     KvPool,
     bandwidth_efficiency,
     decode_floor_s,
+    kv_memory_multiplier,
     kv_pool,
 )
 from tpudeploy.planner.chips import lookup_accelerator
@@ -96,6 +97,12 @@ def capacity_table(
             for kind in LayerType
         ),
         ("KV bytes/token, total", f"{pool.bytes_per_token:,} B"),
+        (
+            f"tensor parallel ({model.num_key_value_heads} KV head(s), padded up to TP)",
+            ", ".join(
+                f"TP={tp}: x{kv_memory_multiplier(tp, model):g} KV per token" for tp in (2, 4, 8)
+            ),
+        ),
         (
             f"blocks at max_model_len {s.max_model_len:,}",
             f"{pool.num_blocks:,} x {pool.block_size} tokens",
