@@ -68,7 +68,7 @@ class SecretStore:
         if response.status_code == 404:
             raise SecretStoreError(
                 f"secret {secret_id} (or a version of it) does not exist in project "
-                f"{self.project}: `make deploy` creates the secret, `make secret` / "
+                f"{self.project}: `make deploy-secrets` creates the secret, `make secret` / "
                 "`make api-key` add its value"
             )
         if response.status_code in (401, 403):
