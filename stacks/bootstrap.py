@@ -37,10 +37,9 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket import (
 from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
     GoogleStorageBucketIamMember,
 )
-from cdktf_cdktf_provider_google_beta.provider import GoogleBetaProvider
 from constructs import Construct
 
-from stacks.common import TERRAFORM_REQUIRED_VERSION
+from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
 from tpudeploy.bootstrap import BOOTSTRAP_STACK, BootstrapConfig, bootstrap_path, load_bootstrap
 from tpudeploy.config import ConfigError
 
@@ -134,9 +133,8 @@ class BootstrapStack(TerraformStack):
         # Local on purpose: this stack creates the bucket remote state would live in. Terraform
         # runs in cdktf.out/bootstrap/stacks/<stack>/; the file lands at the repository root.
         LocalBackend(self, path=f"../../../../terraform.{id_}.tfstate")
-        GoogleBetaProvider(
+        google_beta(
             self,
-            "google-beta",
             project=cfg.project,
             default_labels={"managed_by": "tpudeploy", "component": "gitops"},
         )

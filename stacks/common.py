@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import jsii
 from cdktf import (
+    Aspects,
     GcsBackend,
+    IAspect,
     LocalBackend,
+    TerraformProvider,
+    TerraformResource,
     TerraformStack,
     TerraformVariable,
     TerraformVariableValidationConfig,
 )
 from cdktf_cdktf_provider_google_beta.provider import GoogleBetaProvider
+from constructs import IConstruct
 
 from tpudeploy.config import DeployConfig
 
@@ -17,6 +23,47 @@ from tpudeploy.config import DeployConfig
 TERRAFORM_REQUIRED_VERSION = ">= 1.5.0"
 # Every state object the pipeline writes sits under this folder of the state bucket.
 STATE_PREFIX_ROOT = "tpudeploy"
+
+
+@jsii.implements(IAspect)
+class _BindToProvider:
+    """Sets `provider` on every google_* resource of a stack.
+
+    The google-beta bindings emit no `provider` argument, and Terraform maps a `google_*` type to
+    the implicit, unpinned hashicorp/google (GA) provider by its name prefix: the pinned
+    google-beta block (project, region, labels) would never apply, and `google_tpu_v2_vm`, which
+    exists only in google-beta, would go to a provider that lacks it.
+    """
+
+    def __init__(self, provider: TerraformProvider) -> None:
+        self._provider = provider
+
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, TerraformResource) and node.terraform_resource_type.startswith(
+            "google_"
+        ):
+            node.provider = self._provider
+
+
+def google_beta(
+    stack: TerraformStack,
+    *,
+    project: str,
+    default_labels: dict[str, str],
+    region: str | None = None,
+    zone: str | None = None,
+) -> GoogleBetaProvider:
+    """Declare the google-beta provider on `stack` and bind every google_* resource to it."""
+    provider = GoogleBetaProvider(
+        stack,
+        "google-beta",
+        project=project,
+        region=region,
+        zone=zone,
+        default_labels=default_labels,
+    )
+    Aspects.of(stack).add(_BindToProvider(provider))
+    return provider
 
 
 def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
@@ -43,7 +90,9 @@ def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
         description="Google Cloud project id (config key `project` or GOOGLE_CLOUD_PROJECT).",
         validation=[
             TerraformVariableValidationConfig(
-                condition="length(var.project) > 0",
+                # Terraform's JSON syntax reads a bare string as a literal: the condition must be
+                # an interpolation, or Terraform refuses every stack at load.
+                condition="${length(var.project) > 0}",
                 error_message=(
                     "project is empty: set project in the deployment config or export "
                     "GOOGLE_CLOUD_PROJECT, then synthesize again."
@@ -51,9 +100,8 @@ def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
             )
         ],
     )
-    GoogleBetaProvider(
+    google_beta(
         stack,
-        "google-beta",
         project=project.string_value,
         region=cfg.effective_region,
         zone=cfg.zone,

@@ -147,3 +147,67 @@ def run_main(tmp_path: Path, config_text: str) -> tuple[subprocess.CompletedProc
 def resources(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
     """`{construct id: attributes}` of one resource type in a synthesized stack ({} if none)."""
     return dict(stack.get("resource", {}).get(rtype, {}))
+
+
+@pytest.fixture(scope="session")
+def bootstrap_cfg() -> Any:
+    """The repository's own gitops.toml, validated."""
+    from tpudeploy.bootstrap import load_bootstrap
+
+    return load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT)
+
+
+@pytest.fixture(scope="session")
+def bootstrap_outdir(
+    synth: Synthesizer, bootstrap_cfg: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The bootstrap stack synthesized once per session (cdktf.out-shaped directory)."""
+    from stacks.bootstrap import build_bootstrap_app
+
+    synth({})  # shares the session's jsii load with the other synth tests
+    outdir = tmp_path_factory.mktemp("bootstrap-out")
+    build_bootstrap_app(bootstrap_cfg, outdir=str(outdir)).synth()
+    return outdir
+
+
+# ---- Terraform itself ------------------------------------------------------------------------
+
+# The version the project is tested with (README, Deploy); the workflows install the same one.
+TERRAFORM_TESTED_VERSION = "1.11.4"
+
+
+@pytest.fixture(scope="session")
+def terraform() -> str:
+    """The real Terraform binary. Skipped with a reason on a machine without it; under CI
+    (CI=true, as .ci/run runs) its absence fails, so CI never silently runs a weaker suite."""
+    path = shutil.which("terraform")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(
+                "terraform is not on PATH: CI requires Terraform " + TERRAFORM_TESTED_VERSION
+            )
+        pytest.skip("terraform is not on PATH: the Terraform tier needs the real binary")
+    return path
+
+
+def terraform_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for a test's Terraform: an empty CLI config of its own (never the user's
+    ~/.terraformrc, whose mirrors or overrides would change what is tested), no telemetry."""
+    cli_config = tmp_path / "terraformrc"
+    cli_config.touch()
+    return {
+        **os.environ,
+        "TF_CLI_CONFIG_FILE": str(cli_config),
+        "CHECKPOINT_DISABLE": "1",
+        "TF_IN_AUTOMATION": "1",
+        "TF_INPUT": "0",
+        "NO_COLOR": "1",
+    }
+
+
+def without_backend(doc: dict[str, Any]) -> dict[str, Any]:
+    """A stack's JSON without its backend block: a GCS backend needs `terraform init` (and a
+    cloud) before any other command; everything else is loaded as it is."""
+    doc = copy.deepcopy(doc)
+    doc.get("terraform", {}).pop("backend", None)
+    return doc

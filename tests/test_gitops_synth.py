@@ -20,7 +20,6 @@ from tpudeploy import gitops
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,
     BootstrapConfig,
-    load_bootstrap,
     parse_bootstrap,
 )
 from tpudeploy.config import ConfigError, parse_config
@@ -121,23 +120,6 @@ def test_example_deployments_are_the_pipeline(tmp_path: Path) -> None:
 
 
 # ---- bootstrap ----
-
-
-@pytest.fixture(scope="session")
-def bootstrap_cfg() -> BootstrapConfig:
-    return load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT)
-
-
-@pytest.fixture(scope="session")
-def bootstrap_outdir(
-    synth: Synthesizer, bootstrap_cfg: BootstrapConfig, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    from stacks.bootstrap import build_bootstrap_app
-
-    synth({})  # shares the session's jsii load with the other synth tests
-    outdir = tmp_path_factory.mktemp("bootstrap-out")
-    build_bootstrap_app(bootstrap_cfg, outdir=str(outdir)).synth()
-    return outdir
 
 
 @pytest.fixture
