@@ -60,14 +60,14 @@ deploy-secrets: install ## Create only the long-lived stack (secrets, account, c
 	$(CDKTF) deploy $$($(STACKS) --secrets) $(if $(AUTO_APPROVE),--auto-approve)
 
 destroy: install ## Destroy the node stack only: stops the billing, keeps the secret
-	$(PY) -m tpudeploy check --deploy
-	$(CDKTF) destroy $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || { \
+	$(PY) -m tpudeploy check --destroy
+	TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || { \
 	  echo "destroy failed: what could not be deleted is still in Terraform state and may still" >&2; \
 	  echo "bill. Fix the error above and run 'make destroy' again; 'make status' shows it." >&2; exit 1; }
 
 destroy-all: install ## Destroy everything, including the secret and its versions
-	$(PY) -m tpudeploy check --deploy
-	$(CDKTF) destroy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve)
+	$(PY) -m tpudeploy check --destroy
+	TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve)
 
 capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the config
 	$(PY) -m tpudeploy capacity

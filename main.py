@@ -3,7 +3,11 @@
 import os
 import sys
 
+from tpudeploy import policy
 from tpudeploy.config import ConfigError, config_path, load_config
+
+# The Makefile's destroy targets set TPUDEPLOY_COMMAND=destroy for the cdktf CLI's own synth.
+COMMAND_ENV = "TPUDEPLOY_COMMAND"
 
 
 def main() -> int:
@@ -11,6 +15,10 @@ def main() -> int:
     path = config_path()
     try:
         cfg = load_config(path)
+        # The guard rails apply to what is about to be created, never to a destroy: `cdktf
+        # destroy` synthesizes too, and a refused config must still be destroyable.
+        if os.environ.get(COMMAND_ENV) != "destroy":
+            policy.enforce(cfg, source=str(path))
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

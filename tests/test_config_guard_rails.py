@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_main
+from tpudeploy import policy
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, parse_config
 
@@ -35,8 +36,9 @@ WARNED = [
 
 @pytest.mark.parametrize(("overrides", "key", "reason"), REFUSED)
 def test_refused_with_key_and_seed_reason(overrides: dict[str, Any], key: str, reason: str) -> None:
+    cfg = parse_config(overrides)  # loading alone never applies the guard rails
     with pytest.raises(ConfigError) as err:
-        parse_config(overrides)
+        policy.enforce(cfg, source="deploy.toml")
     assert key in str(err.value)
     assert reason in str(err.value)
 
@@ -79,3 +81,69 @@ def test_make_synth_refuses_a_guard_rail_without_traceback(tmp_path: Path) -> No
     assert "vllm.gpu_memory_utilization" in result.stderr and "0.92" in result.stderr
     assert "Traceback" not in result.stderr
     assert not outdir.exists()
+
+
+# ---- policy applies to what is about to be created, never to looking or stopping -------------
+
+REFUSED_TOML = 'project = "policy-proj-1"\n[vllm]\ngpu_memory_utilization = 0.95\n'
+
+
+def _cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    config = tmp_path / "deploy.toml"
+    config.write_text(REFUSED_TOML)
+    return subprocess.run(
+        [sys.executable, "-m", "tpudeploy", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DEPLOY_CONFIG": str(config), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_refused_config_can_still_list_its_stacks_for_destroy(tmp_path: Path) -> None:
+    result = _cli(tmp_path, "stacks", "--node")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["gemma4-v5e-node"]
+
+
+def test_a_refused_config_passes_the_destroy_check_but_not_the_deploy_check(
+    tmp_path: Path,
+) -> None:
+    assert _cli(tmp_path, "check", "--destroy").returncode == 0
+    deploy = _cli(tmp_path, "check", "--deploy")
+    assert deploy.returncode == 2
+    assert "vllm.gpu_memory_utilization" in deploy.stderr
+
+
+def test_status_of_a_refused_config_still_answers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fake_tpu_api import FakeTpuApi
+    from tpudeploy.cli import main
+
+    config = tmp_path / "deploy.toml"
+    config.write_text(REFUSED_TOML)
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    with FakeTpuApi() as api:
+        monkeypatch.setenv("TPU_EMULATOR_HOST", api.host)
+        assert main(["status"]) == 0
+    assert "NOT_FOUND" in capsys.readouterr().out
+
+
+def test_cdktf_destroy_can_synthesize_a_refused_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cdktf destroy` runs main.py first; with TPUDEPLOY_COMMAND=destroy (set by the Makefile)
+    a config the guard rails refuse still synthesizes, so its node can be destroyed."""
+    monkeypatch.setenv("TPUDEPLOY_COMMAND", "destroy")
+    result, outdir = run_main(tmp_path, REFUSED_TOML)
+    assert result.returncode == 0, result.stderr
+    assert (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").is_file()

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from tpudeploy import planner
+from tpudeploy import planner, policy
 from tpudeploy import queued_resource as qr
 from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
@@ -15,8 +15,11 @@ from tpudeploy.smoke import SmokeError
 
 
 def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    if args.deploy:
+    if args.deploy or args.destroy:
         require_project(cfg, source=str(config_path()))
+    if not args.destroy:
+        # Checking for a synth or a deploy: the guard rails apply. A destroy never needs them.
+        policy.enforce(cfg, source=str(config_path()))
     print(f"{config_path()}: deployment {cfg.name!r} is valid")
     print(
         f"  {cfg.provisioning} {cfg.accelerator_type} in {cfg.zone}, "
@@ -37,7 +40,7 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 def summary_lines(cfg: DeployConfig) -> list[str]:
     """What `make synth` ends with: guard-rail warnings, then cost, billing stop, KV pool."""
-    lines = [str(f) for f in cfg.findings() if f.severity != "error"]
+    lines = policy.warnings(cfg)
     lines += planner.synth_summary(
         cfg.serve_settings(),
         provisioning_model=cfg.provisioning,
@@ -117,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     check = sub.add_parser("check", help="validate the config")
-    check.add_argument("--deploy", action="store_true", help="also require what deploying needs")
+    purpose = check.add_mutually_exclusive_group()
+    purpose.add_argument("--deploy", action="store_true", help="also require what deploying needs")
+    purpose.add_argument(
+        "--destroy", action="store_true", help="only what destroying needs (no guard rails)"
+    )
     check.set_defaults(func=_check)
 
     stacks = sub.add_parser("stacks", help="print the stack names for cdktf")

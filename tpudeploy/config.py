@@ -648,13 +648,9 @@ def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> 
         cfg = DeployConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(source, _format_errors(exc)) from None
+    # The build log's guard rails are not applied here: tpudeploy.policy runs them for the
+    # commands that create or change billable resources only.
     problems = cross_check(cfg)
-    # The seed's guard rails (tpudeploy.planner): errors refuse the config, warnings are printed
-    # by the commands that synthesize or deploy.
-    try:
-        problems += [str(f) for f in cfg.findings() if f.severity == "error"]
-    except ValueError as exc:
-        problems.append(str(exc))
     if problems:
         raise ConfigError(source, problems)
     return cfg
