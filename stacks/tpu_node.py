@@ -21,7 +21,7 @@ from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
-from tpudeploy.flex import queued_resource_spec
+from tpudeploy.flex import node_description, node_labels, queued_resource_spec
 from tpudeploy.render import node_metadata
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -49,7 +49,11 @@ class TpuNodeStack(TerraformStack):
         super().__init__(scope, id_)
         cfg = config
         project = configure(self, cfg)
-        labels = {"deployment": cfg.name, "provisioning": cfg.provisioning, **cfg.labels}
+        # Config strings reach Terraform arguments escaped: the config validates them against
+        # GCE's grammar already, and a `${...}` that slipped through would be evaluated by
+        # Terraform instead of reaching the API.
+        labels = {k: terraform_literal(v) for k, v in node_labels(cfg).items()}
+        network = terraform_literal(cfg.network.network)
 
         if cfg.provisioning == "flex-start":
             self._queued_resource(cfg, project)
@@ -63,7 +67,7 @@ class TpuNodeStack(TerraformStack):
                 self,
                 "allow-vllm",
                 name=f"{cfg.name}-allow-vllm",
-                network=cfg.network.network,
+                network=network,
                 direction="INGRESS",
                 allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=[str(cfg.vllm.port)])],
                 source_ranges=list(cfg.network.allowed_cidrs),
@@ -73,7 +77,7 @@ class TpuNodeStack(TerraformStack):
             self,
             "allow-iap-ssh",
             name=f"{cfg.name}-allow-iap-ssh",
-            network=cfg.network.network,
+            network=network,
             direction="INGRESS",
             allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=["22"])],
             source_ranges=[IAP_SSH_RANGE],
@@ -92,7 +96,7 @@ class TpuNodeStack(TerraformStack):
             zone=cfg.zone,
             accelerator_type=cfg.accelerator_type,
             runtime_version=cfg.runtime_version,
-            description=f"vLLM {cfg.vllm.model} ({cfg.provisioning})",
+            description=terraform_literal(node_description(cfg)),
             scheduling_config=GoogleTpuV2VmSchedulingConfig(spot=True)
             if cfg.provisioning == "spot"
             else None,
@@ -100,8 +104,8 @@ class TpuNodeStack(TerraformStack):
                 email=service_account_email(cfg, project), scope=[CLOUD_PLATFORM_SCOPE]
             ),
             network_config=GoogleTpuV2VmNetworkConfig(
-                network=cfg.network.network,
-                subnetwork=cfg.network.subnetwork or None,
+                network=terraform_literal(cfg.network.network),
+                subnetwork=terraform_literal(cfg.network.subnetwork) or None,
                 enable_external_ips=cfg.network.enable_external_ip,
             ),
             shielded_instance_config=GoogleTpuV2VmShieldedInstanceConfig(enable_secure_boot=True),

@@ -230,6 +230,41 @@ BAD_INPUTS = [
         id="bad-label",
     ),
     pytest.param(
+        '[network]\nnetwork = "${file(\\"/etc/hostname\\")}"\n',
+        "network.network",
+        "${file(",
+        "projects/HOST_PROJECT/global/networks/NAME",
+        id="network-terraform-expression",
+    ),
+    pytest.param(
+        '[network]\nnetwork = ""\n',
+        "network.network",
+        "''",
+        '"default"',
+        id="empty-network",
+    ),
+    pytest.param(
+        '[network]\nsubnetwork = "sub%{ if true }x%{ endif }"\n',
+        "network.subnetwork",
+        "%{ if true }",
+        "regions/REGION/subnetworks/NAME",
+        id="subnetwork-terraform-directive",
+    ),
+    pytest.param(
+        '[labels]\ntpudeploy-spec = "x"\n',
+        "labels",
+        "'tpudeploy-spec'",
+        "rename it",
+        id="reserved-label-spec",
+    ),
+    pytest.param(
+        '[labels]\ndeployment = "other"\n',
+        "labels",
+        "'deployment'",
+        "rename it",
+        id="reserved-label-deployment",
+    ),
+    pytest.param(
         'provisioning = "preemptible"\n',
         "provisioning",
         "'preemptible'",
@@ -343,3 +378,16 @@ def test_main_py_reports_a_bad_config_without_a_traceback(tmp_path: Path) -> Non
     assert "accelerator_type = 'v5e-1'" in result.stderr
     assert "'v5litepod-1'" in result.stderr
     assert not outdir.exists()  # nothing synthesized from a bad config
+
+
+def test_shared_vpc_paths_are_accepted() -> None:
+    net = parse_config(
+        {
+            "network": {
+                "network": "projects/host-proj-1/global/networks/shared",
+                "subnetwork": "projects/host-proj-1/regions/us-west4/subnetworks/tpu",
+            }
+        }
+    ).network
+    assert net.network == "projects/host-proj-1/global/networks/shared"
+    assert net.subnetwork.endswith("/subnetworks/tpu")

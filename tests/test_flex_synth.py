@@ -110,6 +110,25 @@ def test_spec_inputs_are_visible_and_round_trip_through_terraform(synth: Synthes
     assert spec["metadata"]["block-project-ssh-keys"] == "TRUE"
 
 
+def test_flex_node_has_the_vm_paths_hardening_and_description(synth: Synthesizer) -> None:
+    """The node a queued resource creates is the node the VM path declares: shielded secure
+    boot and the same description, as the TPU API receives them."""
+    from tpudeploy.queued_resource import QueuedResourceSpec
+
+    cfg = parse_config(FLEX)
+    vm = resources(synth({**FLEX, "provisioning": "spot"})[cfg.node_stack_name], "google_tpu_v2_vm")
+    (vm_node,) = vm.values()
+    qr = qr_resource(synth(FLEX), cfg)
+    body = QueuedResourceSpec.from_json(
+        terraform_evaluates(qr["input"], {"project": PROJECT})
+    ).to_body()
+    node = body["tpu"]["nodeSpec"][0]["node"]
+    assert node["shieldedInstanceConfig"] == {"enableSecureBoot": True}
+    assert vm_node["shielded_instance_config"] == {"enable_secure_boot": True}
+    assert node["description"] == "vLLM google/gemma-4-E2B-it (flex-start)"
+    assert vm_node["description"] == "vLLM google/gemma-4-E2B-it (spot)"
+
+
 def test_create_and_destroy_commands_drive_the_api(synth: Synthesizer) -> None:
     """The issue's 'done when': the synthesized create command, pointed at a loopback server,
     sends the flex-start request; the destroy command deletes it."""

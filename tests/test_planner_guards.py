@@ -149,7 +149,7 @@ def test_load_past_the_pool_warned_and_past_safe_line_noted() -> None:
 
 def test_bad_accelerator_is_a_finding_not_a_crash() -> None:
     (finding,) = check_settings(replace(SEED, accelerator_type="v5e-1"))
-    assert finding.key == "tpu.accelerator_type"
+    assert finding.key == "accelerator_type"
     assert "v5litepod-1" in finding.message
 
 

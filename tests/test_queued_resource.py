@@ -101,6 +101,8 @@ def test_body_is_exact(spec: QueuedResourceSpec) -> None:
         },
         "serviceAccount": {"email": SA, "scope": [CLOUD_PLATFORM]},
         "networkConfig": {"network": "default", "enableExternalIps": True},
+        # The same hardening as the VM path (google_tpu_v2_vm's shielded_instance_config).
+        "shieldedInstanceConfig": {"enableSecureBoot": True},
         "tags": ["gemma4-vllm"],
         "labels": {"app": "gemma4", "tpudeploy-spec": spec.fingerprint()},
     }

@@ -32,3 +32,11 @@ def test_optional_pins_reach_the_command_line() -> None:
 def test_extra_args_are_shell_quoted_in_the_script() -> None:
     cfg = parse_config({"vllm": {"extra_args": ["--served-model-name", "gemma; rm -rf /"]}})
     assert "'gemma; rm -rf /'" in render_startup_script(cfg)
+
+
+def test_prefix_caching_off_is_said_explicitly() -> None:
+    """vLLM's default is on: leaving the flag out would never turn it off."""
+    on = vllm_serve_args(parse_config({}).vllm)
+    assert "--enable-prefix-caching" in on and "--no-enable-prefix-caching" not in on
+    off = vllm_serve_args(parse_config({"vllm": {"enable_prefix_caching": False}}).vllm)
+    assert "--no-enable-prefix-caching" in off and "--enable-prefix-caching" not in off

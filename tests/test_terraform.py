@@ -158,3 +158,57 @@ def test_a_project_passes_terraforms_validation(
     assert result.returncode == 0, result.stderr
     out = run_terraform(terraform, ["output", "-raw", "project"], variables_folder, tmp_path)
     assert out.stdout == "my-proj-123"
+
+
+# ---- no config string reaches Terraform as an expression --------------------------------------
+
+_INTERPOLATION = re.compile(r"(?<!\$)\$\{([^}]*)\}|(?<!%)%\{")
+
+
+def _json_strings(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (str(k), *_json_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _json_strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def expressions(doc: dict[str, Any]) -> set[str]:
+    """Every Terraform template expression in a stack's strings (escaped `$${` excluded); a
+    `%{` directive is reported as itself."""
+    found = set()
+    for text in _json_strings(doc):
+        for m in _INTERPOLATION.finditer(text):
+            found.add(m.group(1) if m.group(1) is not None else "%{")
+    return found
+
+
+def allowed_expression(expr: str, doc: dict[str, Any]) -> bool:
+    """var.project (and its validation), self.input (the provisioners), or an attribute of a
+    resource this stack declares."""
+    if expr in ("var.project", "self.input", "length(var.project) > 0"):
+        return True
+    m = re.fullmatch(r"([a-z0-9_]+)\.([A-Za-z0-9_-]+)\.[a-z0-9_.\[\]]+", expr)
+    return bool(m) and m.group(2) in doc.get("resource", {}).get(m.group(1), {})
+
+
+# Every string key a user controls, at values the config accepts.
+HOSTILE_BUT_VALID: dict[str, Any] = {
+    "project": "my-proj-123",
+    "provisioning": "spot",
+    "labels": {"team": "ml-infra", "cost_center": "x-1"},
+    "network": {
+        "network": "projects/host-proj-1/global/networks/shared",
+        "subnetwork": "projects/host-proj-1/regions/us-west4/subnetworks/tpu",
+        "allowed_cidrs": ["203.0.113.0/24"],
+    },
+    "vllm": {"extra_args": ["--served-model-name", '${file("/etc/passwd")}', "%{ if x }"]},
+}
+
+
+@pytest.mark.parametrize("label", [*CONFIGS, "hostile"])
+def test_only_known_expressions_reach_terraform(synth: Synthesizer, label: str) -> None:
+    stacks = synth(HOSTILE_BUT_VALID) if label == "hostile" else _stacks_of(synth, label)
+    for name, doc in stacks.items():
+        bad = sorted(e for e in expressions(doc) if not allowed_expression(e, doc))
+        assert not bad, f"{name}: Terraform would evaluate {bad}"

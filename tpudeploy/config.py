@@ -55,6 +55,17 @@ _PARSER_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _ZONE_RE = re.compile(r"^(?P<region>[a-z]+-[a-z]+\d+)-[a-z]$")
+# GCE resource names (RFC 1035) and the project-qualified paths of a shared VPC.
+_GCE_NAME_RE = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
+_PROJECT_ID = r"[a-z][a-z0-9-]{4,28}[a-z0-9]"
+_NETWORK_PATH_RE = re.compile(rf"projects/{_PROJECT_ID}/global/networks/{_GCE_NAME_RE.pattern}")
+_SUBNETWORK_PATH_RE = re.compile(
+    rf"projects/{_PROJECT_ID}/regions/[a-z]+-[a-z]+\d+/subnetworks/{_GCE_NAME_RE.pattern}"
+)
+# Labels the project sets itself on the node (and the provider on every resource); a user label
+# with one of these keys would silently replace it, or (tpudeploy-spec, the flex-start spec's
+# fingerprint) break the spec check.
+RESERVED_LABEL_KEYS = ("deployment", "provisioning", "managed_by", "component", "tpudeploy-spec")
 
 
 class ConfigError(Exception):
@@ -92,6 +103,30 @@ class NetworkConfig(_Strict):
     @classmethod
     def _list_to_tuple(cls, v: object) -> object:
         return tuple(v) if isinstance(v, list) else v
+
+    @field_validator("network")
+    @classmethod
+    def _network(cls, v: str) -> str:
+        # These strings reach Terraform arguments: anything but GCE's grammar (a `${...}` say)
+        # would be evaluated by Terraform, not passed to the API.
+        if not (_GCE_NAME_RE.fullmatch(v) or _NETWORK_PATH_RE.fullmatch(v)):
+            raise ValueError(
+                "not a VPC network; write its name (1-63 lowercase letters, digits and '-', "
+                'starting with a letter), e.g. "default", or for a shared VPC '
+                '"projects/HOST_PROJECT/global/networks/NAME"'
+            )
+        return v
+
+    @field_validator("subnetwork")
+    @classmethod
+    def _subnetwork(cls, v: str) -> str:
+        if v and not (_GCE_NAME_RE.fullmatch(v) or _SUBNETWORK_PATH_RE.fullmatch(v)):
+            raise ValueError(
+                "not a subnetwork; write its name (lowercase letters, digits and '-', starting "
+                'with a letter), "projects/HOST_PROJECT/regions/REGION/subnetworks/NAME" for a '
+                "shared VPC, or leave it out for the network's default"
+            )
+        return v
 
     @field_validator("allowed_cidrs")
     @classmethod
@@ -428,7 +463,7 @@ class DeployConfig(_Strict):
     @field_validator("project")
     @classmethod
     def _project(cls, v: str) -> str:
-        if v and not re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", v):
+        if v and not re.fullmatch(_PROJECT_ID, v):
             raise ValueError(
                 "not a Google Cloud project id; use the id (6-30 lowercase letters, digits, "
                 "hyphens), not the display name or number"
@@ -474,6 +509,12 @@ class DeployConfig(_Strict):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
+            if key in RESERVED_LABEL_KEYS:
+                raise ValueError(
+                    f"label key {key!r} is set by tpudeploy itself; rename it (reserved: "
+                    + ", ".join(RESERVED_LABEL_KEYS)
+                    + ")"
+                )
             if not _LABEL_KEY_RE.match(key) or not _LABEL_VALUE_RE.match(value):
                 raise ValueError(
                     f"label {key}={value!r} is not a valid Google Cloud label; use lowercase "

@@ -7,6 +7,15 @@ from tpudeploy.queued_resource import DEFAULT_SCOPES, QueuedResourceSpec
 from tpudeploy.render import node_metadata
 
 
+def node_labels(cfg: DeployConfig) -> dict[str, str]:
+    """The node's labels, the same on the VM and the queued resource's node."""
+    return {"deployment": cfg.name, "provisioning": cfg.provisioning, **cfg.labels}
+
+
+def node_description(cfg: DeployConfig) -> str:
+    return f"vLLM {cfg.vllm.model} ({cfg.provisioning})"
+
+
 def queued_resource_spec(cfg: DeployConfig, project: str) -> QueuedResourceSpec:
     """The node the queued resource carries is the same node the VM path declares: same startup
     script, OS Login, dedicated service account, network, tags and labels."""
@@ -27,6 +36,9 @@ def queued_resource_spec(cfg: DeployConfig, project: str) -> QueuedResourceSpec:
         subnetwork=cfg.network.subnetwork or None,
         enable_external_ips=cfg.network.enable_external_ip,
         tags=(cfg.network_tag,),
-        labels={"deployment": cfg.name, "provisioning": cfg.provisioning, **cfg.labels},
+        labels=node_labels(cfg),
+        description=node_description(cfg),
+        # The VM path sets shielded secure boot; the flex-start node is the same node.
+        enable_secure_boot=True,
         max_run_duration_seconds=cfg.max_run_duration_seconds,
     )

@@ -88,6 +88,8 @@ class QueuedResourceSpec:
     enable_external_ips: bool = True
     tags: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+    enable_secure_boot: bool = True
 
     def __post_init__(self) -> None:
         # Normalise containers so the frozen object is hashable-ish and immutable in practice.
@@ -139,8 +141,11 @@ class QueuedResourceSpec:
             not isinstance(self.subnetwork, str) or not self.subnetwork.strip()
         ):
             raise _fail("subnetwork", self.subnetwork, "must be a non-empty string or null")
-        if not isinstance(self.enable_external_ips, bool):
-            raise _fail("enable_external_ips", self.enable_external_ips, "must be true or false")
+        for key in ("enable_external_ips", "enable_secure_boot"):
+            if not isinstance(getattr(self, key), bool):
+                raise _fail(key, getattr(self, key), "must be true or false")
+        if not isinstance(self.description, str):
+            raise _fail("description", self.description, "must be a string")
         for key in ("metadata", "labels"):
             mapping = getattr(self, key)
             for k, v in mapping.items():
@@ -192,6 +197,9 @@ class QueuedResourceSpec:
             "serviceAccount": {"email": self.service_account_email, "scope": list(self.scopes)},
             "networkConfig": network_config,
         }
+        if self.description:
+            node["description"] = self.description
+        node["shieldedInstanceConfig"] = {"enableSecureBoot": self.enable_secure_boot}
         if self.tags:
             node["tags"] = list(self.tags)
         if self.labels:

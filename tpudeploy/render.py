@@ -42,8 +42,10 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
     if v.kv_cache_memory_bytes is not None:
         # The seed's --kv-cache-memory is spelled --kv-cache-memory-bytes in current vLLM.
         args += ["--kv-cache-memory-bytes", str(v.kv_cache_memory_bytes)]
-    if v.enable_prefix_caching:
-        args.append("--enable-prefix-caching")
+    # Both ways explicit: vLLM's default is on, so leaving the flag out would never turn it off.
+    args.append(
+        "--enable-prefix-caching" if v.enable_prefix_caching else "--no-enable-prefix-caching"
+    )
     if v.disable_chunked_mm_input:
         args.append("--disable-chunked-mm-input")
     if v.limit_mm_per_prompt:

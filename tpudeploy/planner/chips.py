@@ -54,32 +54,47 @@ class Accelerator:
     chips: int
 
 
-def lookup_accelerator(accelerator_type: str, *, key: str = "tpu.accelerator_type") -> Accelerator:
-    """Parse e.g. "v5litepod-1"; raise ValueError naming the key, the value and the fix."""
+class AcceleratorError(ValueError):
+    """An accelerator type the planner cannot use; `reason` is the message without key = value."""
+
+    def __init__(self, key: str, value: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"{key} = {value!r}: {reason}")
+
+
+def lookup_accelerator(accelerator_type: str, *, key: str = "accelerator_type") -> Accelerator:
+    """Parse e.g. "v5litepod-1"; raise AcceleratorError naming the key, the value and the fix."""
     match = _ACCELERATOR.fullmatch(accelerator_type.strip().lower())
     known = ", ".join(f"{p}-N" for p in CHIPS)
     if match is None:
-        raise ValueError(
-            f"{key} = {accelerator_type!r} is not '<generation>-<chips>'; use e.g. 'v5litepod-1'"
-            f" (known: {known})"
+        raise AcceleratorError(
+            key,
+            accelerator_type,
+            f"not '<generation>-<chips>'; use e.g. 'v5litepod-1' (known: {known})",
         )
     prefix, count = match["prefix"], int(match["count"])
     if prefix in _PROSE_ALIASES:
         fixed = f"{_PROSE_ALIASES[prefix]}-{count}"
-        raise ValueError(
-            f"{key} = {accelerator_type!r}: '{prefix}' is the prose name; gcloud and the TPU "
-            f"API spell it '{_PROSE_ALIASES[prefix]}' (seed). Use {fixed!r}"
+        raise AcceleratorError(
+            key,
+            accelerator_type,
+            f"'{prefix}' is the prose name; gcloud and the TPU API spell it "
+            f"'{_PROSE_ALIASES[prefix]}' (seed). Use {fixed!r}",
         )
     chip = CHIPS.get(prefix)
     if chip is None:
-        raise ValueError(
-            f"{key} = {accelerator_type!r}: unknown TPU generation '{prefix}'; this project "
-            f"carries chip data only for {known}. Use 'v5litepod-1' or add a ChipSpec"
+        raise AcceleratorError(
+            key,
+            accelerator_type,
+            f"unknown TPU generation '{prefix}'; this project carries chip data only for "
+            f"{known}. Use 'v5litepod-1' or add a ChipSpec",
         )
     if count not in chip.slice_chip_counts:
         sizes = ", ".join(f"{prefix}-{n}" for n in chip.slice_chip_counts)
-        raise ValueError(
-            f"{key} = {accelerator_type!r}: {chip.generation} slices come as {sizes}; "
-            f"use 'v5litepod-1' (the seed's one-chip slice)"
+        raise AcceleratorError(
+            key,
+            accelerator_type,
+            f"{chip.generation} slices come as {sizes}; use 'v5litepod-1' (the seed's one-chip "
+            "slice)",
         )
     return Accelerator(accelerator_type=f"{prefix}-{count}", chip=chip, chips=count)

@@ -14,7 +14,7 @@ from tpudeploy.planner.capacity import (
     kv_memory_multiplier,
     kv_pool,
 )
-from tpudeploy.planner.chips import Accelerator, lookup_accelerator
+from tpudeploy.planner.chips import Accelerator, AcceleratorError, lookup_accelerator
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, ModelGeometry
 
 Severity = Literal["error", "warning", "note"]
@@ -340,8 +340,8 @@ def check_settings(
     findings += check_block_size(s, backend)
     try:
         accel = lookup_accelerator(s.accelerator_type)
-    except ValueError as exc:
-        findings.append(Finding("error", "tpu.accelerator_type", s.accelerator_type, str(exc)))
+    except AcceleratorError as exc:
+        findings.append(Finding("error", "accelerator_type", s.accelerator_type, exc.reason))
     else:
         findings = (
             check_gpu_memory_utilization(s, accel, model)
