@@ -44,30 +44,43 @@ check: $(VENV_STAMP) ## Validate the config and print its summary
 synth: $(VENV_STAMP) ## Write the Terraform JSON for the deployment to cdktf.out/
 	$(PY) main.py
 
-diff: install ## Show what deploy would change (needs Terraform and credentials)
-	$(PY) -m tpudeploy check --deploy
-	$(CDKTF) diff $$($(STACKS))
+# `cdktf diff` plans one stack per call: plan each, so the node's plan is shown too.
+diff: install ## Show what deploy would change in both stacks (needs Terraform and credentials)
+	@$(PY) -m tpudeploy check --deploy
+	@for stack in $$($(STACKS)); do $(CDKTF) diff $$stack || exit $$?; done
 
+# recover: a SUSPENDED/FAILED queued resource or a PREEMPTED node is marked for replacement
+# first; Terraform alone would plan no change for it.
 deploy: install ## Create or update both stacks (needs Terraform and credentials)
-	$(PY) -m tpudeploy check --deploy
-	$(CDKTF) deploy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || { \
-	  echo "deploy failed. Terraform state keeps what was created (a failed flex-start create is" >&2; \
-	  echo "tainted and replaced next time): fix the error above, then 'make deploy' again;" >&2; \
-	  echo "'make status' shows what exists, 'make destroy' stops any billing." >&2; exit 1; }
+	@$(PY) -m tpudeploy check --deploy
+	@$(PY) -m tpudeploy recover
+	@$(CDKTF) deploy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || { \
+	  echo "deploy failed: fix the error above, then 'make deploy' again. A flex-start create" >&2; \
+	  echo "that failed deleted what it requested (see its last lines); 'make status' shows" >&2; \
+	  echo "what exists and 'make destroy' stops any billing." >&2; exit 1; }
 
 deploy-secrets: install ## Create only the long-lived stack (secrets, account, cache bucket)
 	$(PY) -m tpudeploy check --deploy
 	$(CDKTF) deploy $$($(STACKS) --secrets) $(if $(AUTO_APPROVE),--auto-approve)
 
+# cleanup runs whatever cdktf destroy did: Terraform never runs the destroy provisioner of a
+# tainted (failed or killed) flex-start create, so the queued resource is deleted by name too.
 destroy: install ## Destroy the node stack only: stops the billing, keeps the secret
-	$(PY) -m tpudeploy check --destroy
-	TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || { \
+	@$(PY) -m tpudeploy check --destroy
+	@rc=0; TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS) --node) \
+	  $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
+	$(PY) -m tpudeploy cleanup || rc=1; \
+	if [ $$rc -ne 0 ]; then \
 	  echo "destroy failed: what could not be deleted is still in Terraform state and may still" >&2; \
-	  echo "bill. Fix the error above and run 'make destroy' again; 'make status' shows it." >&2; exit 1; }
+	  echo "bill. Fix the error above and run 'make destroy' again; 'make status' shows it." >&2; \
+	  exit 1; fi
 
 destroy-all: install ## Destroy everything, including the secret and its versions
-	$(PY) -m tpudeploy check --destroy
-	TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve)
+	@$(PY) -m tpudeploy check --destroy
+	@rc=0; TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS)) \
+	  $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
+	$(PY) -m tpudeploy cleanup || rc=1; \
+	exit $$rc
 
 capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the config
 	$(PY) -m tpudeploy capacity

@@ -8,6 +8,7 @@ from cdktf import (
     GcsBackend,
     IAspect,
     LocalBackend,
+    TerraformDataSource,
     TerraformProvider,
     TerraformResource,
     TerraformStack,
@@ -27,7 +28,7 @@ STATE_PREFIX_ROOT = "tpudeploy"
 
 @jsii.implements(IAspect)
 class _BindToProvider:
-    """Sets `provider` on every google_* resource of a stack.
+    """Sets `provider` on every google_* resource and data source of a stack.
 
     The google-beta bindings emit no `provider` argument, and Terraform maps a `google_*` type to
     the implicit, unpinned hashicorp/google (GA) provider by its name prefix: the pinned
@@ -39,9 +40,9 @@ class _BindToProvider:
         self._provider = provider
 
     def visit(self, node: IConstruct) -> None:
-        if isinstance(node, TerraformResource) and node.terraform_resource_type.startswith(
-            "google_"
-        ):
+        if isinstance(
+            node, (TerraformResource, TerraformDataSource)
+        ) and node.terraform_resource_type.startswith("google_"):
             node.provider = self._provider
 
 

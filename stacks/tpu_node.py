@@ -20,6 +20,7 @@ from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
+from tpudeploy.addresses import QUEUED_RESOURCE_ID, VM_ID
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.flex import node_description, node_labels, queued_resource_spec
 from tpudeploy.render import node_metadata
@@ -91,7 +92,7 @@ class TpuNodeStack(TerraformStack):
         # google_tpu_v2_vm exists only in google-beta; the GA bindings have the legacy tpu_node.
         node = GoogleTpuV2Vm(
             self,
-            "node",
+            VM_ID,
             name=cfg.node_id,
             zone=cfg.zone,
             accelerator_type=cfg.accelerator_type,
@@ -141,7 +142,7 @@ class TpuNodeStack(TerraformStack):
         repo_root = os.path.relpath(REPO_ROOT, stack_dir)
         qr = TerraformResource(
             self,
-            "queued-resource",
+            QUEUED_RESOURCE_ID,
             terraform_resource_type="terraform_data",
             provisioners=[
                 LocalExecProvisioner(

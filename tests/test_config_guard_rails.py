@@ -147,3 +147,25 @@ def test_cdktf_destroy_can_synthesize_a_refused_config(
     result, outdir = run_main(tmp_path, REFUSED_TOML)
     assert result.returncode == 0, result.stderr
     assert (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").is_file()
+
+
+def test_every_guard_rail_names_a_key_the_config_has() -> None:
+    """A refusal under a key that does not exist (it once said tpu.accelerator_type) sends the
+    user looking for a setting they cannot find."""
+    from tpudeploy.config import DeployConfig
+
+    def exists(path: str) -> bool:
+        model: Any = DeployConfig
+        for part in path.split("."):
+            fields = getattr(model, "model_fields", {})
+            if part not in fields:
+                return False
+            model = fields[part].annotation
+        return True
+
+    configs = [o for o, _, _ in REFUSED + WARNED] + [
+        {"accelerator_type": "v6e-1", "runtime_version": "v2-alpha-tpuv6e", "provisioning": "spot"}
+    ]
+    for overrides in configs:
+        for finding in policy.findings(parse_config(overrides)):
+            assert exists(finding.key), f"{finding.key} is not a config key ({overrides})"

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from tpudeploy import planner, policy
 from tpudeploy import queued_resource as qr
@@ -12,6 +15,8 @@ from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config
 from tpudeploy.flex import queued_resource_spec
 from tpudeploy.secretstore import SecretStoreError
 from tpudeploy.smoke import SmokeError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -86,6 +91,66 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cleanup(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    """Delete the deployment's flex-start queued resource whatever Terraform's state says.
+
+    `make destroy` runs this after `cdktf destroy`: Terraform never runs the destroy provisioner
+    of a tainted terraform_data (a create that failed or was killed), so a queued resource could
+    outlive the destroy and later bill. The name comes from the config; a missing one is success.
+    Checked for every provisioning model: a deployment switched away from flex-start may still
+    have one.
+    """
+    project = require_project(cfg, source=str(config_path()))
+    spec = queued_resource_spec(cfg, project)
+    try:
+        qr.QueuedResourceClient(spec, poll=_poll()).delete(
+            timeout=args.timeout or qr.DEFAULT_DELETE_TIMEOUT
+        )
+    except qr.QueuedResourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import recover
+
+    project = require_project(cfg, source=str(config_path()))
+    try:
+        recover.recover(
+            cfg,
+            project,
+            api=qr.TpuApi(log=sys.stderr),
+            stack_dir=lambda: _synthesized_stack(cfg),
+        )
+    except (recover.RecoverError, qr.QueuedResourceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _synthesized_stack(cfg: DeployConfig) -> Path:
+    """Synthesize the deployment (main.py, as `make synth`) and return its node stack folder."""
+    from tpudeploy.recover import RecoverError
+
+    outdir = Path(os.environ.get("CDKTF_OUTDIR") or REPO_ROOT / "cdktf.out")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "main.py")],
+        cwd=REPO_ROOT,
+        env={**os.environ, "CDKTF_OUTDIR": str(outdir)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RecoverError(f"synth failed: {result.stderr.strip()}")
+    return outdir / "stacks" / cfg.node_stack_name
+
+
+def _poll() -> float:
+    return float(os.environ.get(qr.POLL_ENV) or qr.DEFAULT_POLL)
+
+
 def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import secretstore
 
@@ -141,6 +206,16 @@ def build_parser() -> argparse.ArgumentParser:
         "status", help="queued resource / node state and when billing stops"
     ).set_defaults(func=_status)
 
+    cleanup = sub.add_parser(
+        "cleanup",
+        help="delete the deployment's flex-start queued resource whatever Terraform's state says",
+    )
+    cleanup.add_argument("--timeout", type=float, help="seconds to wait for the delete")
+    cleanup.set_defaults(func=_cleanup)
+    sub.add_parser(
+        "recover",
+        help="replace a preempted node or a suspended/failed queued resource at the next deploy",
+    ).set_defaults(func=_recover)
     sub.add_parser(
         "secret", help="store the Hugging Face token (stdin or a hidden prompt) in Secret Manager"
     ).set_defaults(func=_secret)

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,11 @@ DEFAULT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 DEFAULT_CREATE_TIMEOUT = 3600.0
 DEFAULT_DELETE_TIMEOUT = 1800.0
 DEFAULT_POLL = 15.0
+# How long a failed create may spend deleting what it requested (a QR in PROVISIONING cannot be
+# deleted until it leaves that state, seed).
+DEFAULT_CLEANUP_TIMEOUT = 900.0
+# Seconds between polls, for every command (the rehearsal and tests poll faster).
+POLL_ENV = "TPUDEPLOY_QR_POLL_SECONDS"
 # Label on the node carrying a hash of the whole request: lets a re-create tell "same spec"
 # from "changed spec" even when the API does not echo every field (metadata) back.
 SPEC_LABEL = "tpudeploy-spec"
@@ -59,6 +65,11 @@ _ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
 
 class QueuedResourceError(Exception):
     """A failure with a message meant for the user, printed as-is by the CLI."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP (a CI job's timeout, a closed terminal): unwinds like Ctrl-C so a
+    failed create can still delete what it requested."""
 
 
 # --------------------------------------------------------------------------- spec
@@ -571,6 +582,7 @@ class QueuedResourceClient:
         self.api = api if api is not None else TpuApi(log=self.out)
         self.poll = poll
         self.heartbeat = heartbeat
+        self._owned = False
 
     def _say(self, text: str) -> None:
         print(
@@ -587,14 +599,53 @@ class QueuedResourceClient:
 
     # ---- create
 
-    def create(self, *, timeout: float = DEFAULT_CREATE_TIMEOUT) -> dict[str, Any]:
-        """Make sure the QR exists with this spec and is ACTIVE; return it."""
+    def create(
+        self,
+        *,
+        timeout: float = DEFAULT_CREATE_TIMEOUT,
+        clean_up: bool = True,
+        clean_up_timeout: float = DEFAULT_CLEANUP_TIMEOUT,
+    ) -> dict[str, Any]:
+        """Make sure the QR exists with this spec and is ACTIVE; return it.
+
+        When it fails after a queued resource was requested (or adopted) for this spec, the QR
+        is deleted before the error propagates: Terraform taints a resource whose create
+        provisioner failed and never runs the destroy provisioner of a tainted resource, so
+        nothing else would ever delete it, and a QR that later turns ACTIVE bills for its whole
+        run duration. A process that is killed outright cannot clean up; `make destroy` then
+        deletes the deployment's QR whatever Terraform's state says.
+        """
+        self._owned = False
+        try:
+            return self._create(timeout)
+        except BaseException as exc:
+            if clean_up and self._owned:
+                self._clean_up_after(exc, clean_up_timeout)
+            raise
+
+    def _clean_up_after(self, exc: BaseException, timeout: float) -> None:
+        why = "interrupted" if isinstance(exc, (KeyboardInterrupt, Interrupted)) else "failed"
+        self._say(f"create {why}; deleting the queued resource it requested so nothing bills")
+        try:
+            self.delete(timeout=timeout)
+        except BaseException as again:  # a second Ctrl-C, a timeout, an API error
+            detail = str(again) or type(again).__name__
+            self._say(
+                f"could NOT delete it ({detail}); it may bill once it turns ACTIVE. Run `make "
+                "destroy` (it deletes this deployment's queued resource whatever Terraform's "
+                "state says) and check with `make status`"
+            )
+        else:
+            self._say("nothing of this create is left queued; fix the cause and deploy again")
+
+    def _create(self, timeout: float) -> dict[str, Any]:
         spec = self.spec
         start = time.monotonic()
         existing = self._call(partial(self.api.get_queued_resource, spec.name))
         operation: str | None = None
-        if existing is not None:
+        if existing is not None and _state(existing) not in DEAD_STATES:
             self._require_same_spec(existing)
+        if existing is not None:
             state = _state(existing)
             if state in DEAD_STATES:
                 reason = _failure_reason(existing)
@@ -610,11 +661,16 @@ class QueuedResourceClient:
                 existing = None
             else:
                 self._say(f"already exists in {state} with this spec; not creating, waiting")
+                # Adopted: from here on this create answers for it (see create()).
+                self._owned = True
         if existing is None:
             self._say(
                 f"creating in {spec.zone}: {spec.accelerator_type}, FLEX_START, "
                 f"max run {spec.max_run_duration_seconds} s"
             )
+            # Owned from the moment the request may have landed: an error after the POST (or a
+            # kill during it) can still leave a queued resource behind.
+            self._owned = True
             try:
                 op = self.api.create_queued_resource(
                     spec.parent, spec.queued_resource_id, spec.to_body()
@@ -685,9 +741,7 @@ class QueuedResourceClient:
             if qr is not None and state in DEAD_STATES:
                 reason = _failure_reason(qr) or "no reason given by the API"
                 raise QueuedResourceError(
-                    f"queued resource {spec.name} went {state} while waiting: {reason}. "
-                    "It holds quota until deleted: run destroy, then deploy again "
-                    "(or deploy again: create replaces a SUSPENDED/FAILED one)"
+                    f"queued resource {spec.name} went {state} while waiting: {reason}"
                 )
             if state == "DELETING":
                 raise QueuedResourceError(
@@ -697,8 +751,8 @@ class QueuedResourceClient:
             if now - start + self.poll > timeout:
                 raise QueuedResourceError(
                     f"timed out after {_elapsed(now - start)} (timeout {timeout:g} s) waiting for "
-                    f"{spec.name} to become ACTIVE; last state {state}. It stays queued: run "
-                    "status to watch it, destroy to cancel, or raise the timeout"
+                    f"{spec.name} to become ACTIVE; last state {state}. No capacity came in "
+                    "time: raise flex_start_timeout or try another time"
                 )
             time.sleep(self.poll)
 
@@ -913,6 +967,14 @@ def _load_spec(spec_file: str | None) -> QueuedResourceSpec:
     return QueuedResourceSpec.from_json(text)
 
 
+def _raise_on_termination() -> None:
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tpudeploy.queued_resource",
@@ -927,9 +989,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{DEFAULT_DELETE_TIMEOUT:g})",
     )
     parser.add_argument(
-        "--poll", type=_positive_float, default=DEFAULT_POLL, help="seconds between polls"
+        "--poll",
+        type=_positive_float,
+        default=_positive_float(os.environ.get(POLL_ENV) or str(DEFAULT_POLL)),
+        help=f"seconds between polls (default {DEFAULT_POLL:g}, or ${POLL_ENV})",
     )
     args = parser.parse_args(argv)
+    _raise_on_termination()
     try:
         spec = _load_spec(args.spec_file)
         client = QueuedResourceClient(spec, poll=args.poll)
@@ -942,7 +1008,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (QueuedResourceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         print("error: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # last resort: the CLI promises no tracebacks
