@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,20 @@ def test_bench_argv_flags_per_cell(context: int, clients: int) -> None:
     assert f["--result-dir"] == ["/results/r"]
     name = f["--result-filename"][0]
     assert str(context) in name and f"c{clients}" in name and "r2" in name
+    # The cell travels inside the result: vLLM saves --metadata pairs at its top level.
+    assert f["--metadata"] == [
+        f"tpudeploy_context={context}",
+        f"tpudeploy_clients={clients}",
+        "tpudeploy_rep=2",
+    ]
+    image = "sha256:" + "0f" * 32
+    with_origin = bench_argv(
+        replace(settings, config_hash="c0ffee0123456789"), cell, result_dir="/r", image_id=image
+    )
+    assert flags(with_origin)["--metadata"][3:] == [
+        "tpudeploy_config=c0ffee0123456789",
+        f"tpudeploy_image={image}",
+    ]
 
 
 def test_every_run_has_its_own_seed() -> None:
@@ -199,14 +215,21 @@ def vllm_result(argv: Sequence[str]) -> dict[str, Any]:
     context = int(f["--random-input-len"][0])
     out_len = int(f["--random-output-len"][0])
     tok_s = 100.0 * clients / (1 + context / 4096)
-    return {
-        "date": "20260809-120000",
+    seed = int(f["--seed"][0])
+    result: dict[str, Any] = {
+        "date": f"20260809-12{seed // 60 % 60:02d}{seed % 60:02d}",
         "endpoint_type": "openai-chat",
         "backend": "openai-chat",
         "label": None,
         "model_id": f["--model"][0],
         "tokenizer_id": f["--model"][0],
         "num_prompts": prompts,
+    }
+    # As vLLM does: each --metadata KEY=VALUE at the top level, stripped strings, before the rest.
+    for pair in f.get("--metadata", []):
+        key, _, value = pair.partition("=")
+        result[key.strip()] = value.strip()
+    return result | {
         "request_rate": "inf",
         "burstiness": 1.0,
         "max_concurrency": clients,
@@ -231,7 +254,6 @@ def vllm_result(argv: Sequence[str]) -> dict[str, Any]:
         "median_itl_ms": 8.0,
         "std_itl_ms": 0.1,
         "p99_itl_ms": 9.0,
-        "tpudeploy_context": str(context),
     }
 
 
@@ -265,8 +287,11 @@ class FakeNode:
         return ExecResult(0, json.dumps(vllm_result(bench_part(argv))).encode(), stderr)
 
 
-def run_quick(tmp_path: Path, node: FakeNode, clock: list[float]) -> tuple[Path, str]:
+def run_quick(
+    tmp_path: Path, node: FakeNode, clock: list[float], *, config_hash: str | None = None
+) -> tuple[Path, str]:
     _, settings = settings_from_table(None, profile="quick")
+    settings = replace(settings, config_hash=config_hash)
     progress = io.StringIO()
     config = tmp_path / "deploy.toml"
     config.write_text('[bench]\nprofile = "quick"\n')
@@ -324,6 +349,54 @@ def test_key_never_in_argv_or_files(tmp_path: Path) -> None:
     for path in out.rglob("*"):
         if path.is_file():
             assert FAKE_KEY not in path.read_text(), path
+
+
+def test_metadata_values_are_public_and_name_the_server(tmp_path: Path) -> None:
+    """--metadata rides on the ssh command line (a process list shows it): no secret in it."""
+    clock = [0.0]
+    node = FakeNode(clock)
+    run_quick(tmp_path, node, clock, config_hash="0123456789abcdef")
+    cell_calls = [argv for argv, _ in node.calls if "vllm bench serve" in argv[-1]]
+    assert len(cell_calls) == 4
+    public = re.compile(r"tpudeploy_(context|clients|rep)=\d+|tpudeploy_config=[0-9a-f]{16}"
+                        r"|tpudeploy_image=sha256:[0-9a-f]{64}")  # fmt: skip
+    for argv in cell_calls:
+        pairs = flags(bench_part(argv))["--metadata"]
+        assert len(pairs) == 5
+        assert all(public.fullmatch(pair) for pair in pairs), pairs
+        assert not any(FAKE_KEY in pair for pair in pairs)
+        assert "tpudeploy_image=sha256:" + "ab" * 32 in pairs  # what the node's docker reported
+
+
+def test_sweep_results_report_by_content_even_renamed(tmp_path: Path) -> None:
+    """make bench output, renamed to vLLM's default names, still lands in the right cells."""
+    from tpudeploy.bench.report import build_report
+
+    clock = [0.0]
+    out, _ = run_quick(tmp_path, FakeNode(clock), clock, config_hash="0123456789abcdef")
+    for path in list(out.glob("ctx*.json")):
+        saved = json.loads(path.read_text())
+        vllm_name = f"concurrency{saved['max_concurrency']}-gemma-4-E2B-it-{saved['date']}"
+        path.rename(out / f"openai-chat-infqps-{vllm_name}.json")
+    report = build_report(out)
+    (group,) = report.groups
+    assert (group.key.config, group.key.image) == ("0123456789abcdef", "sha256:" + "ab" * 32)
+    _, settings = settings_from_table(None, profile="quick")
+    assert set(group.cells) == {(ctx, c) for ctx in settings.contexts for c in settings.clients}
+    for (context, clients), cell in group.cells.items():
+        (run,) = cell.runs
+        assert run.context_from == "metadata" and run.clients == clients
+        # vllm_result's throughput for that context and concurrency.
+        assert run.output_throughput == pytest.approx(100.0 * clients / (1 + context / 4096))
+    assert not report.skipped
+
+
+def test_odd_image_id_stops_the_sweep(tmp_path: Path) -> None:
+    def node(argv: Sequence[str], *, stdin: bytes) -> ExecResult:
+        return ExecResult(0, b"vllm/vllm-tpu:nightly\nlatest please\n[]\n0.26\n", b"")
+
+    with pytest.raises(SweepError, match="not sha256:<64 hex>"):
+        run_sweep(SweepSettings(), out_dir=tmp_path / "r", target=TARGET, executor=node)
 
 
 def test_failed_cell_stops_with_clear_error_and_resume_skips_done(tmp_path: Path) -> None:
@@ -405,6 +478,26 @@ def test_cli_plan_takes_node_and_sweep_from_config(
         assert f["--port"] == ["8100"]
         assert f["--random-input-len"] == ["256"]
         assert f["--random-output-len"] == ["64"]
+
+
+def test_cli_config_hash_follows_the_serving_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Same serving config, same tpudeploy_config; another vllm flag, another one."""
+
+    def config_pairs(text: str) -> set[str]:
+        config = tmp_path / "deploy.toml"
+        config.write_text('zone = "us-west4-a"\n' + text)
+        assert cli.main(["plan", "--config", str(config), "--profile", "quick"]) == 0
+        commands = [shlex.split(x) for x in capsys.readouterr().out.splitlines() if x[0] != "#"]
+        pairs = {p for argv in commands for p in flags(bench_part(argv))["--metadata"]}
+        assert "tpudeploy_image=IMAGE_ID" in pairs  # filled in by run from the node's docker
+        return {p for p in pairs if p.startswith("tpudeploy_config=")}
+
+    base = config_pairs("")
+    assert len(base) == 1 and re.fullmatch(r"tpudeploy_config=[0-9a-f]{16}", next(iter(base)))
+    assert config_pairs('name = "other-name"\n') == base  # not a serving setting
+    assert config_pairs("[vllm]\nmax_num_batched_tokens = 8192\n") != base
 
 
 def test_api_key_defaults_to_the_deployments_secret() -> None:

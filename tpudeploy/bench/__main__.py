@@ -8,6 +8,7 @@ import shlex
 import sys
 import tomllib
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from tpudeploy.bench.report import ReportError, default_kv_pool, write_report
 from tpudeploy.bench.sweep import (
     MAX_MODEL_LEN,
+    PROFILES,
     BenchConfigError,
     Executor,
     NodeTarget,
@@ -30,6 +32,7 @@ from tpudeploy.bench.sweep import (
     subprocess_executor,
 )
 from tpudeploy.config import ConfigError, parse_config
+from tpudeploy.render import compile_cache_key
 
 
 def _read_config(path: str | None) -> tuple[dict[str, Any], Any]:
@@ -61,6 +64,9 @@ def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings, Any]:
     profile, settings = settings_from_table(
         table, profile=args.profile, max_model_len=args.max_model_len or max_model_len
     )
+    if cfg is not None:
+        # Recorded in every result (--metadata) so the report never averages two servers.
+        settings = replace(settings, config_hash=compile_cache_key(cfg))
     return profile, settings, cfg
 
 
@@ -114,8 +120,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     total = sum(expected_seconds(settings, cell) for cell in cells)
     print(f"# {profile}: {len(cells)} runs, ~{format_seconds(total)} at the seed's throughput")
     print("# seeds are base_seed + index; run uses the start time in seconds as base_seed")
+    print("# run fills in RUN_ID and IMAGE_ID (the serving container's image id)")
     for cell in cells:
-        print(shlex.join(cell_command(settings, cell, run_id="RUN_ID", target=target)))
+        argv = cell_command(settings, cell, run_id="RUN_ID", target=target, image_id="IMAGE_ID")
+        print(shlex.join(argv))
     return 0
 
 
@@ -148,9 +156,19 @@ def _price(text: str) -> tuple[str, float]:
     return name, price
 
 
+def _context_grid(bench: dict[str, Any], cfg: Any) -> tuple[int, ...]:
+    """Every context either profile of the config's [bench] sweeps (default: the seed's)."""
+    max_model_len = cfg.vllm.max_model_len if cfg is not None else MAX_MODEL_LEN
+    contexts: set[int] = set()
+    for profile in PROFILES:
+        _, settings = settings_from_table(bench, profile=profile, max_model_len=max_model_len)
+        contexts.update(settings.contexts)
+    return tuple(sorted(contexts))
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     prices = dict(args.price) if args.price else None
-    _, cfg = _read_config(args.config)
+    bench, cfg = _read_config(args.config)
     kv_pool = None
     if cfg is not None and args.kv_pool_tokens is None:
         # Size the pool for the deployed max-model-len and memory fraction, not the seed's.
@@ -164,8 +182,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
         prices=prices,
         kv_pool_tokens=args.kv_pool_tokens,
         kv_pool=kv_pool,
+        contexts=_context_grid(bench, cfg),
     )
     print(report.markdown)
+    groups = f", {len(report.groups)} groups kept apart" if len(report.groups) > 1 else ""
+    print(
+        f"report: used {report.files_used} of {report.files_read} file(s), skipped "
+        f"{len(report.skipped)} (listed in the report){groups}",
+        file=sys.stderr,
+    )
     print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
     return 0
 
@@ -198,7 +223,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where report.md and the PNGs go (default: results_dir)")
     p.add_argument("--kv-pool-tokens", type=int, help="KV pool size (default: planner or seed)")
     p.add_argument("--price", type=_price, action="append", help="MODEL=USD per chip-hour")
-    p.add_argument("--config", help="deployment TOML: sizes the KV pool for its vllm settings")
+    p.add_argument(
+        "--config",
+        help="deployment TOML: sizes the KV pool for its vllm settings; [bench] contexts are the "
+        "grid a run without tpudeploy_context metadata is matched to",
+    )
     return parser
 
 

@@ -7,18 +7,18 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tpudeploy.bench.report import METRICS, Report
+from tpudeploy.bench.report import METRICS, GroupReport
 
-# (metric key, file, y label, log y): throughput is linear; TTFT spans 16 ms to 11.7 s (seed).
+# (metric key, y label, log y): throughput is linear; TTFT spans 16 ms to 11.7 s (seed).
+# File names come from the group (report.PLOT_FILES, numbered when a directory holds several).
 _PLOTS = (
-    ("aggregate", "throughput.png", "aggregate output tokens/s", False),
-    ("ttft", "ttft.png", "median TTFT (ms)", True),
-    ("per_stream", "per_stream.png", "per-stream tokens/s", False),
+    ("aggregate", "aggregate output tokens/s", False),
+    ("ttft", "median TTFT (ms)", True),
+    ("per_stream", "per-stream tokens/s", False),
 )
-PLOT_FILES = tuple(name for _, name, _, _ in _PLOTS)
 
 
-def _plot(report: Report, key: str, ylabel: str, log_y: bool, path: Path) -> None:
+def _plot(report: GroupReport, key: str, ylabel: str, log_y: bool, path: Path) -> None:
     metric = next(m for m in METRICS if m.key == key)
     # A bare Figure on the Agg canvas: no pyplot, no global backend state, no display needed.
     fig = Figure(figsize=(7, 4.5), dpi=120)
@@ -55,21 +55,25 @@ def _plot(report: Report, key: str, ylabel: str, log_y: bool, path: Path) -> Non
         ax.set_yscale("log")
     ax.set_xlabel("concurrent clients")
     ax.set_ylabel(ylabel)
-    ax.set_title(f"{ylabel} vs clients (dashed: seed build log)")
+    # The second line tells apart the plots of several groups (models, configs, images).
+    ax.set_title(
+        f"{ylabel} vs clients (dashed: seed build log)\n{report.key.describe().replace('`', '')}",
+        fontsize="small",
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, format="png")
 
 
-def write_plots(report: Report, out_dir: Path) -> list[Path]:
-    """Write every plot into `out_dir`; return their paths."""
+def write_plots(group: GroupReport, out_dir: Path) -> list[Path]:
+    """Write one group's plots into `out_dir`; return their paths."""
     paths = []
-    for key, name, ylabel, log_y in _PLOTS:
-        path = out_dir / name
-        _plot(report, key, ylabel, log_y, path)
+    for key, ylabel, log_y in _PLOTS:
+        path = out_dir / group.plot_files[key]
+        _plot(group, key, ylabel, log_y, path)
         paths.append(path)
     return paths
 
 
-__all__ = ["PLOT_FILES", "write_plots"]
+__all__ = ["write_plots"]

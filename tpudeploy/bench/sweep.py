@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -24,6 +25,15 @@ MAX_MODEL_LEN = 32768
 # already holds the tokenizer the server loaded, so nothing is downloaded to benchmark.
 RESULT_DIR_IN_CONTAINER = "/tmp/tpudeploy-bench"  # noqa: S108 - container-private scratch
 RESULT_KEYS = ("completed", "num_prompts", "output_throughput", "median_ttft_ms", "median_tpot_ms")
+# `--metadata KEY=VALUE` pairs land at the top level of the saved result, before vLLM's own keys,
+# which overwrite a pair of the same name (vllm/benchmarks/serve.py): hence the prefix. The
+# report reads each run's cell and origin from these, never from the file's name.
+META_CONTEXT = "tpudeploy_context"
+META_CLIENTS = "tpudeploy_clients"
+META_REP = "tpudeploy_rep"
+META_CONFIG = "tpudeploy_config"
+META_IMAGE = "tpudeploy_image"
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 # The script `sh -c` runs inside the container. The API key arrives as the first line of stdin
 # (ssh -> docker exec -i) so it is never an argument anywhere; `vllm bench serve` reads
@@ -60,6 +70,10 @@ class SweepSettings:
     host: str = "127.0.0.1"
     port: int = 8000
     save_detailed: bool = False
+    # Which server the sweep measures: the compile-cache key of the deployment's serving config
+    # (image, accelerator, runtime, every `vllm serve` flag and container variable), so results
+    # of two configs in one directory are never averaged together. None without a config file.
+    config_hash: str | None = None
 
     def num_prompts(self, clients: int) -> int:
         return max(clients * self.prompts_per_client, self.min_prompts)
@@ -82,8 +96,8 @@ class Cell:
 
     @property
     def filename(self) -> str:
-        # The report reads the cell from this name: the saved JSON does not reliably carry the
-        # input length, and max_concurrency alone cannot tell contexts apart.
+        # For people and for resuming a sweep; the report reads the cell from the --metadata
+        # pairs inside the file (bench_argv), so renamed files still report correctly.
         return f"ctx{self.context}-c{self.clients}-r{self.rep}.json"
 
     @property
@@ -222,8 +236,21 @@ def plan_cells(settings: SweepSettings, *, base_seed: int) -> list[Cell]:
     return cells
 
 
-def bench_argv(settings: SweepSettings, cell: Cell, *, result_dir: str) -> list[str]:
-    """The `vllm bench serve` argv for one cell (runs inside the serving container)."""
+def bench_argv(
+    settings: SweepSettings, cell: Cell, *, result_dir: str, image_id: str | None = None
+) -> list[str]:
+    """The `vllm bench serve` argv for one cell (runs inside the serving container).
+
+    Every value on it is public: a process list or a log line may show it (no key, no token).
+    """
+    # max_concurrency alone cannot tell contexts apart, and total_input_tokens / completed is
+    # only an estimate: the cell, its repetition and the server measured travel in the result.
+    metadata = [f"{META_CONTEXT}={cell.context}", f"{META_CLIENTS}={cell.clients}"]
+    metadata.append(f"{META_REP}={cell.rep}")
+    if settings.config_hash:
+        metadata.append(f"{META_CONFIG}={settings.config_hash}")
+    if image_id:
+        metadata.append(f"{META_IMAGE}={image_id}")
     argv = [
         "vllm", "bench", "serve",
         "--backend", "openai-chat",
@@ -243,10 +270,7 @@ def bench_argv(settings: SweepSettings, cell: Cell, *, result_dir: str) -> list[
         "--save-result",
         "--result-dir", result_dir,
         "--result-filename", cell.filename,
-        "--metadata",
-        f"tpudeploy_context={cell.context}",
-        f"tpudeploy_clients={cell.clients}",
-        f"tpudeploy_rep={cell.rep}",
+        "--metadata", *metadata,
         "--disable-tqdm",
     ]  # fmt: skip
     if settings.save_detailed:
@@ -255,11 +279,16 @@ def bench_argv(settings: SweepSettings, cell: Cell, *, result_dir: str) -> list[
 
 
 def cell_command(
-    settings: SweepSettings, cell: Cell, *, run_id: str, target: NodeTarget | None
+    settings: SweepSettings,
+    cell: Cell,
+    *,
+    run_id: str,
+    target: NodeTarget | None,
+    image_id: str | None = None,
 ) -> list[str]:
     """The local argv that runs one cell on the node and prints its result JSON on stdout."""
     result_dir = f"{RESULT_DIR_IN_CONTAINER}/{run_id}"
-    inner = bench_argv(settings, cell, result_dir=result_dir)
+    inner = bench_argv(settings, cell, result_dir=result_dir, image_id=image_id)
     on_node = [
         "sudo", "docker", "exec", "-i", settings.container,
         "sh", "-c", _IN_CONTAINER_SCRIPT, "sh", f"{result_dir}/{cell.filename}", *inner,
@@ -383,6 +412,11 @@ def read_image_info(
             f"{done.stderr.decode(errors='replace').strip()[-300:] or 'no output'}; "
             "deploy and wait for ready first (or pass --container NAME)"
         )
+    if not IMAGE_ID.fullmatch(lines[1]):
+        raise SweepError(
+            f"container {settings.container!r}: docker reported image id {lines[1][:80]!r}, not "
+            "sha256:<64 hex>; check `sudo docker inspect` on the node"
+        )
     try:
         digests = json.loads(lines[2])
     except json.JSONDecodeError:
@@ -462,7 +496,10 @@ def run_sweep(
         )
         print(f"{label}: running ({settings.num_prompts(cell.clients)} prompts)...", file=progress)
         cell_started = clock()
-        done = executor(cell_command(settings, cell, run_id=run_id, target=target), stdin=stdin)
+        argv = cell_command(
+            settings, cell, run_id=run_id, target=target, image_id=image["image_id"]
+        )
+        done = executor(argv, stdin=stdin)
         log_path = out_dir / "logs" / f"{cell.stem}.log"
         log_path.write_bytes(_redact(done.stderr, api_key))
         if done.returncode != 0:
