@@ -192,10 +192,12 @@ class BootstrapConfig(_Strict):
         repository; plan subjects (pull requests, main) as they come; environment subjects only
         from main and only from the deploy workflows. Forks, other branches, other workflows and
         other repositories are refused."""
+        # Subjects as `==` disjunctions rather than `in [...]` (same meaning): checkov's
+        # CKV_GCP_125 recognizes only `assertion.sub == '...'`, and keeping it applicable keeps
+        # its check of the subject's shape.
         return (
-            f"{self._repository_check()} && ("
-            f"assertion.sub in {cel_list(self.plan_subjects)} || ("
-            f"assertion.sub in {cel_list(self.deploy_subjects)} && {self._deploy_check()}))"
+            f"{self._repository_check()} && ({_any_subject(self.plan_subjects)} || ("
+            f"({_any_subject(self.deploy_subjects)}) && {self._deploy_check()}))"
         )
 
     @property
@@ -216,6 +218,10 @@ class BootstrapConfig(_Strict):
             "attribute.job_workflow_ref": "assertion.job_workflow_ref",
             f"attribute.{DEPLOY_ATTRIBUTE}": gate,
         }
+
+
+def _any_subject(subjects: tuple[str, ...]) -> str:
+    return " || ".join(f"assertion.sub == {cel_string(sub)}" for sub in subjects)
 
 
 @dataclass(frozen=True)
