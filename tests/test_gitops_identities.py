@@ -445,3 +445,20 @@ def test_grant_table_in_readme_lists_every_grant() -> None:
     assert table in text
     for role in identities.CUSTOM_ROLES:
         assert re.search(rf"`{role}`", table), role
+
+
+def test_shared_vpc_network_is_named_by_its_own_path() -> None:
+    shared = parse_config(
+        {"name": "gemma4-x", "network": {"network": "projects/host-proj-1/global/networks/vpc"}}
+    )
+    (firewall,) = [
+        g.condition.expression
+        for g in identities.deploy_grants(
+            shared, project="svc-proj-1", project_number=PROJECT_NUMBER, state_bucket="b-1"
+        )
+        if g.role == "tpudeployFirewall" and g.condition
+    ]
+    net = "compute.googleapis.com/Network"
+    assert allows(firewall, "projects/host-proj-1/global/networks/vpc", net)
+    assert not allows(firewall, "projects/svc-proj-1/global/networks/vpc", net)
+    assert not allows(firewall, "projects/svc-proj-1/global/networks/default", net)

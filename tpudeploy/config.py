@@ -575,11 +575,6 @@ class DeployConfig(_Strict):
         return f"{self.name}-allow-iap-ssh"
 
     @property
-    def network_name(self) -> str:
-        """The VPC network's short name (network may be given as a self link or a path)."""
-        return self.network.network.rstrip("/").rsplit("/", 1)[-1]
-
-    @property
     def network_tag(self) -> str:
         return f"{self.name}-vllm"
 

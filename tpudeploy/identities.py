@@ -188,7 +188,9 @@ def firewall_names(dep: DeployConfig, project: str) -> tuple[str, ...]:
 
 
 def network_name(dep: DeployConfig, project: str) -> str:
-    return f"projects/{project}/global/networks/{dep.network_name}"
+    """[network] network is a name in the project, or a shared VPC's full path."""
+    net = dep.network.network
+    return net if net.startswith("projects/") else f"projects/{project}/global/networks/{net}"
 
 
 # ---- the grants ----
