@@ -22,7 +22,7 @@ STACKS = $(PY) -m tpudeploy stacks
 
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	capacity cost status bench bench-quick bench-plan report readme \
-	bootstrap bootstrap-synth bootstrap-scan secret api-key wait smoke
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -148,6 +148,11 @@ bootstrap-synth: $(VENV_STAMP) ## Write the GitOps bootstrap's Terraform JSON (s
 
 bootstrap-scan: bootstrap-synth ## checkov on the bootstrap's JSON
 	$(PY) -m tools.scan $(BOOTSTRAP_OUT)
+
+# GITHUB_TOKEN (read access to the repository's environments) is read from the environment, never
+# from a make argument; GITHUB_API_URL overrides https://api.github.com.
+bootstrap-check: $(VENV_STAMP) ## Read back each GitHub environment's protection (GITHUB_TOKEN)
+	$(PY) -m tpudeploy.github_environments
 
 bootstrap: install ## Create the state bucket, GitHub federation and CI accounts (owner, once)
 	$(CDKTF) deploy --app "$(BOOTSTRAP_APP)" --output $(BOOTSTRAP_OUT) gitops-bootstrap \

@@ -11,6 +11,7 @@ import os
 import sys
 
 from cdktf import App, LocalBackend, TerraformOutput, TerraformResourceLifecycle, TerraformStack
+from cdktf_cdktf_provider_google_beta.data_google_project import DataGoogleProject
 from cdktf_cdktf_provider_google_beta.google_iam_workload_identity_pool import (
     GoogleIamWorkloadIdentityPool,
 )
@@ -21,7 +22,10 @@ from cdktf_cdktf_provider_google_beta.google_iam_workload_identity_pool_provider
 from cdktf_cdktf_provider_google_beta.google_project_iam_custom_role import (
     GoogleProjectIamCustomRole,
 )
-from cdktf_cdktf_provider_google_beta.google_project_iam_member import GoogleProjectIamMember
+from cdktf_cdktf_provider_google_beta.google_project_iam_member import (
+    GoogleProjectIamMember,
+    GoogleProjectIamMemberCondition,
+)
 from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
 from cdktf_cdktf_provider_google_beta.google_service_account import GoogleServiceAccount
 from cdktf_cdktf_provider_google_beta.google_service_account_iam_member import (
@@ -36,20 +40,31 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket import (
 )
 from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
     GoogleStorageBucketIamMember,
+    GoogleStorageBucketIamMemberCondition,
 )
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
-from tpudeploy.bootstrap import BOOTSTRAP_STACK, BootstrapConfig, bootstrap_path, load_bootstrap
+from stacks.secrets import NODE_ACCOUNT_DESCRIPTION, REQUIRED_SERVICES, node_account_display_name
+from tpudeploy import identities
+from tpudeploy.bootstrap import (
+    BOOTSTRAP_STACK,
+    DEPLOY_ATTRIBUTE,
+    Bootstrap,
+    bootstrap_path,
+    load_bootstrap,
+)
 from tpudeploy.config import ConfigError
+from tpudeploy.github_environments import github_settings_text
 
 # Apart from the deployments' cdktf.out/stacks/ (whose manifest and clean-up are theirs); the
 # bootstrap's state file itself sits at the repository root, where `make clean` never goes.
 BOOTSTRAP_OUTDIR = "cdktf.out/bootstrap"
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
-# APIs the federation and the state bucket need; the deployments' own APIs are enabled by their
-# secrets stack (the deploy account holds serviceUsageAdmin for that).
+# APIs the federation and the state bucket need, and those every deployment's stacks use: the
+# bootstrap enables them so that no deploy identity needs Service Usage admin (which could disable
+# an API every other deployment in the project depends on).
 BOOTSTRAP_SERVICES = (
     "cloudresourcemanager.googleapis.com",
     "iam.googleapis.com",
@@ -59,85 +74,34 @@ BOOTSTRAP_SERVICES = (
     "sts.googleapis.com",
 )
 
-# Project roles of the deploy account, each for what the deployment stacks declare. Predefined
-# where one is narrow enough; what remains is in DEPLOYER_PERMISSIONS.
-DEPLOY_ROLES = (
-    "roles/tpu.admin",  # google_tpu_v2_vm and the flex-start queued resource
-    # google_compute_firewall: compute.networkAdmin explicitly excludes firewall rules;
-    # securityAdmin holds compute.firewalls.* without instance or network admin.
-    "roles/compute.securityAdmin",
-    "roles/serviceusage.serviceUsageAdmin",  # google_project_service in the secrets stack
-    # actAs on the node's service account, to attach it to the TPU VM. It cannot be granted on
-    # that account alone: the secrets stack creates it after this bootstrap, and IAM Conditions
-    # do not scope service-account resources. See README (GitOps) for the mitigation.
-    "roles/iam.serviceAccountUser",
-)
-# A custom role instead of serviceAccountAdmin, secretmanager.admin and storage.admin: the same
-# lifecycle permissions without secret-version access (the HF token), object access (someone
-# else's data) or setIamPolicy on service accounts.
-DEPLOYER_PERMISSIONS = (
-    # google_service_account (the node's identity)
-    "iam.serviceAccounts.create",
-    "iam.serviceAccounts.delete",
-    "iam.serviceAccounts.disable",
-    "iam.serviceAccounts.enable",
-    "iam.serviceAccounts.get",
-    "iam.serviceAccounts.list",
-    "iam.serviceAccounts.update",
-    # google_secret_manager_secret and its IAM member; no secretmanager.versions.access
-    "secretmanager.secrets.create",
-    "secretmanager.secrets.delete",
-    "secretmanager.secrets.get",
-    "secretmanager.secrets.getIamPolicy",
-    "secretmanager.secrets.list",
-    "secretmanager.secrets.setIamPolicy",
-    "secretmanager.secrets.update",
-    # the compile-cache bucket and its IAM; no storage.objects.*
-    "storage.buckets.create",
-    "storage.buckets.delete",
-    "storage.buckets.get",
-    "storage.buckets.getIamPolicy",
-    "storage.buckets.list",
-    "storage.buckets.setIamPolicy",
-    "storage.buckets.update",
-)
-# Read-only roles for `terraform plan` (pull requests, drift): never roles/viewer, a basic role
-# that reads every service in the project.
-PLAN_ROLES = (
-    "roles/tpu.viewer",
-    "roles/compute.networkViewer",  # firewall rules
-    "roles/secretmanager.viewer",  # secret metadata only, never a version's payload
-    "roles/iam.serviceAccountViewer",
-    "roles/serviceusage.serviceUsageViewer",
-)
-# What the predefined viewers leave out and a refresh reads: IAM policies of the secret and of
-# the compile-cache bucket, and the bucket itself.
-PLANNER_PERMISSIONS = (
-    "secretmanager.secrets.getIamPolicy",
-    "storage.buckets.get",
-    "storage.buckets.getIamPolicy",
-)
-DEPLOYER_ROLE_ID = "tpudeployDeployer"
-PLANNER_ROLE_ID = "tpudeployPlanner"
+
+def _slug(role: str) -> str:
+    return role.removeprefix("roles/").replace(".", "-")
 
 
 class BootstrapStack(TerraformStack):
-    """Creates: the APIs federation needs, the versioned state bucket, a workload identity pool
-    with a GitHub OIDC provider restricted to one repository, the deploy and plan service
-    accounts (no keys), their federation grants, state-bucket grants and project roles."""
+    """Creates: the APIs federation and the deployments need, the versioned state bucket, a
+    workload identity pool with a GitHub OIDC provider restricted to one repository, the read-only
+    plan account, and per pipeline deployment its node account and its own deploy identity (no
+    keys anywhere), with the grants of tpudeploy.identities."""
 
-    def __init__(self, scope: Construct, id_: str, *, config: BootstrapConfig) -> None:
+    def __init__(self, scope: Construct, id_: str, *, config: Bootstrap) -> None:
         super().__init__(scope, id_)
-        cfg = config
+        cfg = config.config
         self.add_override("terraform.required_version", TERRAFORM_REQUIRED_VERSION)
         # Local on purpose: this stack creates the bucket remote state would live in. Terraform
         # runs in cdktf.out/bootstrap/stacks/<stack>/; the file lands at the repository root.
         LocalBackend(self, path=f"../../../../terraform.{id_}.tfstate")
-        google_beta(
+        provider_beta = google_beta(
             self,
             project=cfg.project,
             default_labels={"managed_by": "tpudeploy", "component": "gitops"},
         )
+        # Secret Manager names secrets by project number in IAM conditions. A data source is not a
+        # TerraformResource, so google_beta's aspect does not bind it: name the provider here.
+        project_number = DataGoogleProject(
+            self, "project", project_id=cfg.project, provider=provider_beta
+        ).number
 
         services = [
             GoogleProjectService(
@@ -146,7 +110,7 @@ class BootstrapStack(TerraformStack):
                 service=svc,
                 disable_on_destroy=False,
             )
-            for svc in BOOTSTRAP_SERVICES
+            for svc in sorted({*BOOTSTRAP_SERVICES, *REQUIRED_SERVICES})
         ]
 
         bucket = GoogleStorageBucket(
@@ -186,26 +150,25 @@ class BootstrapStack(TerraformStack):
             workload_identity_pool_provider_id=cfg.provider_id,
             display_name="GitHub OIDC",
             oidc=GoogleIamWorkloadIdentityPoolProviderOidc(issuer_uri=GITHUB_ISSUER),
-            # sub carries repository and environment/ref/pull_request; the others let bindings
-            # and audit logs name the repository, its immutable id and the ref.
-            attribute_mapping={
-                "google.subject": "assertion.sub",
-                "attribute.repository": "assertion.repository",
-                "attribute.repository_id": "assertion.repository_id",
-                "attribute.repository_owner_id": "assertion.repository_owner_id",
-                "attribute.ref": "assertion.ref",
-            },
+            attribute_mapping=cfg.attribute_mapping,
             attribute_condition=cfg.attribute_condition,
         )
 
-        deploy_sa = GoogleServiceAccount(
-            self,
-            "deploy-sa",
-            account_id=cfg.deploy_account_id,
-            display_name="tpudeploy GitOps deploy",
-            description=f"Applies the deployments of {cfg.github_repository} from GitHub Actions.",
-            depends_on=services,
-        )
+        roles = {
+            key: GoogleProjectIamCustomRole(
+                self,
+                f"role-{key}",
+                role_id=key,
+                title=key,
+                description=description,
+                permissions=list(permissions),
+            )
+            for key, (description, permissions) in identities.CUSTOM_ROLES.items()
+        }
+
+        def role_id(role: str) -> str:
+            return role if role.startswith("roles/") else roles[role].id
+
         plan_sa = GoogleServiceAccount(
             self,
             "plan-sa",
@@ -214,93 +177,117 @@ class BootstrapStack(TerraformStack):
             description=f"Plans and drift checks for {cfg.github_repository}; reads only.",
             depends_on=services,
         )
+        for grant in identities.plan_grants():
+            slug = f"plan-{_slug(grant.role)}"
+            if grant.scope == identities.PLAN_ACCOUNT:
+                # By exact subject: pull-request jobs and jobs on main, nothing else.
+                for n, subject in enumerate(cfg.plan_subjects):
+                    GoogleServiceAccountIamMember(
+                        self,
+                        f"{slug}-{n}",
+                        service_account_id=plan_sa.name,
+                        role=grant.role,
+                        member=f"principal://iam.googleapis.com/{pool.name}/subject/{subject}",
+                    )
+            elif grant.scope == identities.STATE_BUCKET:
+                GoogleStorageBucketIamMember(
+                    self, slug, bucket=bucket.name, role=grant.role, member=plan_sa.member
+                )
+            else:
+                GoogleProjectIamMember(
+                    self, slug, project=cfg.project, role=role_id(grant.role), member=plan_sa.member
+                )
 
-        # Federation: the deploy account only from jobs of a deployment's GitHub environment
-        # (one principal per exact subject), the plan account from any job the provider admits.
-        for env, subject in zip(cfg.environments, cfg.deploy_subjects, strict=True):
-            GoogleServiceAccountIamMember(
+        deploy_emails = {}
+        for dep in config.deployments:
+            # The node's account lives here, not in the deployment's secrets stack, so that the
+            # deploy identity gets actAs on this one account (an IAM grant on a resource that
+            # exists when the bootstrap runs) instead of project-wide serviceAccountUser.
+            node_sa = GoogleServiceAccount(
                 self,
-                f"deploy-wif-{env}",
-                service_account_id=deploy_sa.name,
-                role="roles/iam.workloadIdentityUser",
-                member=f"principal://iam.googleapis.com/{pool.name}/subject/{subject}",
+                f"{dep.name}-node-sa",
+                account_id=dep.service_account_id,
+                display_name=node_account_display_name(dep),
+                description=NODE_ACCOUNT_DESCRIPTION,
+                depends_on=services,
             )
-        GoogleServiceAccountIamMember(
-            self,
-            "plan-wif",
-            service_account_id=plan_sa.name,
-            role="roles/iam.workloadIdentityUser",
-            member=(
-                f"principalSet://iam.googleapis.com/{pool.name}"
-                f"/attribute.repository/{cfg.github_repository}"
-            ),
-        )
-
-        # State: bucket-level only. The plan account reads (plans run with -lock=false, so they
-        # never need to write a lock object); the deploy account reads, writes and locks.
-        GoogleStorageBucketIamMember(
-            self,
-            "state-deploy",
-            bucket=bucket.name,
-            role="roles/storage.objectAdmin",
-            member=deploy_sa.member,
-        )
-        GoogleStorageBucketIamMember(
-            self,
-            "state-plan",
-            bucket=bucket.name,
-            role="roles/storage.objectViewer",
-            member=plan_sa.member,
-        )
-
-        deployer = GoogleProjectIamCustomRole(
-            self,
-            "deployer-role",
-            role_id=DEPLOYER_ROLE_ID,
-            title="tpudeploy deployer",
-            description="Lifecycle of the node SA, secrets and cache bucket; no data access.",
-            permissions=list(DEPLOYER_PERMISSIONS),
-        )
-        planner = GoogleProjectIamCustomRole(
-            self,
-            "planner-role",
-            role_id=PLANNER_ROLE_ID,
-            title="tpudeploy planner",
-            description="IAM policies and buckets a Terraform refresh reads.",
-            permissions=list(PLANNER_PERMISSIONS),
-        )
-        for role in DEPLOY_ROLES:
-            GoogleProjectIamMember(
+            deploy_sa = GoogleServiceAccount(
                 self,
-                f"deploy-{role.removeprefix('roles/').replace('.', '-')}",
+                f"{dep.name}-deploy-sa",
+                account_id=dep.deploy_account_id,
+                display_name=f"tpudeploy GitOps deploy of {dep.name}",
+                description=f"Applies deployment {dep.name} of {cfg.github_repository} only.",
+                depends_on=services,
+            )
+            deploy_emails[dep.name] = deploy_sa.email
+            grants = identities.deploy_grants(
+                dep,
                 project=cfg.project,
-                role=role,
-                member=deploy_sa.member,
+                project_number=project_number,
+                state_bucket=cfg.state_bucket,
             )
-        GoogleProjectIamMember(
-            self, "deploy-custom", project=cfg.project, role=deployer.id, member=deploy_sa.member
-        )
-        for role in PLAN_ROLES:
-            GoogleProjectIamMember(
-                self,
-                f"plan-{role.removeprefix('roles/').replace('.', '-')}",
-                project=cfg.project,
-                role=role,
-                member=plan_sa.member,
-            )
-        GoogleProjectIamMember(
-            self, "plan-custom", project=cfg.project, role=planner.id, member=plan_sa.member
-        )
+            for grant in grants:
+                slug = f"{dep.name}-{_slug(grant.role)}"
+                condition = grant.condition
+                if grant.scope == identities.DEPLOY_ACCOUNT:
+                    GoogleServiceAccountIamMember(
+                        self,
+                        slug,
+                        service_account_id=deploy_sa.name,
+                        role=grant.role,
+                        member=(
+                            f"principalSet://iam.googleapis.com/{pool.name}"
+                            f"/attribute.{DEPLOY_ATTRIBUTE}/{dep.name}"
+                        ),
+                    )
+                elif grant.scope == identities.NODE_ACCOUNT:
+                    GoogleServiceAccountIamMember(
+                        self,
+                        slug,
+                        service_account_id=node_sa.name,
+                        role=grant.role,
+                        member=deploy_sa.member,
+                    )
+                elif grant.scope == identities.STATE_BUCKET:
+                    assert condition is not None
+                    GoogleStorageBucketIamMember(
+                        self,
+                        slug,
+                        bucket=bucket.name,
+                        role=role_id(grant.role),
+                        member=deploy_sa.member,
+                        condition=GoogleStorageBucketIamMemberCondition(
+                            title=condition.title,
+                            expression=condition.expression,
+                            description=condition.description,
+                        ),
+                    )
+                else:
+                    GoogleProjectIamMember(
+                        self,
+                        slug,
+                        project=cfg.project,
+                        role=role_id(grant.role),
+                        member=deploy_sa.member,
+                        condition=GoogleProjectIamMemberCondition(
+                            title=condition.title,
+                            expression=condition.expression,
+                            description=condition.description,
+                        )
+                        if condition
+                        else None,
+                    )
 
-        # The repository variables the workflows read, under the same names.
+        # The repository variables the workflows read, under the same names; each deploy
+        # workflow derives its deployment's deploy account from the deployment name.
         TerraformOutput(self, "GCP_WORKLOAD_IDENTITY_PROVIDER", value=provider.name)
-        TerraformOutput(self, "GCP_DEPLOY_SERVICE_ACCOUNT", value=deploy_sa.email)
         TerraformOutput(self, "GCP_PLAN_SERVICE_ACCOUNT", value=plan_sa.email)
         TerraformOutput(self, "GCP_PROJECT", value=cfg.project)
+        TerraformOutput(self, "deploy_service_accounts", value=deploy_emails)
         TerraformOutput(self, "state_bucket", value=bucket.name)
 
 
-def build_bootstrap_app(cfg: BootstrapConfig, *, outdir: str) -> App:
+def build_bootstrap_app(cfg: Bootstrap, *, outdir: str) -> App:
     app = App(outdir=outdir)
     BootstrapStack(app, BOOTSTRAP_STACK, config=cfg)
     return app
@@ -318,9 +305,12 @@ def main() -> int:
     # cdktf CLI's clean-up of other stacks in cdktf.out/stacks never reaches this one.
     outdir = os.environ.get("CDKTF_OUTDIR") or BOOTSTRAP_OUTDIR
     build_bootstrap_app(cfg, outdir=outdir).synth()
-    print(f"synthesized the GitOps bootstrap from {path} for {cfg.github_repository}:")
+    print(f"synthesized the GitOps bootstrap from {path} for {cfg.config.github_repository}:")
     print(f"  {outdir}/stacks/{BOOTSTRAP_STACK}/cdk.tf.json")
-    print(f"  deploy environments: {', '.join(cfg.environments)}")
+    for dep in cfg.deployments:
+        print(f"  environment {dep.name}: deploy identity {dep.deploy_account_id}")
+    print()
+    print(github_settings_text(cfg.config))
     return 0
 
 

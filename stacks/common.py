@@ -19,11 +19,10 @@ from cdktf_cdktf_provider_google_beta.provider import GoogleBetaProvider
 from constructs import IConstruct
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.gitops import STATE_PREFIX_ROOT
 
 # terraform_data (flex-start) needs 1.4; 1.5 is the oldest release we document.
 TERRAFORM_REQUIRED_VERSION = ">= 1.5.0"
-# Every state object the pipeline writes sits under this folder of the state bucket.
-STATE_PREFIX_ROOT = "tpudeploy"
 
 
 @jsii.implements(IAspect)

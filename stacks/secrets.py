@@ -30,7 +30,7 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 )
 from constructs import Construct
 
-from stacks.common import configure
+from stacks.common import configure, service_account_email
 from tpudeploy.config import DeployConfig
 
 REQUIRED_SERVICES = (
@@ -42,35 +42,51 @@ REQUIRED_SERVICES = (
 )
 
 
+NODE_ACCOUNT_DESCRIPTION = "Runs the vLLM TPU node; reads only its own secrets."
+
+
+def node_account_display_name(cfg: DeployConfig) -> str:
+    """Shared with the GitOps bootstrap, which creates the same account for pipeline deployments."""
+    return f"TPU node {cfg.name} (vLLM)"
+
+
 class SecretsStack(TerraformStack):
-    """Creates: project services, the node service account, the HF-token and API-key secrets (no
-    values), secretAccessor on those two secrets for that one account, and the compile-cache
-    bucket with objectAdmin for that account only."""
+    """Creates: project services, the node service account (both left to the GitOps bootstrap for
+    a pipeline deployment), the HF-token and API-key secrets (no values), secretAccessor on those
+    two secrets for that one account, and the compile-cache bucket with objectAdmin for that
+    account only."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
         cfg = config
         project = configure(self, cfg)
 
-        services = [
-            GoogleProjectService(
+        if cfg.gitops_managed:
+            # A pipeline deployment: the GitOps bootstrap enables these APIs and creates the node's
+            # account, so that each deployment's deploy identity holds serviceAccountUser on that
+            # one account and no Service Usage or service-account admin rights at all (README,
+            # GitOps). The account is referenced by its deterministic email.
+            services: list[GoogleProjectService] = []
+            self.service_account_email = service_account_email(cfg, project)
+        else:
+            services = [
+                GoogleProjectService(
+                    self,
+                    f"service-{svc.split('.')[0]}",
+                    service=svc,
+                    # Disabling an API on destroy would break anything else using it.
+                    disable_on_destroy=False,
+                )
+                for svc in REQUIRED_SERVICES
+            ]
+            self.service_account_email = GoogleServiceAccount(
                 self,
-                f"service-{svc.split('.')[0]}",
-                service=svc,
-                # Disabling an API on destroy would break anything else in the project using it.
-                disable_on_destroy=False,
-            )
-            for svc in REQUIRED_SERVICES
-        ]
-
-        self.service_account = GoogleServiceAccount(
-            self,
-            "node-sa",
-            account_id=cfg.service_account_id,
-            display_name=f"TPU node {cfg.name} (vLLM)",
-            description="Runs the vLLM TPU node; reads only its own secrets.",
-            depends_on=services,
-        )
+                "node-sa",
+                account_id=cfg.service_account_id,
+                display_name=node_account_display_name(cfg),
+                description=NODE_ACCOUNT_DESCRIPTION,
+                depends_on=services,
+            ).email
 
         # Secrets only: their values are added by the user (`make secret`, `make api-key`) and
         # never pass through Terraform state or the synthesized JSON. The node reads both at boot.
@@ -111,10 +127,10 @@ class SecretsStack(TerraformStack):
             bucket=self.compile_cache.name,
             # objectAdmin: restore reads, save overwrites (create + delete of the old version).
             role="roles/storage.objectAdmin",
-            member=f"serviceAccount:{self.service_account.email}",
+            member=f"serviceAccount:{self.service_account_email}",
         )
 
-        TerraformOutput(self, "service_account_email", value=self.service_account.email)
+        TerraformOutput(self, "service_account_email", value=self.service_account_email)
         TerraformOutput(self, "hf_token_secret", value=self.hf_token.secret_id)
         TerraformOutput(self, "api_key_secret", value=self.api_key.secret_id)
         TerraformOutput(self, "compile_cache_bucket", value=self.compile_cache.name)
@@ -144,6 +160,6 @@ class SecretsStack(TerraformStack):
             project=project,
             secret_id=secret.secret_id,
             role="roles/secretmanager.secretAccessor",
-            member=f"serviceAccount:{self.service_account.email}",
+            member=f"serviceAccount:{self.service_account_email}",
         )
         return secret

@@ -67,7 +67,7 @@ class TpuNodeStack(TerraformStack):
             GoogleComputeFirewall(
                 self,
                 "allow-vllm",
-                name=f"{cfg.name}-allow-vllm",
+                name=cfg.vllm_firewall_name,
                 network=network,
                 direction="INGRESS",
                 allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=[str(cfg.vllm.port)])],
@@ -77,7 +77,7 @@ class TpuNodeStack(TerraformStack):
         GoogleComputeFirewall(
             self,
             "allow-iap-ssh",
-            name=f"{cfg.name}-allow-iap-ssh",
+            name=cfg.ssh_firewall_name,
             network=network,
             direction="INGRESS",
             allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=["22"])],
@@ -114,6 +114,27 @@ class TpuNodeStack(TerraformStack):
             tags=[cfg.network_tag],
             labels=labels,
         )
+
+        if cfg.gitops_managed:
+            # A deploy identity holds no tpu.nodes.update: the TPU API cannot scope it to one
+            # deployment's node, and rewriting another node's metadata (its startup script) would
+            # run code as that node's account. So the fields the API patches in place replace the
+            # node instead: a terraform_data carries them and any change to it replaces the VM.
+            spec = TerraformResource(self, "node-spec", terraform_resource_type="terraform_data")
+            spec.add_override(
+                "input",
+                {
+                    "description": node.description_input,
+                    "labels": labels,
+                    "metadata": node.metadata_input,
+                    "tags": [cfg.network_tag],
+                    "enable_external_ips": cfg.network.enable_external_ip,
+                },
+            )
+            node.add_override(
+                "lifecycle.replace_triggered_by",
+                [f"{spec.terraform_resource_type}.{spec.friendly_unique_id}"],
+            )
 
         endpoint = node.network_endpoints.get(0)
         ip = (

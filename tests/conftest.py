@@ -126,6 +126,43 @@ def node_stack(synth: Synthesizer, default_config: Any) -> dict[str, Any]:
     return synth({})[default_config.node_stack_name]
 
 
+@pytest.fixture(scope="session")
+def bootstrap() -> Any:
+    """The committed gitops.toml with the committed deployments/*.toml (tpudeploy.bootstrap)."""
+    from tpudeploy.bootstrap import load_bootstrap
+
+    return load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT)
+
+
+@pytest.fixture(scope="session")
+def bootstrap_cfg(bootstrap: Any) -> Any:
+    """The repository's own gitops.toml, validated (tpudeploy.bootstrap.BootstrapConfig)."""
+    return bootstrap.config
+
+
+@pytest.fixture(scope="session")
+def bootstrap_outdir(
+    synth: Synthesizer, bootstrap: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The bootstrap synthesized once per session (its own cdktf.out-shaped directory)."""
+    from stacks.bootstrap import build_bootstrap_app
+
+    synth({})  # shares the session's jsii load with the other synth tests
+    outdir = tmp_path_factory.mktemp("bootstrap-out")
+    build_bootstrap_app(bootstrap, outdir=str(outdir)).synth()
+    return outdir
+
+
+@pytest.fixture
+def boot(bootstrap_outdir: Path) -> dict[str, Any]:
+    """The bootstrap's cdk.tf.json, a fresh copy per test."""
+    from tpudeploy.bootstrap import BOOTSTRAP_STACK
+
+    path = bootstrap_outdir / "stacks" / BOOTSTRAP_STACK / "cdk.tf.json"
+    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return doc
+
+
 def run_main(tmp_path: Path, config_text: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run `python main.py` (what `make synth` and `cdktf synth` run) on a config file written to
     tmp_path; return the result and the output directory it would synthesize into."""
@@ -147,27 +184,6 @@ def run_main(tmp_path: Path, config_text: str) -> tuple[subprocess.CompletedProc
 def resources(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
     """`{construct id: attributes}` of one resource type in a synthesized stack ({} if none)."""
     return dict(stack.get("resource", {}).get(rtype, {}))
-
-
-@pytest.fixture(scope="session")
-def bootstrap_cfg() -> Any:
-    """The repository's own gitops.toml, validated."""
-    from tpudeploy.bootstrap import load_bootstrap
-
-    return load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT)
-
-
-@pytest.fixture(scope="session")
-def bootstrap_outdir(
-    synth: Synthesizer, bootstrap_cfg: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    """The bootstrap stack synthesized once per session (cdktf.out-shaped directory)."""
-    from stacks.bootstrap import build_bootstrap_app
-
-    synth({})  # shares the session's jsii load with the other synth tests
-    outdir = tmp_path_factory.mktemp("bootstrap-out")
-    build_bootstrap_app(bootstrap_cfg, outdir=str(outdir)).synth()
-    return outdir
 
 
 # ---- Terraform itself ------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -64,6 +65,24 @@ def test_defaults_match_the_config_model() -> None:
     assert fields["provisioning"].default == gitops.DEFAULT_PROVISIONING
     assert fields["zone"].default == gitops.DEFAULT_ZONE
     assert gitops.NAME_RE.fullmatch(gitops.DEFAULT_NAME)
+
+
+def test_deploy_account_ids_fit_and_never_collide() -> None:
+    """Service-account ids are 6-30 characters; every deployment name (3-24) must fit, and no
+    deployment's deploy identity may share an id with another's node account."""
+    from tpudeploy.config import parse_config
+
+    longest = "a" * 23 + "b"
+    for name in ("abc", longest):
+        cfg = parse_config({"name": name})
+        assert cfg.deploy_account_id == gitops.deploy_account_id(name)
+        assert 6 <= len(cfg.deploy_account_id) <= 30, cfg.deploy_account_id
+        assert re.fullmatch(r"[a-z][a-z0-9-]{4,28}[a-z0-9]", cfg.deploy_account_id)
+    # "x-apply" (deploy identity of x) vs "<y>-node" (node account of y): the endings differ.
+    names = ["gemma4", "gemma4-apply", "gemma4-node", "apply-node"]
+    deploy_ids = {gitops.deploy_account_id(n) for n in names}
+    node_ids = {parse_config({"name": n}).service_account_id for n in names}
+    assert not deploy_ids & node_ids
 
 
 def test_unnamed_files_share_the_default_name(tmp_path: Path) -> None:
@@ -249,13 +268,20 @@ def test_matrix_and_resolve_cli(repo: Path, capsys: pytest.CaptureFixture[str]) 
     changed.write_text("deployments/staging.toml\nREADME.md\n", encoding="utf-8")
     assert gitops.main(["--root", str(repo), "matrix", "--changed-from", str(changed)]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"name": "staging", "config": "deployments/staging.toml", "environment": "staging"}
+        {
+            "name": "staging",
+            "config": "deployments/staging.toml",
+            "environment": "staging",
+            # The deployment's own deploy identity, which the bootstrap creates (README, GitOps).
+            "deploy_account": "staging-apply",
+        }
     ]
     assert gitops.main(["--root", str(repo), "resolve", "deployments/production.toml"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "name=production",
         "config=deployments/production.toml",
         "environment=production",
+        "deploy_account=production-apply",
     ]
     assert gitops.main(["--root", str(repo), "resolve", "../x"]) == 2
     assert capsys.readouterr().err.startswith("::error::deployment input '../x'")

@@ -10,7 +10,6 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from conftest import REPO_ROOT, Synthesizer, resources
 from tpudeploy import gitops
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,
+    Bootstrap,
     BootstrapConfig,
     parse_bootstrap,
 )
@@ -122,13 +122,6 @@ def test_example_deployments_are_the_pipeline(tmp_path: Path) -> None:
 # ---- bootstrap ----
 
 
-@pytest.fixture
-def boot(bootstrap_outdir: Path) -> dict[str, Any]:
-    path = bootstrap_outdir / "stacks" / BOOTSTRAP_STACK / "cdk.tf.json"
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return doc
-
-
 def test_bootstrap_keeps_its_state_local(boot: dict[str, Any]) -> None:
     assert boot["terraform"]["backend"] == {
         "local": {"path": f"../../../../terraform.{BOOTSTRAP_STACK}.tfstate"}
@@ -154,63 +147,47 @@ def test_deployments_use_the_bootstrap_bucket(bootstrap_cfg: BootstrapConfig) ->
         assert dep.state_bucket == bootstrap_cfg.state_bucket, dep.config
 
 
-def _accounts(boot: dict[str, Any]) -> dict[str, str]:
-    """{member expression: account id} of the service accounts the bootstrap creates."""
-    return {
-        f"${{google_service_account.{cid}.member}}": attrs["account_id"]
-        for cid, attrs in resources(boot, "google_service_account").items()
-    }
-
-
-def _project_roles(boot: dict[str, Any]) -> dict[str, set[str]]:
-    members = _accounts(boot)
-    roles: dict[str, set[str]] = {}
-    for attrs in resources(boot, "google_project_iam_member").values():
-        roles.setdefault(members[attrs["member"]], set()).add(attrs["role"])
-    return roles
-
-
-def test_only_the_roles_the_stacks_need(
-    boot: dict[str, Any], bootstrap_cfg: BootstrapConfig
+def test_one_deploy_identity_and_one_node_account_per_deployment(
+    boot: dict[str, Any], bootstrap: Bootstrap
 ) -> None:
-    roles = _project_roles(boot)
-    custom = "${google_project_iam_custom_role.%s.id}"
-    assert roles == {
-        bootstrap_cfg.deploy_account_id: {
-            "roles/tpu.admin",
-            "roles/compute.securityAdmin",
-            "roles/serviceusage.serviceUsageAdmin",
-            "roles/iam.serviceAccountUser",
-            custom % "deployer-role",
-        },
-        bootstrap_cfg.plan_account_id: {
-            "roles/tpu.viewer",
-            "roles/compute.networkViewer",
-            "roles/secretmanager.viewer",
-            "roles/iam.serviceAccountViewer",
-            "roles/serviceusage.serviceUsageViewer",
-            custom % "planner-role",
-        },
-    }
-    # Broad predefined roles the custom role replaces.
-    granted = set().union(*roles.values())
-    assert not granted & {
-        "roles/iam.serviceAccountAdmin",
-        "roles/secretmanager.admin",
-        "roles/storage.admin",
-    }
+    ids = sorted(a["account_id"] for a in resources(boot, "google_service_account").values())
+    expected = [bootstrap.config.plan_account_id]
+    for name in ("gemma4-prod", "gemma4-staging"):  # the committed deployments/*.toml
+        cfg = parse_config({"name": name})
+        expected += [cfg.deploy_account_id, cfg.service_account_id]
+    assert ids == sorted(expected)
+    assert "google_service_account_key" not in boot["resource"]
 
 
-def test_custom_roles_hold_no_data_access(boot: dict[str, Any]) -> None:
-    custom = resources(boot, "google_project_iam_custom_role")
-    deployer = set(custom["deployer-role"]["permissions"])
-    planner = set(custom["planner-role"]["permissions"])
-    # Never the token's value, never objects, never the power to grant itself an identity.
-    for perm in deployer | planner:
-        assert not perm.startswith(("secretmanager.versions.", "storage.objects.")), perm
-    assert "iam.serviceAccounts.setIamPolicy" not in deployer
-    assert "iam.serviceAccountKeys.create" not in deployer
-    assert all(re.search(r"\.(get|list|getIamPolicy)$", p) for p in planner), planner
+def test_pipeline_secrets_stack_references_the_bootstrap_node_account(synth: Synthesizer) -> None:
+    """The bootstrap creates the node account and enables the APIs; the deployment's secrets
+    stack must neither create them (two owners would fight) nor need the rights to."""
+    data = overrides(STAGING)
+    stacks = synth(data)
+    secrets = stacks[f"{data['name']}-secrets"]
+    assert not resources(secrets, "google_service_account")
+    assert not resources(secrets, "google_project_service")
+    email = f"{data['name']}-node@${{var.project}}.iam.gserviceaccount.com"
+    members = [
+        g["member"]
+        for rtype in ("google_secret_manager_secret_iam_member", "google_storage_bucket_iam_member")
+        for g in resources(secrets, rtype).values()
+    ]
+    assert members and set(members) == {f"serviceAccount:{email}"}
+    # Local use (no state_bucket) keeps creating both, as before.
+    local = synth({})["gemma4-v5e-secrets"]
+    assert resources(local, "google_service_account")
+    assert resources(local, "google_project_service")
+
+
+def test_bootstrap_enables_what_the_deployments_use(boot: dict[str, Any]) -> None:
+    from stacks.secrets import REQUIRED_SERVICES
+
+    enabled = {s["service"] for s in resources(boot, "google_project_service").values()}
+    assert set(REQUIRED_SERVICES) <= enabled
+    assert all(
+        s["disable_on_destroy"] is False for s in resources(boot, "google_project_service").values()
+    )
 
 
 def test_no_basic_roles_and_no_keys_anywhere(
@@ -222,78 +199,6 @@ def test_no_basic_roles_and_no_keys_anywhere(
         text = json.dumps(doc)
         for role in BASIC_ROLES:
             assert f'"{role}"' not in text, role
-
-
-def test_state_bucket_grants_are_bucket_level(boot: dict[str, Any]) -> None:
-    members = _accounts(boot)
-    grants = {
-        members[a["member"]]: (a["bucket"], a["role"])
-        for a in resources(boot, "google_storage_bucket_iam_member").values()
-    }
-    bucket = "${google_storage_bucket.state.name}"
-    assert grants == {
-        "tpudeploy-deploy": (bucket, "roles/storage.objectAdmin"),
-        # Plans run with -lock=false (pull-request.yml, drift.yml): reading is enough.
-        "tpudeploy-plan": (bucket, "roles/storage.objectViewer"),
-    }
-
-
-def test_federation_grants(boot: dict[str, Any], bootstrap_cfg: BootstrapConfig) -> None:
-    repo = bootstrap_cfg.github_repository
-    pool = "principal://iam.googleapis.com/${google_iam_workload_identity_pool.github-pool.name}"
-    grants: dict[str, set[str]] = {}
-    for attrs in resources(boot, "google_service_account_iam_member").values():
-        assert attrs["role"] == "roles/iam.workloadIdentityUser"
-        sa = attrs["service_account_id"].split(".")[1]
-        grants.setdefault(sa, set()).add(attrs["member"])
-    assert grants["deploy-sa"] == {
-        f"{pool}/subject/repo:{repo}:environment:{env}" for env in ("gemma4-prod", "gemma4-staging")
-    }
-    assert grants["plan-sa"] == {
-        f"principalSet{pool.removeprefix('principal')}/attribute.repository/{repo}"
-    }
-
-
-def _admits(condition: str, **claims: str) -> bool:
-    """Evaluate the provider's CEL condition (==, &&, ||, parentheses, '...' literals only)."""
-    assert re.fullmatch(r"[\w\s.=&|()'/:-]+", condition), condition
-    expr = condition.replace("&&", " and ").replace("||", " or ")
-    assertion = SimpleNamespace(**{"repository_id": "", **claims})
-    return bool(eval(expr, {"__builtins__": {}}, {"assertion": assertion}))  # noqa: S307
-
-
-@pytest.mark.parametrize(
-    ("claims", "admitted"),
-    [
-        ({"sub": "repo:{r}:pull_request"}, True),
-        ({"sub": "repo:{r}:ref:refs/heads/main"}, True),
-        ({"sub": "repo:{r}:environment:gemma4-staging"}, True),
-        ({"sub": "repo:{r}:environment:gemma4-prod"}, True),
-        ({"sub": "repo:{r}:ref:refs/heads/feature"}, False),
-        ({"sub": "repo:{r}:environment:other"}, False),
-        ({"sub": "repo:{r}:environment:gemma4-prod", "repository": "evil/fork"}, False),
-        ({"sub": "repo:evil/fork:pull_request", "repository": "evil/fork"}, False),
-    ],
-)
-def test_provider_condition_restricts_the_repository(
-    boot: dict[str, Any], bootstrap_cfg: BootstrapConfig, claims: dict[str, str], admitted: bool
-) -> None:
-    (provider,) = resources(boot, "google_iam_workload_identity_pool_provider").values()
-    assert provider["oidc"] == {"issuer_uri": "https://token.actions.githubusercontent.com"}
-    assert provider["attribute_mapping"]["google.subject"] == "assertion.sub"
-    assert provider["attribute_mapping"]["attribute.repository"] == "assertion.repository"
-    repo = bootstrap_cfg.github_repository
-    token = {"repository": repo, **claims}
-    token["sub"] = token["sub"].format(r=repo)
-    assert _admits(provider["attribute_condition"], **token) is admitted
-
-
-def test_repository_id_pins_the_condition(bootstrap_cfg: BootstrapConfig) -> None:
-    pinned = bootstrap_cfg.model_copy(update={"github_repository_id": 42})
-    repo = pinned.github_repository
-    sub = f"repo:{repo}:pull_request"
-    assert _admits(pinned.attribute_condition, repository=repo, sub=sub, repository_id="42")
-    assert not _admits(pinned.attribute_condition, repository=repo, sub=sub, repository_id="7")
 
 
 def test_bootstrap_outputs_name_the_repository_variables(boot: dict[str, Any]) -> None:
@@ -309,6 +214,8 @@ def test_checkov_passes_on_the_bootstrap(bootstrap_outdir: Path) -> None:
 
     assert skips_for(bootstrap_outdir) == {**SKIPS, **BOOTSTRAP_SKIPS}
     assert all(reason.strip() for reason in BOOTSTRAP_SKIPS.values())
+    # Project-wide serviceAccountUser is gone, so its checks run again (and must pass).
+    assert not {"CKV_GCP_41", "CKV_GCP_49", "CKV_GCP_125"} & set(skips_for(bootstrap_outdir))
     result = scan(bootstrap_outdir)
     assert result.returncode == 0, result.stdout + result.stderr
     m = re.search(r"Passed checks: (\d+), Failed checks: (\d+)", result.stdout)
@@ -344,10 +251,41 @@ def test_environments_default_to_pipeline_deployments() -> None:
     assert cfg.deploy_subjects == ("repo:o/r:environment:staging",)
 
 
+def test_an_environment_without_a_deployment_file_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_bootstrap(
+            {**BASE, "environments": ["staging", "prodution"]},
+            deployments=[
+                _deployment("staging", "tfstate-x"),
+                _deployment("production", "tfstate-x"),
+            ],
+            source="gitops.toml",
+        )
+    (problem,) = err.value.problems
+    assert problem.startswith("environments = 'prodution': no pipeline deployment has this name")
+    assert "known: production, staging" in problem
+
+
+def test_too_many_environments_for_the_condition_are_refused() -> None:
+    names = [f"env-{i:03d}-with-a-long-name"[:24] for i in range(60)]
+    deployments = [_deployment(n, "tfstate-x") for n in names]
+    with pytest.raises(ConfigError, match="over Workload Identity Federation's 4096"):
+        parse_bootstrap(BASE, deployments=deployments, source="gitops.toml")
+
+
+def test_the_old_shared_deploy_account_key_is_refused() -> None:
+    with pytest.raises(ConfigError, match="deploy_account_id = 'x-deploy': unknown key"):
+        parse_bootstrap(
+            {**BASE, "deploy_account_id": "x-deploy"},
+            deployments=[_deployment("staging", "tfstate-x")],
+            source="gitops.toml",
+        )
+
+
 @pytest.mark.parametrize(
     ("data", "deployments", "match"),
     [
-        (BASE, [_deployment("staging", "other-bucket")], "deploy account cannot write"),
+        (BASE, [_deployment("staging", "other-bucket")], "deploy identity cannot write"),
         (BASE, [_deployment("staging", "tfstate-x", "another-proj")], "CI accounts hold no role"),
         (BASE, [], "no GitHub environment may deploy"),
         ({**BASE, "github_repository": "https://github.com/o/r"}, [], "owner/name"),

@@ -201,3 +201,35 @@ def test_make_targets_exist_in_makefile() -> None:
         pytest.skip("no Makefile yet")
     defined = set(re.findall(r"^([a-z][\w-]*)\s*:", makefile.read_text(encoding="utf-8"), re.M))
     assert used <= defined, f"Makefile lacks targets the workflows call: {used - defined}"
+
+
+def _auth_steps(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (name, s["with"])
+        for name, job in doc["jobs"].items()
+        for s in job.get("steps", [])
+        if "google-github-actions/auth@" in s.get("uses", "")
+    ]
+
+
+def test_deploy_identities_only_in_the_deploy_workflows() -> None:
+    """The bootstrap's federation admits a deploy identity only for jobs of these two files (as
+    committed on main); every other workflow authenticates as the read-only plan identity."""
+    from tpudeploy.bootstrap import DEPLOY_WORKFLOWS
+
+    assert {p.name for p in FILES} >= set(DEPLOY_WORKFLOWS)
+    suffix = "@${{ vars.GCP_PROJECT }}.iam.gserviceaccount.com"
+    expected = {
+        "deploy.yml": "${{ matrix.deploy_account }}" + suffix,
+        "destroy.yml": "${{ needs.resolve.outputs.deploy_account }}" + suffix,
+    }
+    for path in FILES:
+        for job, auth in _auth_steps(load(path.name)):
+            if path.name in DEPLOY_WORKFLOWS:
+                assert auth["service_account"] == expected[path.name], (path.name, job)
+                # An environment job: its reviewers and branch rule gate the apply.
+                assert "environment" in load(path.name)["jobs"][job]
+            else:
+                assert auth["service_account"] == "${{ vars.GCP_PLAN_SERVICE_ACCOUNT }}", job
+    resolve = load("destroy.yml")["jobs"]["resolve"]["outputs"]
+    assert resolve["deploy_account"] == "${{ steps.resolve.outputs.deploy_account }}"

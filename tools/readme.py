@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tpudeploy import planner
+from tpudeploy import identities, planner
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import parse_config
 
@@ -31,7 +31,12 @@ def capacity_cost_section() -> str:
     return "\n".join(parts)
 
 
-SECTIONS = {"capacity-cost": capacity_cost_section}
+def gitops_grants_section() -> str:
+    """Every grant of a deploy identity and of the plan identity (tpudeploy.identities)."""
+    return identities.grant_table()
+
+
+SECTIONS = {"capacity-cost": capacity_cost_section, "gitops-grants": gitops_grants_section}
 
 
 def render(text: str) -> str:

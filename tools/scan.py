@@ -24,13 +24,6 @@ SKIPS = {
 # stacks/bootstrap.py), so they never hide a finding in a deployment's stacks.
 BOOTSTRAP_STACK = "gitops-bootstrap"
 BOOTSTRAP_SKIPS = {
-    # The deploy account attaches each deployment's node service account to its TPU VM, which
-    # needs actAs on it. That account is created by the deployment's secrets stack after the
-    # bootstrap, and IAM Conditions cannot scope service-account resources, so the grant is
-    # project-level. Mitigation (README, GitOps): a dedicated project with no other service
-    # accounts, and no Editor grant on the Compute default service account.
-    "CKV_GCP_41": "project-level serviceAccountUser for the node SA",
-    "CKV_GCP_49": "same grant as CKV_GCP_41",
     # Usage logs are GCS's legacy access log and need a second bucket; who read or wrote state is
     # in Cloud Audit Logs (Data Access logs for storage.googleapis.com), which README tells you
     # to enable.

@@ -1,9 +1,10 @@
 """The GitOps bootstrap's typed configuration (gitops.toml): one per repository, not per deployment.
 
-The bootstrap creates what every pipeline deployment shares (the state bucket, the Workload
-Identity Federation pool and provider, the deploy and plan service accounts), so it reads its own
-file instead of a table repeated in each deployment file; the deployments are cross-checked
-against it so that a mismatched state bucket or project fails offline, not at `terraform init`.
+The bootstrap creates what the pipeline needs before any deployment exists (the state bucket, the
+Workload Identity Federation pool and provider, the read-only plan account, and for each pipeline
+deployment its node account and its own deploy identity), so it reads its own file and every
+deployment file it names; they are cross-checked so that a mismatched state bucket or project, or
+an environment without a deployment, fails offline, not at `terraform init` or in the pipeline.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
 from tpudeploy import gitops
-from tpudeploy.config import ConfigError, _problem, _Strict
+from tpudeploy.config import ConfigError, DeployConfig, _problem, _Strict, load_config
+from tpudeploy.identities import cel_list, cel_string
 
 DEFAULT_BOOTSTRAP_PATH = "gitops.toml"
 BOOTSTRAP_ENV = "BOOTSTRAP_CONFIG"
@@ -36,8 +39,17 @@ _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
 _WIF_ID_RE = re.compile(r"^[a-z][a-z0-9-]{2,30}[a-z0-9]$")
 # Service account ids: 6-30 characters.
 _SA_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-# google.subject is limited to 127 bytes by Workload Identity Federation.
+# google.subject is limited to 127 bytes by Workload Identity Federation, the provider's
+# attribute condition to 4096 characters.
 SUBJECT_LIMIT = 127
+CONDITION_LIMIT = 4096
+# The only workflows whose jobs may obtain a deploy identity (job_workflow_ref), and only from the
+# main branch: a pull request, or a branch carrying its own copy of these files, gets nothing.
+DEPLOY_WORKFLOWS = ("deploy.yml", "destroy.yml")
+# The custom attribute the deploy identities' bindings match: the job's GitHub environment when the
+# token passes every deploy check, this value otherwise (never a deployment name).
+DEPLOY_ATTRIBUTE = "deploy_environment"
+NOT_A_DEPLOYMENT = "-"
 
 
 class BootstrapConfig(_Strict):
@@ -51,8 +63,8 @@ class BootstrapConfig(_Strict):
     github_repository_id: int | None = Field(default=None, gt=0)
     # The scheduled drift check runs on the default branch and authenticates as the plan account.
     main_branch: str = "main"
-    # GitHub environments allowed to use the deploy account; empty means every pipeline
-    # deployment's name (tpudeploy.gitops.pipeline_deployments), which is what the workflows use.
+    # GitHub environments that get a deploy identity, one per pipeline deployment of that name;
+    # empty means every pipeline deployment (tpudeploy.gitops.pipeline_deployments).
     environments: tuple[str, ...] = ()
     state_bucket: str
     state_bucket_location: str = "US-WEST4"
@@ -60,7 +72,6 @@ class BootstrapConfig(_Strict):
     noncurrent_versions: int = Field(default=10, ge=1, le=100)
     pool_id: str = "tpudeploy-github"
     provider_id: str = "github-actions"
-    deploy_account_id: str = "tpudeploy-deploy"
     plan_account_id: str = "tpudeploy-plan"
 
     @field_validator("environments", mode="before")
@@ -121,7 +132,7 @@ class BootstrapConfig(_Strict):
             raise ValueError("not a workload identity id; use 4-32 lowercase letters, digits, '-'")
         return v
 
-    @field_validator("deploy_account_id", "plan_account_id")
+    @field_validator("plan_account_id")
     @classmethod
     def _sa_id(cls, v: str) -> str:
         if not _SA_ID_RE.match(v):
@@ -133,10 +144,6 @@ class BootstrapConfig(_Strict):
         return f"{account_id}@{self.project}.iam.gserviceaccount.com"
 
     @property
-    def deploy_account_email(self) -> str:
-        return self.account_email(self.deploy_account_id)
-
-    @property
     def plan_account_email(self) -> str:
         return self.account_email(self.plan_account_id)
 
@@ -145,28 +152,84 @@ class BootstrapConfig(_Strict):
         return f"repo:{self.github_repository}:{suffix}"
 
     @property
+    def main_ref(self) -> str:
+        return f"refs/heads/{self.main_branch}"
+
+    @property
     def deploy_subjects(self) -> tuple[str, ...]:
-        """Only jobs bound to a deployment's GitHub environment (its protection rules are the
-        approval gate) may act as the deploy account."""
+        """Jobs bound to a deployment's GitHub environment (its protection rules are the
+        approval gate); admitted only together with main_ref and a deploy workflow."""
         return tuple(self.subject(f"environment:{env}") for env in self.environments)
 
     @property
     def plan_subjects(self) -> tuple[str, ...]:
         """Pull-request plans and the scheduled drift check on the main branch."""
-        return (self.subject("pull_request"), self.subject(f"ref:refs/heads/{self.main_branch}"))
+        return (self.subject("pull_request"), self.subject(f"ref:{self.main_ref}"))
+
+    @property
+    def deploy_workflow_refs(self) -> tuple[str, ...]:
+        """job_workflow_ref of the deploy and destroy workflows, as committed on main."""
+        return tuple(
+            f"{self.github_repository}/.github/workflows/{wf}@{self.main_ref}"
+            for wf in DEPLOY_WORKFLOWS
+        )
+
+    def _repository_check(self) -> str:
+        cond = f"assertion.repository == {cel_string(self.github_repository)}"
+        if self.github_repository_id is not None:
+            cond += f" && assertion.repository_id == {cel_string(str(self.github_repository_id))}"
+        return cond
+
+    def _deploy_check(self) -> str:
+        return (
+            f"assertion.ref == {cel_string(self.main_ref)} && "
+            f"assertion.job_workflow_ref in {cel_list(self.deploy_workflow_refs)}"
+        )
 
     @property
     def attribute_condition(self) -> str:
-        """CEL evaluated on every GitHub token: only this repository, only the subjects the
-        workflows use. Tokens from forks, other branches or other repositories are refused by
-        the provider before any IAM binding is looked at."""
-        subjects = " || ".join(
-            f"assertion.sub == '{s}'" for s in (*self.plan_subjects, *self.deploy_subjects)
+        """CEL evaluated on every GitHub token before any binding is looked at: only this
+        repository; plan subjects (pull requests, main) as they come; environment subjects only
+        from main and only from the deploy workflows. Forks, other branches, other workflows and
+        other repositories are refused."""
+        # Subjects as `==` disjunctions rather than `in [...]` (same meaning): checkov's
+        # CKV_GCP_125 recognizes only `assertion.sub == '...'`, and keeping it applicable keeps
+        # its check of the subject's shape.
+        return (
+            f"{self._repository_check()} && ({_any_subject(self.plan_subjects)} || ("
+            f"({_any_subject(self.deploy_subjects)}) && {self._deploy_check()}))"
         )
-        cond = f"assertion.repository == '{self.github_repository}' && ({subjects})"
-        if self.github_repository_id is not None:
-            cond += f" && assertion.repository_id == '{self.github_repository_id}'"
-        return cond
+
+    @property
+    def attribute_mapping(self) -> dict[str, str]:
+        """google.subject for the plan bindings and audit logs; attribute.deploy_environment for
+        the deploy bindings, which repeats the deploy checks so that a binding never relies on
+        the provider condition alone."""
+        gate = (
+            f"{self._repository_check()} && {self._deploy_check()} && "
+            f"'environment' in assertion ? assertion.environment : {cel_string(NOT_A_DEPLOYMENT)}"
+        )
+        return {
+            "google.subject": "assertion.sub",
+            "attribute.repository": "assertion.repository",
+            "attribute.repository_id": "assertion.repository_id",
+            "attribute.repository_owner_id": "assertion.repository_owner_id",
+            "attribute.ref": "assertion.ref",
+            "attribute.job_workflow_ref": "assertion.job_workflow_ref",
+            f"attribute.{DEPLOY_ATTRIBUTE}": gate,
+        }
+
+
+def _any_subject(subjects: tuple[str, ...]) -> str:
+    return " || ".join(f"assertion.sub == {cel_string(sub)}" for sub in subjects)
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """gitops.toml plus the validated config of each deployment it gives a deploy identity."""
+
+    config: BootstrapConfig
+    deployments: tuple[DeployConfig, ...]  # one per config.environments, same order
 
 
 def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> list[str]:
@@ -181,7 +244,19 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
                 "add deployments/<name>.toml with state_bucket set, or list environments",
             )
         )
+    names = {dep.name: dep.config for dep in deployments}
     for env in cfg.environments:
+        if env not in names:
+            problems.append(
+                _problem(
+                    "environments",
+                    env,
+                    "no pipeline deployment has this name, so its deploy identity would have "
+                    "nothing of its own to deploy (and no resource names to be scoped to)",
+                    f'add deployments/<file>.toml with name = "{env}" and state_bucket, or drop '
+                    "it from environments (known: " + (", ".join(sorted(names)) or "none") + ")",
+                )
+            )
         if len(cfg.subject(f"environment:{env}").encode()) > SUBJECT_LIMIT:
             problems.append(
                 _problem(
@@ -197,8 +272,8 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
                 _problem(
                     "state_bucket",
                     cfg.state_bucket,
-                    f"{dep.config} keeps its state in {dep.state_bucket!r}, which the deploy "
-                    "account cannot write",
+                    f"{dep.config} keeps its state in {dep.state_bucket!r}, which its deploy "
+                    "identity cannot write",
                     f'set state_bucket = "{cfg.state_bucket}" in {dep.config}',
                 )
             )
@@ -211,6 +286,16 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
                     f"use the bootstrap's project in {dep.config}, or bootstrap that project too",
                 )
             )
+    if len(cfg.attribute_condition) > CONDITION_LIMIT:
+        problems.append(
+            _problem(
+                "environments",
+                list(cfg.environments),
+                f"the provider's attribute condition would be {len(cfg.attribute_condition)} "
+                f"characters, over Workload Identity Federation's {CONDITION_LIMIT}",
+                "split the deployments over two repositories or bootstraps",
+            )
+        )
     return problems
 
 
@@ -246,8 +331,9 @@ def bootstrap_path() -> Path:
     return Path(os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP_PATH)
 
 
-def load_bootstrap(path: str | Path | None = None, *, root: str | Path = ".") -> BootstrapConfig:
-    """Read gitops.toml (or BOOTSTRAP_CONFIG) and check it against the repository's deployments."""
+def load_bootstrap(path: str | Path | None = None, *, root: str | Path = ".") -> Bootstrap:
+    """Read gitops.toml (or BOOTSTRAP_CONFIG), check it against the repository's deployments and
+    load the full config of each deployment that gets a deploy identity."""
     p = Path(path) if path is not None else bootstrap_path()
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -258,7 +344,12 @@ def load_bootstrap(path: str | Path | None = None, *, root: str | Path = ".") ->
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(p), [f"not valid TOML ({exc}); fix the syntax"]) from None
     try:
-        deployments = gitops.pipeline_deployments(Path(root))
+        found = gitops.pipeline_deployments(Path(root))
     except gitops.GitopsError as exc:
         raise ConfigError(str(p), [str(exc)]) from None
-    return parse_bootstrap(data, deployments=deployments, source=str(p))
+    cfg = parse_bootstrap(data, deployments=found, source=str(p))
+    by_name = {dep.name: dep for dep in found}
+    # Every name, id and bucket the grants are scoped to comes from the deployment's own config
+    # (tpudeploy.config.DeployConfig), so the bootstrap and the deployment can never disagree.
+    configs = tuple(load_config(Path(root) / by_name[env].config) for env in cfg.environments)
+    return Bootstrap(config=cfg, deployments=configs)

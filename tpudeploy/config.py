@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tpudeploy import planner
+from tpudeploy import gitops, planner
 from tpudeploy.bench.sweep import BenchConfigError, settings_from_table
 from tpudeploy.durations import parse_duration
 
@@ -535,6 +535,17 @@ class DeployConfig(_Strict):
         return f"{self.name}-node"
 
     @property
+    def deploy_account_id(self) -> str:
+        """GitOps: the identity that applies this deployment, created by the bootstrap."""
+        return gitops.deploy_account_id(self.name)
+
+    @property
+    def gitops_managed(self) -> bool:
+        """A pipeline deployment (remote state): the bootstrap creates its node service account
+        and its deploy identity, and enables the project's APIs (README, GitOps)."""
+        return bool(self.state_bucket)
+
+    @property
     def hf_token_secret_id(self) -> str:
         return f"{self.name}-hf-token"
 
@@ -554,6 +565,14 @@ class DeployConfig(_Strict):
     @property
     def node_id(self) -> str:
         return self.name
+
+    @property
+    def vllm_firewall_name(self) -> str:
+        return f"{self.name}-allow-vllm"
+
+    @property
+    def ssh_firewall_name(self) -> str:
+        return f"{self.name}-allow-iap-ssh"
 
     @property
     def network_tag(self) -> str:

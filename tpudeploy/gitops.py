@@ -41,6 +41,21 @@ ZONE_RE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 # What a person types into the destroy workflow: a name, name.toml, or deployments/name.toml.
 INPUT_RE = re.compile(r"(?:deployments/)?[a-z][a-z0-9-]{1,22}[a-z0-9](?:\.toml)?")
 
+# Every state object the pipeline writes sits under this folder of the state bucket, one
+# sub-folder per deployment (stacks/common.py state_prefix; the deploy identities' state grants).
+STATE_PREFIX_ROOT = "tpudeploy"
+
+# Each pipeline deployment gets its own deploy identity, created by the bootstrap and named after
+# the deployment: "<name>-apply" is at most 24 + 6 = 30 characters, the service-account id limit
+# (the node's own account is "<name>-node"; the suffixes never collide). tpudeploy.config and the
+# bootstrap derive it from here; the workflows read it from the matrix entry.
+DEPLOY_ACCOUNT_SUFFIX = "-apply"
+
+
+def deploy_account_id(name: str) -> str:
+    return f"{name}{DEPLOY_ACCOUNT_SUFFIX}"
+
+
 # Files that cannot change what Terraform plans. Anything else (code, templates, pins, the
 # Makefile, workflows) may change every deployment's plan, so it selects all of them.
 NON_INFRA_PATTERNS = ("*.md", "docs/*", "tests/*", "LICENSE", ".gitignore")
@@ -62,7 +77,14 @@ class Deployment:
     def matrix_entry(self) -> dict[str, str]:
         # The GitHub environment carries the deployment's name: protection rules and
         # environment-scoped variables are set per deployment in the repository settings.
-        return {"name": self.name, "config": self.config, "environment": self.name}
+        # deploy_account: the service-account id of this deployment's own deploy identity; the
+        # workflows build its email with the GCP_PROJECT repository variable.
+        return {
+            "name": self.name,
+            "config": self.config,
+            "environment": self.name,
+            "deploy_account": deploy_account_id(self.name),
+        }
 
 
 def _load(root: Path, rel: str) -> Deployment:

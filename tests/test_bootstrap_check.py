@@ -1,0 +1,236 @@
+"""`make bootstrap-check` against a loopback fake of GitHub's environments API.
+
+The fake answers like GitHub's REST API (GET /repos/{owner}/{repo}/environments/{name} and
+.../deployment-branch-policies) and records every request, so the tests check what the client
+sends (the token in the Authorization header only) as well as what it reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from conftest import REPO_ROOT
+
+from tpudeploy import github_environments as ge
+from tpudeploy.bootstrap import load_bootstrap
+
+
+def _token() -> str:
+    # Built at run time so that no tracked file holds a token-shaped string.
+    return "ghp_" + "".join(chr(ord("a") + (i * 7) % 26) for i in range(36))
+
+
+REPO = load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT).config.github_repository
+
+
+def protected_env(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "can_admins_bypass": False,
+        "protection_rules": [
+            {
+                "type": "required_reviewers",
+                "prevent_self_review": True,
+                "reviewers": [{"type": "User", "reviewer": {"login": "lead"}}],
+            },
+        ],
+        "deployment_branch_policy": {"protected_branches": False, "custom_branch_policies": True},
+    }
+
+
+MAIN_ONLY = {"total_count": 1, "branch_policies": [{"name": "main", "type": "branch"}]}
+
+
+class FakeGitHub:
+    def __init__(self) -> None:
+        self.environments: dict[str, dict[str, Any]] = {}
+        self.policies: dict[str, dict[str, Any]] = {}
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        self.status: int | None = None  # force every answer to this status
+
+
+@pytest.fixture
+def github() -> Iterator[tuple[FakeGitHub, str]]:
+    fake = FakeGitHub()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fake.requests.append((self.path, dict(self.headers.items())))
+            prefix = f"/repos/{REPO}/environments/"
+            body: Any = None
+            if fake.status is not None:
+                self.send_response(fake.status)
+                self.end_headers()
+                self.wfile.write(b'{"message": "Bad credentials"}')
+                return
+            if self.path.startswith(prefix):
+                rest = self.path[len(prefix) :]
+                name, _, tail = rest.partition("/")
+                if tail.startswith("deployment-branch-policies"):
+                    body = fake.policies.get(name)
+                else:
+                    body = fake.environments.get(name)
+            if body is None:
+                self.send_response(404)
+                self.end_headers()
+                self.wfile.write(b'{"message": "Not Found"}')
+                return
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield fake, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """What `make bootstrap-check` runs, with a controlled environment (no inherited token)."""
+    base = {k: v for k, v in os.environ.items() if k not in (ge.TOKEN_ENV, ge.API_URL_ENV)}
+    return subprocess.run(
+        [sys.executable, "-m", "tpudeploy.github_environments"],
+        cwd=REPO_ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_all_protected(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    for env in ("gemma4-staging", "gemma4-prod"):
+        fake.environments[env] = protected_env(env)
+        fake.policies[env] = MAIN_ONLY
+    token = _token()
+    result = run({ge.TOKEN_ENV: token, ge.API_URL_ENV: url})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: environment gemma4-prod is protected" in result.stdout
+    assert "ok: environment gemma4-staging is protected" in result.stdout
+    assert "NOT PROTECTED" not in result.stdout
+    # The token went in the Authorization header of every request, and nowhere else.
+    assert fake.requests
+    for path, headers in fake.requests:
+        assert headers["Authorization"] == f"Bearer {token}"
+        assert token not in path
+    assert token not in result.stdout + result.stderr
+
+
+def test_each_unprotected_environment_is_reported(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    staging = protected_env("gemma4-staging")
+    staging["protection_rules"] = []  # no reviewers
+    staging["deployment_branch_policy"] = None  # any branch
+    staging["can_admins_bypass"] = True
+    fake.environments["gemma4-staging"] = staging
+    # gemma4-prod: protected, but a second branch rule lets `release/*` deploy too
+    fake.environments["gemma4-prod"] = protected_env("gemma4-prod")
+    fake.policies["gemma4-prod"] = {
+        "total_count": 2,
+        "branch_policies": [
+            {"name": "main", "type": "branch"},
+            {"name": "release/*", "type": "branch"},
+        ],
+    }
+    result = run({ge.TOKEN_ENV: _token(), ge.API_URL_ENV: url})
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("NOT PROTECTED")]
+    assert any("gemma4-staging: no required reviewers" in ln for ln in lines)
+    assert any("gemma4-staging: any branch may deploy" in ln for ln in lines)
+    assert any("gemma4-staging: administrators may bypass" in ln for ln in lines)
+    assert any(
+        "gemma4-prod: deployment branch rules are" in ln and "release/*" in ln for ln in lines
+    )
+    assert result.stdout.rstrip().endswith(
+        "2 environment(s) not protected: gemma4-prod, gemma4-staging"
+    )
+
+
+def test_missing_environment_is_reported(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.environments["gemma4-prod"] = protected_env("gemma4-prod")
+    fake.policies["gemma4-prod"] = MAIN_ONLY
+    result = run({ge.TOKEN_ENV: _token(), ge.API_URL_ENV: url})
+    assert result.returncode == 1
+    assert "NOT PROTECTED: environment gemma4-staging: does not exist" in result.stdout
+
+
+def test_bad_token_is_one_line_and_never_echoed(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.status = 401
+    token = _token()
+    result = run({ge.TOKEN_ENV: token, ge.API_URL_ENV: url})
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("bootstrap-check: GitHub answered 401")
+    assert "fine-grained token" in line
+    assert token not in result.stdout + result.stderr
+
+
+def test_unreachable_api_is_one_line() -> None:
+    # A loopback port nothing listens on (bound, then closed).
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run({ge.TOKEN_ENV: _token(), ge.API_URL_ENV: f"http://127.0.0.1:{port}"})
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("bootstrap-check: cannot reach http://127.0.0.1:")
+
+
+def test_plain_http_to_another_host_is_refused_before_sending_the_token() -> None:
+    result = run({ge.TOKEN_ENV: _token(), ge.API_URL_ENV: "http://github.example.com/api/v3"})
+    assert result.returncode == 2
+    assert "plain http to another machine" in result.stderr
+    assert "GITHUB_API_URL = 'http://github.example.com/api/v3'" in result.stderr
+
+
+def test_without_token_prints_the_settings_to_set_by_hand() -> None:
+    result = run({})
+    assert result.returncode == 0
+    assert "NOT CHECKED: GITHUB_TOKEN is not set" in result.stdout
+    for env in ("gemma4-staging", "gemma4-prod"):
+        assert f"environment {env}:" in result.stdout
+    assert "Required reviewers" in result.stdout and "branch 'main'" in result.stdout
+
+
+def test_judge_accepts_only_main_as_the_branch_rule() -> None:
+    ok = ge.judge("e", protected_env("e"), MAIN_ONLY["branch_policies"], main_branch="main")
+    assert ok.protected
+    protected_branches = {
+        **protected_env("e"),
+        "deployment_branch_policy": {"protected_branches": True, "custom_branch_policies": False},
+    }
+    report = ge.judge("e", protected_branches, None, main_branch="main")
+    assert report.problems == (
+        "every protected branch may deploy: use 'Selected branches and tags' with one rule, 'main'",
+    )
+    tag = [{"name": "main", "type": "tag"}]
+    assert not ge.judge("e", protected_env("e"), tag, main_branch="main").protected
+    self_review = protected_env("e")
+    self_review["protection_rules"][0]["prevent_self_review"] = False
+    report = ge.judge("e", self_review, MAIN_ONLY["branch_policies"], main_branch="main")
+    assert report.problems == ("self-review allowed: tick 'Prevent self-review'",)

@@ -1,0 +1,464 @@
+"""GitOps identities: who may obtain which account, and what each account's grants reach.
+
+Every CEL expression the bootstrap synthesizes (the provider's attribute condition, its attribute
+mapping, each IAM condition) is evaluated here with a CEL interpreter (cel-python) against sample
+GitHub OIDC claims and sample resource names, never matched as text. Resource names are written
+here from Google's documented formats (conditions-resource-attributes), not taken from the code
+under test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import celpy
+from conftest import REPO_ROOT, Synthesizer, resources
+
+from tpudeploy import identities
+from tpudeploy.bootstrap import DEPLOY_ATTRIBUTE, Bootstrap, BootstrapConfig
+from tpudeploy.config import DeployConfig, parse_config
+
+PROJECT_NUMBER = "123456789012"
+PROJECT_NUMBER_REF = "${data.google_project.project.number}"
+_ENV = celpy.Environment()
+
+
+def cel(expression: str, activation: dict[str, Any]) -> Any:
+    """Evaluate one CEL expression; an evaluation error (e.g. a missing claim) is returned, not
+    raised, so a test can tell 'refused' from 'broken'."""
+    program = _ENV.program(_ENV.compile(expression))
+    return program.evaluate(celpy.json_to_cel(activation))
+
+
+def allows(expression: str, resource_name: str, resource_type: str) -> bool:
+    result = cel(expression, {"resource": {"name": resource_name, "type": resource_type}})
+    assert isinstance(result, celpy.celtypes.BoolType), (expression, resource_name, result)
+    return bool(result)
+
+
+def _members(boot: dict[str, Any]) -> dict[str, str]:
+    """{"${google_service_account.X.member}": account id} for the accounts the bootstrap makes."""
+    return {
+        f"${{google_service_account.{cid}.member}}": attrs["account_id"]
+        for cid, attrs in resources(boot, "google_service_account").items()
+    }
+
+
+def _names(boot: dict[str, Any]) -> dict[str, str]:
+    """{"${google_service_account.X.name}": account id}."""
+    return {
+        f"${{google_service_account.{cid}.name}}": attrs["account_id"]
+        for cid, attrs in resources(boot, "google_service_account").items()
+    }
+
+
+def _custom_permissions(boot: dict[str, Any]) -> dict[str, list[str]]:
+    return {
+        f"${{google_project_iam_custom_role.{cid}.id}}": attrs["permissions"]
+        for cid, attrs in resources(boot, "google_project_iam_custom_role").items()
+    }
+
+
+# Predefined roles granted at project level, with what Google documents them to hold: viewers only
+# (get/list). Anything else granted project-wide fails test_no_dangerous_unconditioned_grant.
+READ_ONLY_PREDEFINED = {
+    "roles/tpu.viewer",
+    "roles/compute.networkViewer",
+    "roles/secretmanager.viewer",
+}
+
+
+def test_no_dangerous_unconditioned_project_grant(boot: dict[str, Any]) -> None:
+    """No unconditioned project-level binding of a role holding setIamPolicy, delete or actAs,
+    except the TPU role the API cannot scope (README residual risks), which holds tpu.* only."""
+    custom = _custom_permissions(boot)
+    members = _members(boot)
+    unscopable = {
+        f"${{google_project_iam_custom_role.role-{k}.id}}" for k in identities.UNSCOPABLE_ROLES
+    }
+    seen_unscopable = set()
+    for cid, grant in resources(boot, "google_project_iam_member").items():
+        assert grant["member"] in members, cid
+        role = grant["role"]
+        if role.startswith("roles/"):
+            assert role in READ_ONLY_PREDEFINED, f"{cid}: predefined {role} at project level"
+            assert "condition" not in grant
+            continue
+        perms = custom[role]
+        risky = [p for p in perms if p.endswith((".setIamPolicy", ".delete", ".actAs"))]
+        if "condition" in grant:
+            continue
+        if role in unscopable:
+            seen_unscopable.add(role)
+            assert all(p.startswith("tpu.") for p in perms), perms
+            assert not [p for p in perms if p.endswith((".setIamPolicy", ".actAs"))]
+            assert "tpu.nodes.update" not in perms  # see stacks/tpu_node.py: replaced instead
+            continue
+        assert not risky, f"{cid}: unconditioned project grant of {risky}"
+    assert seen_unscopable == unscopable
+
+
+def test_no_identity_can_read_a_secret_value_or_an_object_outside_state(
+    boot: dict[str, Any],
+) -> None:
+    for perms in _custom_permissions(boot).values():
+        assert not [p for p in perms if p.startswith("secretmanager.versions.")], perms
+        assert not [p for p in perms if p.startswith("iam.")], perms
+    predefined = {
+        g["role"]
+        for t in (
+            "google_project_iam_member",
+            "google_storage_bucket_iam_member",
+            "google_service_account_iam_member",
+        )
+        for g in resources(boot, t).values()
+        if g["role"].startswith("roles/")
+    }
+    assert predefined == READ_ONLY_PREDEFINED | {
+        "roles/storage.objectViewer",  # the plan identity, on the state bucket only
+        "roles/iam.workloadIdentityUser",  # federation, on each CI account only
+        "roles/iam.serviceAccountUser",  # on each node account only
+    }
+
+
+def test_service_account_grants_are_per_account(boot: dict[str, Any], bootstrap: Bootstrap) -> None:
+    names, members = _names(boot), _members(boot)
+    pool = "${google_iam_workload_identity_pool.github-pool.name}"
+    got: set[tuple[str, str, str]] = set()
+    for grant in resources(boot, "google_service_account_iam_member").values():
+        member = members.get(grant["member"], grant["member"])
+        got.add((names[grant["service_account_id"]], grant["role"], member))
+    repo = bootstrap.config.github_repository
+    expected = {
+        (
+            "tpudeploy-plan",
+            "roles/iam.workloadIdentityUser",
+            f"principal://iam.googleapis.com/{pool}/subject/repo:{repo}:pull_request",
+        ),
+        (
+            "tpudeploy-plan",
+            "roles/iam.workloadIdentityUser",
+            f"principal://iam.googleapis.com/{pool}/subject/repo:{repo}:ref:refs/heads/main",
+        ),
+    }
+    for name in ("gemma4-prod", "gemma4-staging"):
+        expected |= {
+            (
+                f"{name}-apply",
+                "roles/iam.workloadIdentityUser",
+                f"principalSet://iam.googleapis.com/{pool}/attribute.{DEPLOY_ATTRIBUTE}/{name}",
+            ),
+            # actAs on its own node account, and on nothing else.
+            (f"{name}-node", "roles/iam.serviceAccountUser", f"{name}-apply"),
+        }
+    assert got == expected
+
+
+# ---- every resource a deployment owns, written from Google's documented name formats ----
+
+
+def owned(dep: DeployConfig, project: str, state_bucket: str) -> list[tuple[str, str]]:
+    """(resource name, resource type) of everything deployment `dep` owns."""
+    n = dep.name
+    state = f"projects/_/buckets/{state_bucket}/objects/tpudeploy/{n}"
+    return [
+        (f"projects/{PROJECT_NUMBER}/secrets/{n}-hf-token", "secretmanager.googleapis.com/Secret"),
+        (f"projects/{PROJECT_NUMBER}/secrets/{n}-api-key", "secretmanager.googleapis.com/Secret"),
+        (f"projects/_/buckets/{project}-{n}-xla", "storage.googleapis.com/Bucket"),
+        (f"projects/{project}/global/firewalls/{n}-allow-vllm", "compute.googleapis.com/Firewall"),
+        (
+            f"projects/{project}/global/firewalls/{n}-allow-iap-ssh",
+            "compute.googleapis.com/Firewall",
+        ),
+        (f"{state}/{n}-secrets/default.tfstate", "storage.googleapis.com/Object"),
+        (f"{state}/{n}-node/default.tflock", "storage.googleapis.com/Object"),
+    ]
+
+
+def others(project: str, state_bucket: str) -> list[tuple[str, str]]:
+    """Resources no deployment owns: another team's secret and bucket, the state bucket's other
+    objects, a secret version (payload), another project's same-named secret."""
+    return [
+        (
+            f"projects/{PROJECT_NUMBER}/secrets/payroll-db-password",
+            "secretmanager.googleapis.com/Secret",
+        ),
+        ("projects/999/secrets/gemma4-staging-hf-token", "secretmanager.googleapis.com/Secret"),
+        (
+            f"projects/{PROJECT_NUMBER}/secrets/gemma4-staging-hf-token/versions/1",
+            "secretmanager.googleapis.com/SecretVersion",
+        ),
+        ("projects/_/buckets/other-team-data", "storage.googleapis.com/Bucket"),
+        (
+            f"projects/_/buckets/{state_bucket}/objects/bootstrap.tfstate",
+            "storage.googleapis.com/Object",
+        ),
+        (
+            f"projects/{project}/global/firewalls/default-allow-ssh",
+            "compute.googleapis.com/Firewall",
+        ),
+    ]
+
+
+def _conditions_by_account(boot: dict[str, Any]) -> dict[str, list[str]]:
+    """{account id: [condition expression with the project number filled in]}."""
+    members = _members(boot)
+    found: dict[str, list[str]] = {}
+    for rtype in ("google_project_iam_member", "google_storage_bucket_iam_member"):
+        for grant in resources(boot, rtype).values():
+            if "condition" in grant:
+                expr = grant["condition"]["expression"].replace(PROJECT_NUMBER_REF, PROJECT_NUMBER)
+                found.setdefault(members[grant["member"]], []).append(expr)
+    return found
+
+
+def test_each_deploy_identity_reaches_only_its_own_resources(
+    boot: dict[str, Any], bootstrap: Bootstrap
+) -> None:
+    cfg = bootstrap.config
+    by_account = _conditions_by_account(boot)
+    assert set(by_account) == {d.deploy_account_id for d in bootstrap.deployments}
+    network = (f"projects/{cfg.project}/global/networks/default", "compute.googleapis.com/Network")
+    state_bucket = (f"projects/_/buckets/{cfg.state_bucket}", "storage.googleapis.com/Bucket")
+    everything = {
+        dep.name: owned(dep, cfg.project, cfg.state_bucket) for dep in bootstrap.deployments
+    }
+    for dep in bootstrap.deployments:
+        conditions = by_account[dep.deploy_account_id]
+        assert len(conditions) == 4  # state, secrets, cache bucket, firewall
+
+        def reach(name: str, rtype: str) -> bool:
+            return any(allows(c, name, rtype) for c in conditions)  # noqa: B023
+
+        for resource in everything[dep.name]:
+            assert reach(*resource), (dep.name, resource)
+        for other, theirs in everything.items():
+            if other != dep.name:
+                for resource in theirs:
+                    assert not reach(*resource), (dep.name, "reaches", resource)
+        for resource in others(cfg.project, cfg.state_bucket):
+            assert not reach(*resource), (dep.name, "reaches", resource)
+        # Shared containers, reached only for what their permission needs: listing object names
+        # in the state bucket, and updatePolicy to add its own rules to the network.
+        assert reach(*state_bucket) and reach(*network)
+
+
+def test_a_name_prefix_never_reaches_a_longer_deployment_name() -> None:
+    """Deployment `gemma4` must not reach `gemma4-staging`'s resources (nor `gemma4-x`'s
+    state): conditions use exact names and a slash-terminated state prefix."""
+    short, long_ = parse_config({"name": "gemma4"}), parse_config({"name": "gemma4-staging"})
+    grants = identities.deploy_grants(
+        short, project="my-project-1", project_number=PROJECT_NUMBER, state_bucket="tfstate-x"
+    )
+    conditions = [g.condition.expression for g in grants if g.condition]
+    for resource in owned(long_, "my-project-1", "tfstate-x"):
+        assert not any(allows(c, *resource) for c in conditions), resource
+    for resource in owned(short, "my-project-1", "tfstate-x"):
+        assert any(allows(c, *resource) for c in conditions), resource
+
+
+# ---- who may obtain which account: provider condition + attribute mapping + bindings ----
+
+
+def claims(cfg: BootstrapConfig, kind: str, **extra: str) -> dict[str, str]:
+    """A GitHub Actions OIDC token's claims (default subject format)."""
+    repo = cfg.github_repository
+    base = {"repository": repo, "repository_id": "4242", "repository_owner_id": "7"}
+    tokens = {
+        # pull_request event: ref is the merge ref, workflow as in the pull request's branch
+        "pull_request": {
+            "sub": f"repo:{repo}:pull_request",
+            "ref": "refs/pull/7/merge",
+            "job_workflow_ref": f"{repo}/.github/workflows/pull-request.yml@refs/pull/7/merge",
+        },
+        "drift": {
+            "sub": f"repo:{repo}:ref:refs/heads/main",
+            "ref": "refs/heads/main",
+            "job_workflow_ref": f"{repo}/.github/workflows/drift.yml@refs/heads/main",
+        },
+    }
+    token = {**base, **tokens.get(kind, {}), **extra}
+    return token
+
+
+def env_token(
+    cfg: BootstrapConfig,
+    env: str,
+    *,
+    ref: str = "refs/heads/main",
+    workflow: str = "deploy.yml",
+    repo: str | None = None,
+) -> dict[str, str]:
+    repo = repo or cfg.github_repository
+    return {
+        "repository": repo,
+        "repository_id": "4242",
+        "repository_owner_id": "7",
+        "sub": f"repo:{repo}:environment:{env}",
+        "environment": env,
+        "ref": ref,
+        "job_workflow_ref": f"{repo}/.github/workflows/{workflow}@{ref}",
+    }
+
+
+def admitted_accounts(boot: dict[str, Any], token: dict[str, str]) -> set[str]:
+    """The service accounts a token can impersonate: the provider's condition must hold, then
+    a workloadIdentityUser binding must match its subject or its mapped attribute."""
+    (provider,) = resources(boot, "google_iam_workload_identity_pool_provider").values()
+    verdict = cel(provider["attribute_condition"], {"assertion": token})
+    assert isinstance(verdict, celpy.celtypes.BoolType), verdict
+    if not verdict:
+        return set()
+    mapped = {}
+    for key, expr in provider["attribute_mapping"].items():
+        value = cel(expr, {"assertion": token})
+        assert isinstance(value, celpy.celtypes.StringType), (key, value)
+        mapped[key] = str(value)
+    pool = "${google_iam_workload_identity_pool.github-pool.name}"
+    names = _names(boot)
+    out = set()
+    for grant in resources(boot, "google_service_account_iam_member").values():
+        if grant["role"] != "roles/iam.workloadIdentityUser":
+            continue
+        member = grant["member"]
+        subject = f"principal://iam.googleapis.com/{pool}/subject/"
+        attribute = f"principalSet://iam.googleapis.com/{pool}/attribute."
+        if member.startswith(subject):
+            match = mapped["google.subject"] == member.removeprefix(subject)
+        else:
+            assert member.startswith(attribute), member
+            key, _, value = member.removeprefix(attribute).partition("/")
+            match = mapped[f"attribute.{key}"] == value
+        if match:
+            out.add(names[grant["service_account_id"]])
+    return out
+
+
+def test_deploy_identity_only_from_its_environment_on_main_from_the_deploy_workflows(
+    boot: dict[str, Any], bootstrap_cfg: BootstrapConfig
+) -> None:
+    cfg = bootstrap_cfg
+    for env in ("gemma4-staging", "gemma4-prod"):
+        for workflow in ("deploy.yml", "destroy.yml"):
+            assert admitted_accounts(boot, env_token(cfg, env, workflow=workflow)) == {
+                f"{env}-apply"
+            }
+    refused = [
+        env_token(cfg, "gemma4-prod", ref="refs/heads/feature"),  # a branch naming the env
+        env_token(cfg, "gemma4-prod", ref="refs/pull/7/merge"),  # a pull request's own copy
+        env_token(cfg, "gemma4-prod", workflow="evil.yml"),  # another workflow on main
+        env_token(cfg, "gemma4-prod", workflow="pull-request.yml"),
+        env_token(cfg, "gemma4-prod", repo="evil/fork"),  # another repository
+        env_token(cfg, "unknown-env"),  # no deployment of that name
+        # deploy.yml as committed on a branch, claiming ref main in the job: the workflow ref
+        # names the branch, so it is refused.
+        {
+            **env_token(cfg, "gemma4-prod"),
+            "job_workflow_ref": f"{cfg.github_repository}/.github/workflows/deploy.yml"
+            "@refs/heads/x",
+        },
+    ]
+    for token in refused:
+        assert admitted_accounts(boot, token) == set(), token
+    # The provider's condition alone refuses each of them (the mapping repeats the checks, so
+    # the end-to-end verdict above would hide a weakened condition).
+    (provider,) = resources(boot, "google_iam_workload_identity_pool_provider").values()
+    for token in refused:
+        verdict = cel(provider["attribute_condition"], {"assertion": token})
+        assert isinstance(verdict, celpy.celtypes.BoolType) and not verdict, token
+
+
+def test_plan_identity_only_for_pull_requests_and_main(
+    boot: dict[str, Any], bootstrap_cfg: BootstrapConfig
+) -> None:
+    cfg = bootstrap_cfg
+    assert admitted_accounts(boot, claims(cfg, "pull_request")) == {"tpudeploy-plan"}
+    assert admitted_accounts(boot, claims(cfg, "drift")) == {"tpudeploy-plan"}
+    branch = claims(
+        cfg,
+        "drift",
+        sub=f"repo:{cfg.github_repository}:ref:refs/heads/feature",
+        ref="refs/heads/feature",
+    )
+    assert admitted_accounts(boot, branch) == set()
+    fork = claims(cfg, "pull_request", repository="evil/fork", sub="repo:evil/fork:pull_request")
+    assert admitted_accounts(boot, fork) == set()
+
+
+def test_a_pull_request_that_edits_a_workflow_gets_nothing_more(
+    boot: dict[str, Any], bootstrap_cfg: BootstrapConfig
+) -> None:
+    """A pull request can change deploy.yml in its branch and add `environment: gemma4-prod` to
+    any job: the token then carries the environment subject, the merge ref and the branch's copy
+    of the workflow, and obtains nothing (not even the plan identity)."""
+    cfg = bootstrap_cfg
+    repo = cfg.github_repository
+    for workflow in ("deploy.yml", "pull-request.yml"):
+        token = env_token(cfg, "gemma4-prod", ref="refs/pull/7/merge", workflow=workflow)
+        assert admitted_accounts(boot, token) == set()
+    # The mapping alone (without the provider's condition) also refuses it: defence in depth.
+    (provider,) = resources(boot, "google_iam_workload_identity_pool_provider").values()
+    gate = provider["attribute_mapping"][f"attribute.{DEPLOY_ATTRIBUTE}"]
+    assert (
+        str(cel(gate, {"assertion": env_token(cfg, "gemma4-prod", ref="refs/pull/7/merge")})) == "-"
+    )
+    assert str(cel(gate, {"assertion": claims(cfg, "pull_request")})) == "-"
+    assert str(cel(gate, {"assertion": env_token(cfg, "gemma4-prod")})) == "gemma4-prod"
+    assert repo in gate
+
+
+def test_repository_id_pins_the_condition(bootstrap_cfg: BootstrapConfig) -> None:
+    pinned = bootstrap_cfg.model_copy(update={"github_repository_id": 4242})
+    good = env_token(pinned, "gemma4-prod")
+    assert cel(pinned.attribute_condition, {"assertion": good})
+    assert not cel(pinned.attribute_condition, {"assertion": {**good, "repository_id": "1"}})
+
+
+# ---- the node stack of a pipeline deployment: no in-place TPU update ----
+
+
+def test_pipeline_vm_is_replaced_not_patched(synth: Synthesizer) -> None:
+    data = {**json.loads(json.dumps(_staging())), "provisioning": "spot"}
+    node = synth(data)[f"{data['name']}-node"]
+    (vm,) = resources(node, "google_tpu_v2_vm").values()
+    assert vm["lifecycle"]["replace_triggered_by"] == ["terraform_data.node-spec"]
+    spec = resources(node, "terraform_data")["node-spec"]["input"]
+    # Every field the TPU API would patch in place is in the trigger.
+    assert spec["metadata"] == vm["metadata"]
+    assert spec["labels"] == vm["labels"] and spec["tags"] == vm["tags"]
+    assert spec["description"] == vm["description"]
+    local = resources(synth({"provisioning": "spot"})["gemma4-v5e-node"], "google_tpu_v2_vm")
+    assert "lifecycle" not in local["node"]
+
+
+def _staging() -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads((REPO_ROOT / "deployments/staging.toml").read_text(encoding="utf-8"))
+
+
+def test_grant_table_in_readme_lists_every_grant() -> None:
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    table = identities.grant_table()
+    assert table in text
+    for role in identities.CUSTOM_ROLES:
+        assert re.search(rf"`{role}`", table), role
+
+
+def test_shared_vpc_network_is_named_by_its_own_path() -> None:
+    shared = parse_config(
+        {"name": "gemma4-x", "network": {"network": "projects/host-proj-1/global/networks/vpc"}}
+    )
+    (firewall,) = [
+        g.condition.expression
+        for g in identities.deploy_grants(
+            shared, project="svc-proj-1", project_number=PROJECT_NUMBER, state_bucket="b-1"
+        )
+        if g.role == "tpudeployFirewall" and g.condition
+    ]
+    net = "compute.googleapis.com/Network"
+    assert allows(firewall, "projects/host-proj-1/global/networks/vpc", net)
+    assert not allows(firewall, "projects/svc-proj-1/global/networks/vpc", net)
+    assert not allows(firewall, "projects/svc-proj-1/global/networks/default", net)
