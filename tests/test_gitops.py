@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tpudeploy import gitops
 from tpudeploy.gitops import GitopsError
 
@@ -64,6 +65,7 @@ def test_defaults_match_the_config_model() -> None:
     assert fields["name"].default == gitops.DEFAULT_NAME
     assert fields["provisioning"].default == gitops.DEFAULT_PROVISIONING
     assert fields["zone"].default == gitops.DEFAULT_ZONE
+    assert fields["flex_start_timeout"].default == gitops.DEFAULT_FLEX_START_TIMEOUT
     assert gitops.NAME_RE.fullmatch(gitops.DEFAULT_NAME)
 
 
@@ -274,6 +276,10 @@ def test_matrix_and_resolve_cli(repo: Path, capsys: pytest.CaptureFixture[str]) 
             "environment": "staging",
             # The deployment's own deploy identity, which the bootstrap creates (README, GitOps).
             "deploy_account": "staging-apply",
+            # Default flex_start_timeout 1h + 15 min clean-up + 25 min of install and plans.
+            "timeout_minutes": "100",
+            # Two delete waits of 30 min (destroy provisioner, then clean-up) + 20 min.
+            "destroy_timeout_minutes": "80",
         }
     ]
     assert gitops.main(["--root", str(repo), "resolve", "deployments/production.toml"]) == 0
@@ -282,6 +288,8 @@ def test_matrix_and_resolve_cli(repo: Path, capsys: pytest.CaptureFixture[str]) 
         "config=deployments/production.toml",
         "environment=production",
         "deploy_account=production-apply",
+        "timeout_minutes=100",
+        "destroy_timeout_minutes=80",
     ]
     assert gitops.main(["--root", str(repo), "resolve", "../x"]) == 2
     assert capsys.readouterr().err.startswith("::error::deployment input '../x'")
@@ -327,3 +335,46 @@ def test_repository_deployment_files_parse() -> None:
         pytest.skip("no deployment files in the repository yet")
     assert gitops.discover(root)
     gitops.pipeline_deployments(root)
+
+
+def test_deploy_job_outlasts_the_capacity_wait_and_its_clean_up(repo: Path) -> None:
+    """A deploy job killed while the create waits for capacity leaves the queued resource to
+    `make destroy`: the job's limit is derived from the deployment's own flex_start_timeout."""
+    from tpudeploy.queued_resource import DEFAULT_CLEANUP_TIMEOUT
+
+    write(
+        repo,
+        "deployments/slow.toml",
+        'name = "slow"\nstate_bucket = "b"\nflex_start_timeout = "3h"\n',
+    )
+    (slow,) = [d for d in gitops.pipeline_deployments(repo) if d.name == "slow"]
+    assert slow.flex_start_timeout_seconds == 3 * 3600
+    assert slow.deploy_timeout_minutes * 60 >= 3 * 3600 + DEFAULT_CLEANUP_TIMEOUT + 10 * 60
+    write(
+        repo,
+        "deployments/slow.toml",
+        'name = "slow"\nstate_bucket = "b"\nflex_start_timeout = "soon"\n',
+    )
+    with pytest.raises(GitopsError, match="flex_start_timeout"):
+        gitops.pipeline_deployments(repo)
+
+
+def test_the_repositorys_deployments_agree_with_the_config_model() -> None:
+    """gitops reads the TOML itself; the timeout it derives from must be the config's."""
+    from tpudeploy.config import load_config
+
+    for dep in gitops.pipeline_deployments(REPO_ROOT):
+        cfg = load_config(REPO_ROOT / dep.config)
+        assert dep.flex_start_timeout_seconds == cfg.flex_start_timeout_seconds, dep.config
+
+
+def test_destroy_workflows_own_input_examples_resolve() -> None:
+    """The input's description gives examples; each must be accepted by the resolver."""
+    import yaml
+
+    doc = yaml.safe_load((REPO_ROOT / ".github/workflows/destroy.yml").read_text())
+    description = doc[True]["workflow_dispatch"]["inputs"]["deployment"]["description"]
+    examples = re.findall(r"\(([^)]+)\)", description)
+    assert examples, description
+    for example in examples:
+        assert gitops.resolve_input(REPO_ROOT, example).config.startswith("deployments/")

@@ -9,6 +9,7 @@ the configuration; an apply of the variables alone evaluates their validation.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import tomllib
@@ -212,3 +213,17 @@ def test_only_known_expressions_reach_terraform(synth: Synthesizer, label: str) 
     for name, doc in stacks.items():
         bad = sorted(e for e in expressions(doc) if not allowed_expression(e, doc))
         assert not bad, f"{name}: Terraform would evaluate {bad}"
+
+
+def test_the_binary_is_the_version_the_project_is_tested_with(
+    terraform: str, tmp_path: Path
+) -> None:
+    from conftest import TERRAFORM_TESTED_VERSION
+
+    out = run_terraform(terraform, ["version", "-json"], tmp_path, tmp_path)
+    version = json.loads(out.stdout)["terraform_version"]
+    if version != TERRAFORM_TESTED_VERSION and not os.environ.get("CI"):
+        pytest.skip(
+            f"terraform {version} here; the project is tested with {TERRAFORM_TESTED_VERSION}"
+        )
+    assert version == TERRAFORM_TESTED_VERSION

@@ -233,3 +233,28 @@ def test_deploy_identities_only_in_the_deploy_workflows() -> None:
                 assert auth["service_account"] == "${{ vars.GCP_PLAN_SERVICE_ACCOUNT }}", job
     resolve = load("destroy.yml")["jobs"]["resolve"]["outputs"]
     assert resolve["deploy_account"] == "${{ steps.resolve.outputs.deploy_account }}"
+
+
+def test_every_workflow_installs_the_terraform_version_the_tests_run() -> None:
+    from tests.conftest import TERRAFORM_TESTED_VERSION
+
+    found = {}
+    for path in WORKFLOWS.glob("*.yml"):
+        for step in (s for job in load(path.name)["jobs"].values() for s in job.get("steps", [])):
+            if str(step.get("uses", "")).startswith("hashicorp/setup-terraform@"):
+                found[path.name] = step["with"]["terraform_version"]
+    assert set(found) >= {"checks.yml", "deploy.yml", "destroy.yml"}, found
+    assert set(found.values()) == {TERRAFORM_TESTED_VERSION}, found
+    checks = load("checks.yml")["jobs"]["checks"]["steps"]
+    test_step = next(s for s in checks if s.get("run") == "make test")
+    assert test_step["env"]["CI"] == "true"
+
+
+def test_deploy_and_destroy_job_limits_come_from_the_deployment() -> None:
+    deploy = load("deploy.yml")["jobs"]["deploy"]
+    assert deploy["timeout-minutes"] == "${{ fromJSON(matrix.timeout_minutes) }}"
+    destroy = load("destroy.yml")["jobs"]
+    assert destroy["destroy"]["timeout-minutes"] == (
+        "${{ fromJSON(needs.resolve.outputs.destroy_timeout_minutes) }}"
+    )
+    assert "destroy_timeout_minutes" in destroy["resolve"]["outputs"]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tpudeploy import gitops, planner
 from tpudeploy.bench.sweep import BenchConfigError, settings_from_table
 from tpudeploy.durations import parse_duration
+from tpudeploy.facts import FLEX_START_REFUSED_ZONES, FLEX_START_ZONES, flex_start_zones_text
 
 DEFAULT_CONFIG_PATH = "deploy.toml"
 CONFIG_ENV = "DEPLOY_CONFIG"
@@ -28,21 +29,6 @@ RUNTIMES_BY_GENERATION: dict[str, tuple[str, ...]] = {
     "v5litepod": ("v2-alpha-tpuv5-lite",),
     "v6e": ("v2-alpha-tpuv6e",),
     "v5p": ("v2-alpha-tpuv5",),
-}
-
-# Where flex-start was seen to work, per accelerator type: data, not scattered ifs. The seed
-# verified us-west4-a on 2026-08-09; Google's documentation lists us-central1-a for v5e
-# flex-start serving. europe-west4-a and -b refuse v5litepod-1 flex-start whatever the quota
-# ("FLEX_START provisioning model is not supported for accelerator type").
-FLEX_START_ZONES: dict[str, dict[str, str]] = {
-    "v5litepod-1": {
-        "us-west4-a": "seed build log, verified 2026-08-09 (QR reached ACTIVE)",
-        "us-central1-a": "Google Cloud TPU documentation, v5e flex-start serving",
-    },
-}
-FLEX_START_REFUSED_ZONES: dict[str, str] = {
-    "europe-west4-a": "refused at the API in the seed regardless of quota",
-    "europe-west4-b": "refused at the API in the seed regardless of quota",
 }
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
@@ -615,7 +601,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
         known = FLEX_START_ZONES.get(cfg.accelerator_type, {})
         if cfg.zone not in known:
             why = FLEX_START_REFUSED_ZONES.get(cfg.zone, "not known to accept it")
-            good = ", ".join(f"{z} ({src})" for z, src in known.items()) or "none recorded"
+            good = flex_start_zones_text(cfg.accelerator_type) or "none recorded"
             problems.append(
                 _problem(
                     "zone",

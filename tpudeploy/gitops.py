@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import re
 import sys
 import tomllib
@@ -12,6 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from tpudeploy.durations import parse_duration
+from tpudeploy.queued_resource import DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_TIMEOUT
 
 # deploy.toml is the single-deployment developer default; deployments/*.toml are the pipeline's
 # environments. Both are synthesized and scanned on every pull request.
@@ -28,8 +32,15 @@ KEY_PROJECT = "project"
 KEY_ZONE = "zone"
 DEFAULT_NAME = "gemma4-v5e"
 DEFAULT_PROVISIONING = "flex-start"
-# Flex-start v5litepod-1 is accepted only in us-west4-a (seed); that is the default zone.
+# The build log's zone, where flex-start v5litepod-1 was verified (tpudeploy.facts).
 DEFAULT_ZONE = "us-west4-a"
+KEY_FLEX_START_TIMEOUT = "flex_start_timeout"
+DEFAULT_FLEX_START_TIMEOUT = "1h"
+# What a deploy job does besides waiting for capacity: install (pip + npm), two synths, the
+# secrets stack's apply, the live-node check and Terraform's own init/plan, with room to spare.
+DEPLOY_JOB_OVERHEAD_MINUTES = 25
+# A destroy job: install, synth, cdktf destroy, then the queued-resource clean-up's own wait.
+DESTROY_JOB_OVERHEAD_MINUTES = 20
 NO_END_TIME = frozenset({"spot", "on-demand"})
 
 # A name ends up in stack names, state prefixes, concurrency groups and GitHub environment names:
@@ -73,6 +84,22 @@ class Deployment:
     project: str | None
     zone: str
     state_bucket: str | None
+    # Seconds a flex-start create waits for capacity before it gives up (and cleans up).
+    flex_start_timeout_seconds: int = 3600
+
+    @property
+    def deploy_timeout_minutes(self) -> int:
+        """The deploy job's time limit, derived from the capacity wait: a job killed mid-create
+        leaves the queued resource to `make destroy` (Terraform kills its provisioner), so the
+        job must outlast the wait plus the failed create's own clean-up."""
+        wait = self.flex_start_timeout_seconds + DEFAULT_CLEANUP_TIMEOUT
+        return math.ceil(wait / 60) + DEPLOY_JOB_OVERHEAD_MINUTES
+
+    @property
+    def destroy_timeout_minutes(self) -> int:
+        """The destroy job's: the destroy provisioner, then `tpudeploy cleanup`, may each wait
+        for a delete (a queued resource in PROVISIONING cannot be deleted until it leaves it)."""
+        return math.ceil(2 * DEFAULT_DELETE_TIMEOUT / 60) + DESTROY_JOB_OVERHEAD_MINUTES
 
     def matrix_entry(self) -> dict[str, str]:
         # The GitHub environment carries the deployment's name: protection rules and
@@ -84,6 +111,8 @@ class Deployment:
             "config": self.config,
             "environment": self.name,
             "deploy_account": deploy_account_id(self.name),
+            "timeout_minutes": str(self.deploy_timeout_minutes),
+            "destroy_timeout_minutes": str(self.destroy_timeout_minutes),
         }
 
 
@@ -109,6 +138,13 @@ def _load(root: Path, rel: str) -> Deployment:
     if not isinstance(zone, str) or ZONE_RE.fullmatch(zone) is None:
         raise GitopsError(f"{rel}: {KEY_ZONE} = {zone!r} is not a zone (e.g. us-west4-a)")
     bucket = data.get(KEY_STATE_BUCKET)
+    try:
+        wait = parse_duration(
+            data.get(KEY_FLEX_START_TIMEOUT, DEFAULT_FLEX_START_TIMEOUT),
+            name=KEY_FLEX_START_TIMEOUT,
+        )
+    except ValueError as exc:
+        raise GitopsError(f"{rel}: {exc}") from None
     return Deployment(
         name=name,
         config=rel,
@@ -116,6 +152,7 @@ def _load(root: Path, rel: str) -> Deployment:
         project=project,
         zone=zone,
         state_bucket=bucket if isinstance(bucket, str) and bucket else None,
+        flex_start_timeout_seconds=wait,
     )
 
 
@@ -204,8 +241,11 @@ def resolve_input(root: Path, text: str) -> Deployment:
         )
     deployments = pipeline_deployments(root)
     for dep in deployments:
+        # The name, the file, or the file's own name with or without .toml ("staging" for
+        # deployments/staging.toml, whose deployment is called gemma4-staging).
+        stem = Path(dep.config).stem if dep.config.startswith(DEPLOYMENTS_DIR) else None
         if cleaned in (dep.name, dep.config) or (
-            cleaned == f"{dep.name}.toml" and dep.config.startswith(DEPLOYMENTS_DIR)
+            stem is not None and cleaned in (f"{dep.name}.toml", stem, f"{stem}.toml")
         ):
             return dep
     known = ", ".join(d.name for d in deployments) or "none"

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any, TextIO, TypeVar
 
 from tpudeploy.durations import MAX_DURATION_SECONDS
+from tpudeploy.facts import flex_start_zones_text
 
 _T = TypeVar("_T")
 
@@ -465,10 +466,12 @@ def hint_for(status: int, message: str, spec: QueuedResourceSpec | None = None) 
         word in lower for word in ("flex_start", "flex-start", "provisioning model", "accelerator")
     ):
         zone = spec.zone if spec else "this zone"
+        accelerator = spec.accelerator_type if spec else "v5litepod-1"
+        known = flex_start_zones_text(accelerator) or "none recorded"
         return (
-            f"zone rule: flex-start v5litepod-1 is accepted only in us-west4-a (seed, "
-            f"verified); europe-west4-a/-b refuse it regardless of quota. {zone} refused it: "
-            "set zone = us-west4-a, or pick spot/on-demand"
+            f"zone rule: {zone} refused flex-start {accelerator} (europe-west4-a/-b refuse "
+            f"v5litepod-1 whatever the quota). Known to accept it: {known}. Set zone to one "
+            "of those, or pick spot/on-demand"
         )
     if status == 409:
         return (
