@@ -18,6 +18,7 @@ from cdktf import (
 from cdktf_cdktf_provider_google_beta.provider import GoogleBetaProvider
 from constructs import IConstruct
 
+from tpudeploy import names
 from tpudeploy.config import DeployConfig
 from tpudeploy.gitops import STATE_PREFIX_ROOT
 
@@ -117,7 +118,7 @@ def state_prefix(deployment: str, stack_name: str) -> str:
 
 def service_account_email(cfg: DeployConfig, project: str) -> str:
     """Deterministic, so the node stack needs no cross-stack state lookup."""
-    return f"{cfg.service_account_id}@{project}.iam.gserviceaccount.com"
+    return names.service_account_email(cfg.service_account_id, project)
 
 
 def terraform_literal(text: str) -> str:

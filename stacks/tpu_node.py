@@ -23,9 +23,8 @@ from stacks.common import configure, service_account_email, terraform_literal
 from tpudeploy.addresses import QUEUED_RESOURCE_ID, VM_ID
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.flex import node_description, node_labels, queued_resource_spec
+from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 from tpudeploy.render import node_metadata
-
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QR_COMMAND = ".venv/bin/python -m tpudeploy.queued_resource"

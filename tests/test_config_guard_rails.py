@@ -62,7 +62,7 @@ def test_override_keys_let_the_user_know_better() -> None:
 
 def test_the_seeds_config_is_quiet() -> None:
     cfg = parse_config({})
-    assert cfg.findings() == []
+    assert policy.findings(cfg) == []
     summary = summary_lines(cfg)
     assert len(summary) == 4
     assert summary[0].startswith("cost: $0.6000/h (flex-start")
@@ -163,9 +163,16 @@ def test_every_guard_rail_names_a_key_the_config_has() -> None:
             model = fields[part].annotation
         return True
 
-    configs = [o for o, _, _ in REFUSED + WARNED] + [
-        {"accelerator_type": "v6e-1", "runtime_version": "v2-alpha-tpuv6e", "provisioning": "spot"}
-    ]
+    configs = [o for o, _, _ in REFUSED + WARNED]
     for overrides in configs:
         for finding in policy.findings(parse_config(overrides)):
             assert exists(finding.key), f"{finding.key} is not a config key ({overrides})"
+
+
+def test_an_unknown_chip_is_refused_once_with_the_fix() -> None:
+    """One message for a chip without data, not three that contradict each other."""
+    with pytest.raises(ConfigError) as err:
+        parse_config({"accelerator_type": "v6e-1", "runtime_version": "v2-alpha-tpuv6e"})
+    (problem,) = err.value.problems
+    assert problem.startswith("accelerator_type = 'v6e-1': unknown TPU generation 'v6e'")
+    assert problem.endswith("Fix: use 'v5litepod-1'")

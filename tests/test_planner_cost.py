@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tpudeploy.config import parse_config
 from tpudeploy.planner.cost import (
     FLEX_START,
     ON_DEMAND,
@@ -17,7 +18,6 @@ from tpudeploy.planner.cost import (
     monthly_cost,
     preemption_break_even,
 )
-from tpudeploy.planner.guards import ServeSettings
 from tpudeploy.planner.report import cost_table, synth_summary
 
 # Seed, cost-per-million table: (tok/s, spot, flex-start, on-demand).
@@ -88,8 +88,8 @@ def test_cost_table_and_summary() -> None:
     flex = synth_summary()
     assert len(flex) == 4
     assert "max run duration 4 h" in flex[1]
-    spot = synth_summary(provisioning_model="spot")
+    spot = synth_summary(parse_config({"provisioning": "spot"}))
     assert "make destroy" in spot[1] and "NOTHING" in spot[1]
     assert "321," in flex[2]
-    loaded = synth_summary(ServeSettings(expected_context=8192))
+    loaded = synth_summary(parse_config({"load": {"expected_context": 8192}}))
     assert "8,192 tokens" in loaded[3]

@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
 import pytest
 
+from tpudeploy.config import DeployConfig
 from tpudeploy.planner.guards import (
     VLLM_KV_CACHE_DTYPES,
     Finding,
-    ServeSettings,
     check_settings,
     errors,
 )
 
-SEED = ServeSettings()
+SEED = DeployConfig()
+_TOP = ("accelerator_type",)
+_LOAD = ("expected_clients", "expected_context")
 
 
-def only(settings: ServeSettings, key: str) -> list[Finding]:
+def replace(cfg: DeployConfig, **flat: Any) -> DeployConfig:
+    """The config with keys changed by their flat names, WITHOUT validation: the guard rails
+    must judge whatever a config could hold, including values the schema would refuse."""
+    top = {k: flat.pop(k) for k in _TOP if k in flat}
+    load = {k: flat.pop(k) for k in _LOAD if k in flat}
+    return cfg.model_copy(
+        update={
+            "vllm": cfg.vllm.model_copy(update=flat),
+            "load": cfg.load.model_copy(update=load),
+            **top,
+        }
+    )
+
+
+def only(settings: DeployConfig, key: str) -> list[Finding]:
     return [f for f in check_settings(settings) if f.key == key]
 
 

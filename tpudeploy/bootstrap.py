@@ -18,8 +18,10 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from tpudeploy import gitops
-from tpudeploy.config import ConfigError, DeployConfig, _problem, _Strict, load_config
+from tpudeploy import gitops, names
+from tpudeploy.config import ConfigError, DeployConfig, load_config
+from tpudeploy.config.base import Strict
+from tpudeploy.config.loading import problem
 from tpudeploy.identities import cel_list, cel_string
 
 DEFAULT_BOOTSTRAP_PATH = "gitops.toml"
@@ -33,12 +35,8 @@ _REPO_RE = re.compile(
     r"^(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/(?P<name>[A-Za-z0-9._-]{1,100})$"
 )
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$")
-_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
 # Workload identity pool and provider ids: 4-32 lowercase letters, digits and hyphens.
 _WIF_ID_RE = re.compile(r"^[a-z][a-z0-9-]{2,30}[a-z0-9]$")
-# Service account ids: 6-30 characters.
-_SA_ID_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 # google.subject is limited to 127 bytes by Workload Identity Federation, the provider's
 # attribute condition to 4096 characters.
 SUBJECT_LIMIT = 127
@@ -52,7 +50,7 @@ DEPLOY_ATTRIBUTE = "deploy_environment"
 NOT_A_DEPLOYMENT = "-"
 
 
-class BootstrapConfig(_Strict):
+class BootstrapConfig(Strict):
     """One repository's GitOps foundation. Only project, github_repository and state_bucket are
     required; everything else has a default."""
 
@@ -82,7 +80,7 @@ class BootstrapConfig(_Strict):
     @field_validator("project")
     @classmethod
     def _project(cls, v: str) -> str:
-        if not _PROJECT_RE.match(v):
+        if not names.PROJECT_ID_RE.fullmatch(v):
             raise ValueError("not a Google Cloud project id; use the id, e.g. my-project-123")
         return v
 
@@ -114,7 +112,7 @@ class BootstrapConfig(_Strict):
     @field_validator("state_bucket")
     @classmethod
     def _bucket(cls, v: str) -> str:
-        if not _BUCKET_RE.match(v):
+        if not names.BUCKET_RE.fullmatch(v):
             raise ValueError("not a Cloud Storage bucket name; write the bare name, no gs://")
         return v
 
@@ -135,13 +133,13 @@ class BootstrapConfig(_Strict):
     @field_validator("plan_account_id")
     @classmethod
     def _sa_id(cls, v: str) -> str:
-        if not _SA_ID_RE.match(v):
+        if not names.SERVICE_ACCOUNT_ID_RE.fullmatch(v):
             raise ValueError("not a service account id; use 6-30 lowercase letters, digits, '-'")
         return v
 
     # Derived values: deterministic, from the config.
     def account_email(self, account_id: str) -> str:
-        return f"{account_id}@{self.project}.iam.gserviceaccount.com"
+        return names.service_account_email(account_id, self.project)
 
     @property
     def plan_account_email(self) -> str:
@@ -237,7 +235,7 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
     problems = []
     if not cfg.environments:
         problems.append(
-            _problem(
+            problem(
                 "environments",
                 [],
                 "no GitHub environment may deploy: no pipeline deployment was found",
@@ -248,7 +246,7 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
     for env in cfg.environments:
         if env not in names:
             problems.append(
-                _problem(
+                problem(
                     "environments",
                     env,
                     "no pipeline deployment has this name, so its deploy identity would have "
@@ -259,7 +257,7 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
             )
         if len(cfg.subject(f"environment:{env}").encode()) > SUBJECT_LIMIT:
             problems.append(
-                _problem(
+                problem(
                     "environments",
                     env,
                     f"the token subject for it exceeds Workload Identity's {SUBJECT_LIMIT} bytes",
@@ -269,7 +267,7 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
     for dep in deployments:
         if dep.state_bucket is not None and dep.state_bucket != cfg.state_bucket:
             problems.append(
-                _problem(
+                problem(
                     "state_bucket",
                     cfg.state_bucket,
                     f"{dep.config} keeps its state in {dep.state_bucket!r}, which its deploy "
@@ -279,7 +277,7 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
             )
         if dep.project is not None and dep.project != cfg.project:
             problems.append(
-                _problem(
+                problem(
                     "project",
                     cfg.project,
                     f"{dep.config} deploys into {dep.project!r}, where CI accounts hold no role",
@@ -288,7 +286,7 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
             )
     if len(cfg.attribute_condition) > CONDITION_LIMIT:
         problems.append(
-            _problem(
+            problem(
                 "environments",
                 list(cfg.environments),
                 f"the provider's attribute condition would be {len(cfg.attribute_condition)} "
@@ -314,12 +312,12 @@ def parse_bootstrap(
             key = ".".join(str(p) for p in err["loc"]) or "(top level)"
             if err["type"] == "extra_forbidden":
                 known = ", ".join(BootstrapConfig.model_fields)
-                problems.append(_problem(key, err.get("input"), "unknown key", f"known: {known}"))
+                problems.append(problem(key, err.get("input"), "unknown key", f"known: {known}"))
             elif err["type"] == "missing":
-                problems.append(_problem(key, None, "required", "add it to the bootstrap file"))
+                problems.append(problem(key, None, "required", "add it to the bootstrap file"))
             else:
                 reason, _, fix = str(err["msg"]).removeprefix("Value error, ").partition("; ")
-                problems.append(_problem(key, err.get("input"), reason, fix or "see README"))
+                problems.append(problem(key, err.get("input"), reason, fix or "see README"))
         raise ConfigError(source, problems) from None
     problems = cross_check(cfg, deployments)
     if problems:

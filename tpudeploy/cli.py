@@ -46,24 +46,18 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
 def summary_lines(cfg: DeployConfig) -> list[str]:
     """What `make synth` ends with: guard-rail warnings, then cost, billing stop, KV pool."""
     lines = policy.warnings(cfg)
-    lines += planner.synth_summary(
-        cfg.serve_settings(),
-        provisioning_model=cfg.provisioning,
-        max_run_duration_s=cfg.max_run_duration_seconds,
-        prices=cfg.price_table(),
-        model=cfg.geometry(),
-    )
+    lines += planner.synth_summary(cfg)
     return lines
 
 
 def _capacity(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    print(planner.capacity_table(cfg.serve_settings(), model=cfg.geometry()))
+    print(planner.capacity_table(cfg))
     return 0
 
 
 def _cost(cfg: DeployConfig, args: argparse.Namespace) -> int:
     chips = planner.lookup_accelerator(cfg.accelerator_type).chips
-    print(planner.cost_table(chips=chips, prices=cfg.price_table()))
+    print(planner.cost_table(chips=chips, prices=planner.price_table(cfg)))
     print()
     print("\n".join(summary_lines(cfg)))
     return 0
@@ -84,9 +78,10 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
         print(f"node {spec.node_name}: {report['node_state']}")
         ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
         print(f"  external IP {ext}, internal IP {internal}")
+        rate = planner.price_table(cfg).rate(cfg.provisioning)
         print(
             f"WARNING: {cfg.provisioning} has no end time: it bills "
-            f"${cfg.price_table().rate(cfg.provisioning):.4f}/chip-hour until `make destroy`."
+            f"${rate:.4f}/chip-hour until `make destroy`."
         )
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.names import service_account_email
 from tpudeploy.queued_resource import DEFAULT_SCOPES, QueuedResourceSpec
 from tpudeploy.render import node_metadata
 
@@ -30,7 +31,7 @@ def queued_resource_spec(cfg: DeployConfig, project: str) -> QueuedResourceSpec:
         runtime_version=cfg.runtime_version,
         startup_script=startup,
         metadata=metadata,
-        service_account_email=f"{cfg.service_account_id}@{project}.iam.gserviceaccount.com",
+        service_account_email=service_account_email(cfg.service_account_id, project),
         scopes=DEFAULT_SCOPES,
         network=cfg.network.network,
         subnetwork=cfg.network.subnetwork or None,

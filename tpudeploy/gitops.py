@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tpudeploy import facts, names
 from tpudeploy.durations import parse_duration
+from tpudeploy.names import deploy_account_id
 from tpudeploy.queued_resource import DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_TIMEOUT
 
 # deploy.toml is the single-deployment developer default; deployments/*.toml are the pipeline's
@@ -33,7 +35,7 @@ KEY_ZONE = "zone"
 DEFAULT_NAME = "gemma4-v5e"
 DEFAULT_PROVISIONING = "flex-start"
 # The build log's zone, where flex-start v5litepod-1 was verified (tpudeploy.facts).
-DEFAULT_ZONE = "us-west4-a"
+DEFAULT_ZONE = facts.ZONE
 KEY_FLEX_START_TIMEOUT = "flex_start_timeout"
 DEFAULT_FLEX_START_TIMEOUT = "1h"
 # What a deploy job does besides waiting for capacity: install (pip + npm), two synths, the
@@ -44,28 +46,16 @@ DESTROY_JOB_OVERHEAD_MINUTES = 20
 NO_END_TIME = frozenset({"spot", "on-demand"})
 
 # A name ends up in stack names, state prefixes, concurrency groups and GitHub environment names:
-# lowercase letters, digits and inner hyphens keep it safe in every one of them. Same rule as
-# tpudeploy.config (3-24 characters).
-NAME_RE = re.compile(r"[a-z][a-z0-9-]{1,22}[a-z0-9]")
-PROJECT_RE = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
-ZONE_RE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+# lowercase letters, digits and inner hyphens keep it safe in every one of them (tpudeploy.names).
+NAME_RE = names.DEPLOYMENT_NAME_RE
+PROJECT_RE = names.PROJECT_ID_RE
+ZONE_RE = names.ZONE_RE
 # What a person types into the destroy workflow: a name, name.toml, or deployments/name.toml.
-INPUT_RE = re.compile(r"(?:deployments/)?[a-z][a-z0-9-]{1,22}[a-z0-9](?:\.toml)?")
+INPUT_RE = re.compile(rf"(?:deployments/)?{names.DEPLOYMENT_NAME}(?:\.toml)?")
 
 # Every state object the pipeline writes sits under this folder of the state bucket, one
 # sub-folder per deployment (stacks/common.py state_prefix; the deploy identities' state grants).
 STATE_PREFIX_ROOT = "tpudeploy"
-
-# Each pipeline deployment gets its own deploy identity, created by the bootstrap and named after
-# the deployment: "<name>-apply" is at most 24 + 6 = 30 characters, the service-account id limit
-# (the node's own account is "<name>-node"; the suffixes never collide). tpudeploy.config and the
-# bootstrap derive it from here; the workflows read it from the matrix entry.
-DEPLOY_ACCOUNT_SUFFIX = "-apply"
-
-
-def deploy_account_id(name: str) -> str:
-    return f"{name}{DEPLOY_ACCOUNT_SUFFIX}"
-
 
 # Files that cannot change what Terraform plans. Anything else (code, templates, pins, the
 # Makefile, workflows) may change every deployment's plan, so it selects all of them.

@@ -13,7 +13,7 @@ from tpudeploy.config import ConfigError, DeployConfig
 
 def findings(cfg: DeployConfig) -> list[planner.Finding]:
     """Every guard-rail finding on `cfg`: errors first, then warnings and notes."""
-    return cfg.findings()
+    return planner.check_settings(cfg)
 
 
 def warnings(cfg: DeployConfig) -> list[str]:

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import signal
 import sys
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO, TypeVar
 
+from tpudeploy import names
 from tpudeploy.durations import MAX_DURATION_SECONDS
 from tpudeploy.facts import flex_start_zones_text
 
@@ -24,7 +24,7 @@ _T = TypeVar("_T")
 
 SPEC_ENV = "TPUDEPLOY_QR_SPEC"
 EMULATOR_ENV = "TPU_EMULATOR_HOST"
-DEFAULT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+DEFAULT_SCOPES = (names.CLOUD_PLATFORM_SCOPE,)
 DEFAULT_CREATE_TIMEOUT = 3600.0
 DEFAULT_DELETE_TIMEOUT = 1800.0
 DEFAULT_POLL = 15.0
@@ -56,12 +56,12 @@ _STATE_NOTES = {
     "FAILED": "failed",
 }
 
-_NODE_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_QR_ID_RE = re.compile(r"^[A-Za-z0-9_.~+%-]{1,63}$")
-_LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_PROJECT_RE = re.compile(r"^[a-z][-a-z0-9:.]{4,61}[a-z0-9]$")
-_ZONE_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+_NODE_ID_RE = names.GCE_NAME_RE
+_QR_ID_RE = names.QUEUED_RESOURCE_ID_RE
+_LABEL_KEY_RE = names.LABEL_KEY_RE
+_LABEL_VALUE_RE = names.LABEL_VALUE_RE
+_PROJECT_RE = names.PROJECT_ID_RE
+_ZONE_RE = names.ZONE_RE
 
 
 class QueuedResourceError(Exception):
@@ -126,13 +126,13 @@ class QueuedResourceSpec:
             value = getattr(self, key)
             if not isinstance(value, str) or not value.strip():
                 raise _fail(key, value, "must be a non-empty string")
-        if not _PROJECT_RE.match(self.project):
+        if not _PROJECT_RE.fullmatch(self.project):
             raise _fail("project", self.project, "must be a Google Cloud project id")
-        if not _ZONE_RE.match(self.zone):
+        if not _ZONE_RE.fullmatch(self.zone):
             raise _fail("zone", self.zone, "must be a zone such as 'us-west4-a'")
-        if not _QR_ID_RE.match(self.queued_resource_id):
+        if not _QR_ID_RE.fullmatch(self.queued_resource_id):
             raise _fail("queued_resource_id", self.queued_resource_id, "use [A-Za-z0-9_.~+%-]")
-        if not _NODE_ID_RE.match(self.node_id):
+        if not _NODE_ID_RE.fullmatch(self.node_id):
             raise _fail(
                 "node_id",
                 self.node_id,
@@ -168,11 +168,11 @@ class QueuedResourceSpec:
                 "metadata['startup-script']", "...", "set it through startup_script, not metadata"
             )
         for k, v in self.labels.items():
-            if not _LABEL_KEY_RE.match(k) or k == SPEC_LABEL:
+            if not _LABEL_KEY_RE.fullmatch(k) or k == SPEC_LABEL:
                 raise _fail(
                     f"labels[{k!r}]", k, f"key must be lowercase [a-z0-9_-], not '{SPEC_LABEL}'"
                 )
-            if not _LABEL_VALUE_RE.match(v):
+            if not _LABEL_VALUE_RE.fullmatch(v):
                 raise _fail(f"labels[{k!r}]", v, "value must be at most 63 of [a-z0-9_-]")
         for key in ("scopes", "tags"):
             for item in getattr(self, key):
@@ -340,9 +340,7 @@ def build_service(*, http_timeout: float = 60.0) -> Any:
         endpoint = f"http://{emulator.rstrip('/')}/"
     else:
         try:
-            credentials, _ = google.auth.default(
-                scopes=["https://www.googleapis.com/auth/cloud-platform"]
-            )
+            credentials, _ = google.auth.default(scopes=[names.CLOUD_PLATFORM_SCOPE])
         except DefaultCredentialsError as exc:
             raise QueuedResourceError(
                 f"no Google Cloud credentials ({exc}); run "

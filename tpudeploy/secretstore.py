@@ -10,10 +10,11 @@ import secrets
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 
 EMULATOR_ENV = "SECRETMANAGER_EMULATOR_HOST"
 API = "https://secretmanager.googleapis.com/v1"
-SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+SCOPES = [CLOUD_PLATFORM_SCOPE]
 
 
 class SecretStoreError(Exception):

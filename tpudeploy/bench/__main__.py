@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import sys
-import tomllib
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -31,22 +30,20 @@ from tpudeploy.bench.sweep import (
     settings_from_table,
     subprocess_executor,
 )
-from tpudeploy.config import ConfigError, parse_config
+from tpudeploy.config import ConfigError, load_config
 from tpudeploy.render import compile_cache_key
 
 
 def _read_config(path: str | None) -> tuple[dict[str, Any], Any]:
-    """The raw `[bench]` table and the validated deployment config (None without a file)."""
+    """The `[bench]` table as the user wrote it and the validated deployment config (None and
+    {} without a file). The schema validated its shape; the sweep applies it to a profile."""
     if not path:
         return {}, None
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise BenchConfigError(f"{path}: cannot read config ({exc})") from None
-    bench = data.pop("bench", {})
-    if not isinstance(bench, dict):
-        raise BenchConfigError(f"{path}: bench must be a table ([bench])")
-    return bench, parse_config(data, source=path)
+        cfg = load_config(path)
+    except ConfigError as exc:
+        raise BenchConfigError(str(exc)) from None
+    return cfg.bench.table(), cfg
 
 
 def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings, Any]:

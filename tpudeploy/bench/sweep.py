@@ -15,12 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from tpudeploy import seed_sweep
+from tpudeploy import facts, seed_sweep
 
-MODEL = "google/gemma-4-E2B-it"
+MODEL = facts.MODEL
 CONTAINER = "vllm-gemma4"
 # The seed's max-model-len; a cell whose prompt + output exceeds it would be refused per request.
-MAX_MODEL_LEN = 32768
+MAX_MODEL_LEN = facts.MAX_MODEL_LEN
 # Inside the container: the serving image ships vLLM's own client, and the container's HF_HOME
 # already holds the tokenizer the server loaded, so nothing is downloaded to benchmark.
 RESULT_DIR_IN_CONTAINER = "/tmp/tpudeploy-bench"  # noqa: S108 - container-private scratch

@@ -25,9 +25,10 @@ from tpudeploy.planner.cost import (
     hourly_cost,
     monthly_cost,
     preemption_break_even,
+    price_table,
 )
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
-from tpudeploy.planner.guards import Finding, ServeSettings, check_settings, errors
+from tpudeploy.planner.guards import Finding, check_settings, errors
 from tpudeploy.planner.report import capacity_table, cost_table, synth_summary
 
 __all__ = [
@@ -51,7 +52,6 @@ __all__ = [
     "LayerType",
     "ModelGeometry",
     "PriceTable",
-    "ServeSettings",
     "bandwidth_efficiency",
     "block_size_for",
     "capacity_table",
@@ -67,5 +67,6 @@ __all__ = [
     "lookup_accelerator",
     "monthly_cost",
     "preemption_break_even",
+    "price_table",
     "synth_summary",
 ]

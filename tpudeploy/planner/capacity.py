@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tpudeploy import facts
 from tpudeploy.planner.chips import V5E, ChipSpec
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, ModelGeometry
 
@@ -13,13 +14,13 @@ class BackendSpec:
     """How the vLLM TPU (Pallas) backend lays out the pool (seed, --max-model-len section)."""
 
     # The backend scales block_size with max_model_len to hold this many blocks per request.
-    blocks_per_request: int = 512
+    blocks_per_request: int = facts.BLOCKS_PER_REQUEST
     # Assumed, not in the seed: the smallest page the kernel takes, for short contexts.
     min_block_size: int = 16
-    # Seed rule of thumb: keep clients x context < ~250,000 tokens, ~78% of the pool.
-    safe_pool_fraction: float = 0.78
-    # Measured single-stream TPOT at max-model-len 32768 (seed, blocks/request table).
-    measured_tpot_s: float = 8.02e-3
+    # The build log's rule of thumb: clients x context < 250,000 of its 321,344-token pool.
+    safe_pool_fraction: float = facts.SAFE_POOL_FRACTION
+    # Measured single-stream TPOT at max-model-len 32768 (blocks/request table).
+    measured_tpot_s: float = facts.MEASURED_TPOT_S
 
 
 TPU_PALLAS = BackendSpec()
@@ -69,8 +70,8 @@ class KvPool:
 
 def kv_pool(
     *,
-    max_model_len: int = 32_768,
-    gpu_memory_utilization: float = 0.92,
+    max_model_len: int = facts.MAX_MODEL_LEN,
+    gpu_memory_utilization: float = facts.GPU_MEMORY_UTILIZATION_CEILING,
     kv_cache_memory_bytes: int | None = None,
     kv_dtype_bytes: int | None = None,
     model: ModelGeometry = GEMMA_4_E2B,

@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from tpudeploy import facts
+from tpudeploy.config import DeployConfig, normalize_provisioning
+
 HOURS_PER_MONTH = 730
 
 SPOT = "spot"
@@ -50,34 +53,37 @@ class PriceTable:
 
 def normalize_model(model: str) -> str:
     """Accept 'flex_start', 'FLEX_START' (the TPU API's spelling) and 'flex-start' alike."""
-    return model.strip().lower().replace("_", "-")
+    return normalize_provisioning(model)
 
 
-# Seed, cost section: live Cloud Billing Catalog rates for us-west4, per chip-hour.
-SEED_PRICES = PriceTable(
-    per_chip_hour=MappingProxyType(
-        {
-            SPOT: 0.5779,
-            FLEX_START: 0.6000,
-            ON_DEMAND: 1.2000,
-            COMMIT_1Y: 0.8400,
-            COMMIT_3Y: 0.5400,
-        }
-    ),
-    region="us-west4",
-    as_of="2026-08-09",
-    source="Cloud Billing Catalog, us-west4",
-)
+def _table(sheet: facts.PriceSheet) -> PriceTable:
+    return PriceTable(
+        per_chip_hour=sheet.per_chip_hour,
+        region=sheet.region,
+        as_of=sheet.as_of,
+        source=sheet.source,
+    )
+
+
+# The build log's region: the cost table and the break-even reproduce its figures.
+SEED_PRICES = _table(facts.PRICES["us-west4"])
+
+
+def price_table(cfg: DeployConfig) -> PriceTable:
+    """The rates for the deployment's region with its [prices] overrides."""
+    sheet = facts.PRICES.get(cfg.effective_region)
+    base = _table(sheet) if sheet is not None else SEED_PRICES
+    return base.with_overrides(cfg.prices)
 
 
 @dataclass(frozen=True, slots=True)
 class BootTimes:
     """Seconds from VM ready to serving (seed, final verification table)."""
 
-    cold_s: float = 857.0
-    compile_s: float = 685.0
+    cold_s: float = facts.COLD_BOOT_S
+    compile_s: float = facts.COMPILE_S
     # With ~/.cache/vllm mounted: the JAX compile cache survives the container.
-    warm_s: float = 497.0
+    warm_s: float = facts.WARM_BOOT_S
 
 
 SEED_BOOT = BootTimes()
@@ -91,13 +97,10 @@ class ThroughputPoint:
     output_tok_s: float
 
 
-# Seed, cost-per-million table rows: measured aggregate output tok/s (3 reps, cv <= 3.4%).
-SEED_THROUGHPUT: tuple[ThroughputPoint, ...] = (
-    ThroughputPoint("128 ctx, 64 clients", 128, 64, 1496.5),
-    ThroughputPoint("1K ctx, 64 clients", 1024, 64, 1258.7),
-    ThroughputPoint("1K ctx, 16 clients", 1024, 16, 991.0),
-    ThroughputPoint("8K ctx, 16 clients", 8192, 16, 399.6),
-    ThroughputPoint("1 client (any ctx)", 128, 1, 123.7),
+# The build log's $/M-token table rows: measured aggregate output tok/s (3 reps, cv <= 3.4%).
+SEED_THROUGHPUT: tuple[ThroughputPoint, ...] = tuple(
+    ThroughputPoint(label, context, clients, facts.AGGREGATE_TOK_S[(context, clients)])
+    for label, context, clients in facts.COST_TABLE_CELLS
 )
 PEAK_THROUGHPUT = max(SEED_THROUGHPUT, key=lambda p: p.output_tok_s)
 

@@ -1,11 +1,12 @@
-"""Guard rails: pure checks of serve settings against what the seed learned the hard way."""
+"""Guard rails: pure checks of a deployment config against what the build log learned."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
+from tpudeploy import facts
+from tpudeploy.config import DeployConfig
 from tpudeploy.planner.capacity import (
     TPU_PALLAS,
     BackendSpec,
@@ -15,31 +16,10 @@ from tpudeploy.planner.capacity import (
     kv_pool,
 )
 from tpudeploy.planner.chips import Accelerator, AcceleratorError, lookup_accelerator
-from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, ModelGeometry
+from tpudeploy.planner.geometry import GIB
 
 Severity = Literal["error", "warning", "note"]
 MIB = 1024**2
-
-
-@dataclass(frozen=True, slots=True)
-class ServeSettings:
-    """The inputs the checks read, named like the config keys; defaults are the seed's."""
-
-    accelerator_type: str = "v5litepod-1"
-    gpu_memory_utilization: float = 0.92
-    force_gpu_memory_utilization: bool = False
-    kv_cache_dtype: str = "auto"
-    force_kv_cache_dtype: bool = False
-    tensor_parallel_size: int = 1
-    force_tensor_parallel_size: bool = False
-    max_model_len: int = 32_768
-    max_num_batched_tokens: int = 4096
-    limit_mm_per_prompt: Mapping[str, int] = field(default_factory=lambda: {"image": 4, "audio": 1})
-    disable_chunked_mm_input: bool = True
-    block_size: int | None = None
-    kv_cache_memory_bytes: int | None = None
-    expected_clients: int | None = None
-    expected_context: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +38,9 @@ class Finding:
 
 
 # Highest value that booted and served, per (chip generation, model) (seed: 0.95 died).
-MEMORY_UTILIZATION_CEILING: dict[tuple[str, str], float] = {("v5e", GEMMA_4_E2B.name): 0.92}
+MEMORY_UTILIZATION_CEILING: dict[tuple[str, str], float] = {
+    (facts.V5E.generation, facts.MODEL): facts.GPU_MEMORY_UTILIZATION_CEILING
+}
 
 # vLLM's --kv-cache-dtype enum on the seed's build: 16 values; anything else is
 # "invalid choice" at the CLI (int8 included).
@@ -101,51 +83,50 @@ def _next_power_of_two(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def check_gpu_memory_utilization(
-    s: ServeSettings, accel: Accelerator, model: ModelGeometry = GEMMA_4_E2B
-) -> list[Finding]:
-    key, value = "vllm.gpu_memory_utilization", s.gpu_memory_utilization
+def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
+    model = cfg.model_geometry
+    key, value = "vllm.gpu_memory_utilization", cfg.vllm.gpu_memory_utilization
     if not 0 < value <= 1:
         return [Finding("error", key, value, "must be a fraction in (0, 1]; use 0.92 (seed)")]
     try:
         pool = kv_pool(
-            max_model_len=s.max_model_len,
+            max_model_len=cfg.vllm.max_model_len,
             gpu_memory_utilization=value,
             model=model,
             chip=accel.chip,
         )
     except ValueError as exc:
         return [Finding("error", key, value, str(exc).split(": ", 1)[1])]
-    if s.kv_cache_memory_bytes is None and pool.tokens < s.max_model_len:
+    if cfg.vllm.kv_cache_memory_bytes is None and pool.tokens < cfg.vllm.max_model_len:
         return [
             Finding(
                 "error",
                 key,
                 value,
                 f"leaves a {pool.tokens:,}-token KV pool ({pool.pool_bytes / GIB:.2f} GiB), "
-                f"less than one request of vllm.max_model_len {s.max_model_len:,}: vLLM "
+                f"less than one request of vllm.max_model_len {cfg.vllm.max_model_len:,}: vLLM "
                 f"refuses to start. Use 0.92 (seed: 321,344 tokens at 32K)",
             )
         ]
-    ceiling = MEMORY_UTILIZATION_CEILING.get((accel.chip.generation, model.name))
+    ceiling = MEMORY_UTILIZATION_CEILING.get((accel.chip.generation, cfg.vllm.model))
     if ceiling is None or value <= ceiling:
         return []
     headroom = compile_headroom_bytes(value, chip=accel.chip) / MIB
     outcome = f"{-headroom:.0f} MiB short" if headroom < 0 else f"~{headroom:.0f} MiB of margin"
     message = (
-        f"above the {ceiling} ceiling for {model.name} on {accel.chip.generation}. The knob "
+        f"above the {ceiling} ceiling for {cfg.vllm.model} on {accel.chip.generation}. The knob "
         f"governs weights + KV only; compiled XLA programs live in the rest. 0.95 died 691 s "
         f"into compile (jit_structured_decode_fn wanted 384.11 MiB, 347.33 MiB free); this "
         f"value is untested and estimates {outcome}. Use {ceiling}, or pin the pool with "
         f"vllm.kv_cache_memory_bytes"
     )
-    forced = s.force_gpu_memory_utilization
+    forced = cfg.vllm.force_gpu_memory_utilization
     severity: Severity = "warning" if forced else "error"
     return [Finding(severity, key, value, message, "vllm.force_gpu_memory_utilization")]
 
 
-def check_kv_cache_dtype(s: ServeSettings) -> list[Finding]:
-    key, value = "vllm.kv_cache_dtype", s.kv_cache_dtype
+def check_kv_cache_dtype(cfg: DeployConfig) -> list[Finding]:
+    key, value = "vllm.kv_cache_dtype", cfg.vllm.kv_cache_dtype
     dtype = value.strip().lower()
     if dtype in KV_DTYPES_GOOD:
         return []
@@ -171,7 +152,7 @@ def check_kv_cache_dtype(s: ServeSettings) -> list[Finding]:
                 "Use 'auto'",
             )
         ]
-    if s.force_kv_cache_dtype:
+    if cfg.vllm.force_kv_cache_dtype:
         return []
     if dtype in KV_DTYPES_PADDED:
         message = (
@@ -187,10 +168,9 @@ def check_kv_cache_dtype(s: ServeSettings) -> list[Finding]:
     return [Finding("warning", key, value, message, "vllm.force_kv_cache_dtype")]
 
 
-def check_tensor_parallel(
-    s: ServeSettings, accel: Accelerator, model: ModelGeometry = GEMMA_4_E2B
-) -> list[Finding]:
-    key, tp = "vllm.tensor_parallel_size", s.tensor_parallel_size
+def check_tensor_parallel(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
+    model = cfg.model_geometry
+    key, tp = "vllm.tensor_parallel_size", cfg.vllm.tensor_parallel_size
     if tp < 1:
         return [Finding("error", key, tp, "must be at least 1; use 1 on one chip")]
     if tp > accel.chips:
@@ -206,22 +186,22 @@ def check_tensor_parallel(
     if tp > 1 and model.num_key_value_heads % tp != 0:
         factor = kv_memory_multiplier(tp, model)
         message = (
-            f"{model.name} has {model.num_key_value_heads} KV head(s), which cannot be "
+            f"{cfg.vllm.model} has {model.num_key_value_heads} KV head(s), which cannot be "
             f"sharded {tp} ways: the runtime pads them to {model.padded_kv_heads(tp)} and "
             f"stores the same head replicated, {factor:g}x the KV memory per token (seed "
             f"trap 5: more chips multiply KV cost). Use 1 and scale out with more replicas"
         )
-        severity: Severity = "warning" if s.force_tensor_parallel_size else "error"
+        severity: Severity = "warning" if cfg.vllm.force_tensor_parallel_size else "error"
         return [Finding(severity, key, tp, message, "vllm.force_tensor_parallel_size")]
     return []
 
 
-def check_max_num_batched_tokens(
-    s: ServeSettings, model: ModelGeometry = GEMMA_4_E2B
-) -> list[Finding]:
-    key, value = "vllm.max_num_batched_tokens", s.max_num_batched_tokens
+def check_max_num_batched_tokens(cfg: DeployConfig) -> list[Finding]:
+    model = cfg.model_geometry
+    key, value = "vllm.max_num_batched_tokens", cfg.vllm.max_num_batched_tokens
     findings: list[Finding] = []
-    floor = model.mm_item_floor(s.limit_mm_per_prompt) if s.disable_chunked_mm_input else 0
+    v = cfg.vllm
+    floor = model.mm_item_floor(v.limit_mm_per_prompt) if v.disable_chunked_mm_input else 0
     if value < floor:
         findings.append(
             Finding(
@@ -232,7 +212,7 @@ def check_max_num_batched_tokens(
                 f"max_tokens_per_mm_item ({floor}) is larger than max_num_batched_tokens "
                 f'({value}). Please increase max_num_batched_tokens." With '
                 f"disable_chunked_mm_input and limit_mm_per_prompt "
-                f"{dict(s.limit_mm_per_prompt)} one item must fit in one step. Use "
+                f"{dict(cfg.vllm.limit_mm_per_prompt)} one item must fit in one step. Use "
                 f"{_next_power_of_two(floor)} (the compile bucket at the floor), or drop the "
                 f"modalities you do not need",
             )
@@ -253,54 +233,52 @@ def check_max_num_batched_tokens(
     return findings
 
 
-def check_block_size(s: ServeSettings, backend: BackendSpec = TPU_PALLAS) -> list[Finding]:
-    if s.block_size is None:
+def check_block_size(cfg: DeployConfig, backend: BackendSpec = TPU_PALLAS) -> list[Finding]:
+    if cfg.vllm.block_size is None:
         return []
-    chosen = block_size_for(s.max_model_len, backend)
+    chosen = block_size_for(cfg.vllm.max_model_len, backend)
     return [
         Finding(
             "warning",
             "vllm.block_size",
-            s.block_size,
+            cfg.vllm.block_size,
             f"leave it unset: the TPU backend scales the block size with max_model_len to "
             f"keep {backend.blocks_per_request} blocks per request (it would pick {chosen} at "
-            f"{s.max_model_len}); pinning it fights the scaling that keeps long context free "
-            f"and more blocks per request slow decode (2048 blocks: 8.32 vs 8.02 ms, seed)",
+            f"{cfg.vllm.max_model_len}); pinning it fights the scaling that keeps long context "
+            f"free and more blocks per request slow decode (2048 blocks: 8.32 vs 8.02 ms, seed)",
         )
     ]
 
 
 def check_load(
-    s: ServeSettings,
-    accel: Accelerator,
-    model: ModelGeometry = GEMMA_4_E2B,
-    backend: BackendSpec = TPU_PALLAS,
+    cfg: DeployConfig, accel: Accelerator, backend: BackendSpec = TPU_PALLAS
 ) -> list[Finding]:
-    if s.expected_clients is None or s.expected_context is None:
+    model = cfg.model_geometry
+    if cfg.load.expected_clients is None or cfg.load.expected_context is None:
         return []
-    if s.expected_context > s.max_model_len:
+    if cfg.load.expected_context > cfg.vllm.max_model_len:
         return [
             Finding(
                 "error",
                 "load.expected_context",
-                s.expected_context,
-                f"longer than vllm.max_model_len ({s.max_model_len}): vLLM rejects such "
+                cfg.load.expected_context,
+                f"longer than vllm.max_model_len ({cfg.vllm.max_model_len}): vLLM rejects such "
                 f"requests. Raise max_model_len (block size scales, capacity stays) or shorten",
             )
         ]
     try:
         pool = kv_pool(
-            max_model_len=s.max_model_len,
-            gpu_memory_utilization=s.gpu_memory_utilization,
-            kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+            max_model_len=cfg.vllm.max_model_len,
+            gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+            kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
             model=model,
             chip=accel.chip,
             backend=backend,
         )
     except ValueError:
         return []  # check_gpu_memory_utilization reports it
-    wanted = s.expected_clients * s.expected_context
-    value = f"{s.expected_clients} x {s.expected_context}"
+    wanted = cfg.load.expected_clients * cfg.load.expected_context
+    value = f"{cfg.load.expected_clients} x {cfg.load.expected_context}"
     if wanted > pool.tokens:
         return [
             Finding(
@@ -310,7 +288,7 @@ def check_load(
                 f"{wanted:,} KV tokens wanted against a {pool.tokens:,}-token pool: past the "
                 f"KV wall more clients buy queueing, not throughput (seed: 64 x 8,192 fell "
                 f"from 400 to 324 tok/s, median TTFT 11.7 s). Keep clients x context under "
-                f"{pool.safe_tokens:,} (at most {pool.safe_clients(s.expected_context)} "
+                f"{pool.safe_tokens:,} (at most {pool.safe_clients(cfg.load.expected_context)} "
                 f"clients at this context)",
             )
         ]
@@ -323,31 +301,26 @@ def check_load(
                 f"{wanted:,} KV tokens is above the seed's safe line of clients x context < "
                 f"{pool.safe_tokens:,} (~{backend.safe_pool_fraction:.0%} of the "
                 f"{pool.tokens:,}-token pool): expect tail latency. Use at most "
-                f"{pool.safe_clients(s.expected_context)} clients at this context",
+                f"{pool.safe_clients(cfg.load.expected_context)} clients at this context",
             )
         ]
     return []
 
 
-def check_settings(
-    s: ServeSettings,
-    *,
-    model: ModelGeometry = GEMMA_4_E2B,
-    backend: BackendSpec = TPU_PALLAS,
-) -> list[Finding]:
+def check_settings(cfg: DeployConfig, *, backend: BackendSpec = TPU_PALLAS) -> list[Finding]:
     """Every guard rail; errors first. An empty list means the seed would run it as is."""
-    findings = check_kv_cache_dtype(s) + check_max_num_batched_tokens(s, model)
-    findings += check_block_size(s, backend)
+    findings = check_kv_cache_dtype(cfg) + check_max_num_batched_tokens(cfg)
+    findings += check_block_size(cfg, backend)
     try:
-        accel = lookup_accelerator(s.accelerator_type)
+        accel = lookup_accelerator(cfg.accelerator_type)
     except AcceleratorError as exc:
-        findings.append(Finding("error", "accelerator_type", s.accelerator_type, exc.reason))
+        findings.append(Finding("error", "accelerator_type", cfg.accelerator_type, exc.reason))
     else:
         findings = (
-            check_gpu_memory_utilization(s, accel, model)
-            + check_tensor_parallel(s, accel, model)
+            check_gpu_memory_utilization(cfg, accel)
+            + check_tensor_parallel(cfg, accel)
             + findings
-            + check_load(s, accel, model, backend)
+            + check_load(cfg, accel, backend)
         )
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(findings, key=lambda f: order[f.severity])

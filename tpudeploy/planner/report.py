@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tpudeploy.config import DeployConfig
 from tpudeploy.planner.capacity import (
     TPU_PALLAS,
     BackendSpec,
@@ -30,9 +31,9 @@ from tpudeploy.planner.cost import (
     monthly_cost,
     normalize_model,
     preemption_break_even,
+    price_table,
 )
-from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
-from tpudeploy.planner.guards import ServeSettings
+from tpudeploy.planner.geometry import GIB, LayerType
 
 DEFAULT_CONTEXTS = (128, 1024, 8192)
 
@@ -51,35 +52,35 @@ def _gib(n: float) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def _pool(s: ServeSettings, model: ModelGeometry, backend: BackendSpec, mml: int) -> KvPool:
-    chip = lookup_accelerator(s.accelerator_type).chip
+def _pool(cfg: DeployConfig, backend: BackendSpec, mml: int) -> KvPool:
+    chip = lookup_accelerator(cfg.accelerator_type).chip
     return kv_pool(
         max_model_len=mml,
-        gpu_memory_utilization=s.gpu_memory_utilization,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
-        model=model,
+        gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+        kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
+        model=cfg.model_geometry,
         chip=chip,
         backend=backend,
     )
 
 
 def capacity_table(
-    s: ServeSettings | None = None,
+    cfg: DeployConfig | None = None,
     *,
-    model: ModelGeometry = GEMMA_4_E2B,
     backend: BackendSpec = TPU_PALLAS,
     contexts: Sequence[int] = DEFAULT_CONTEXTS,
 ) -> str:
-    """Memory budget, KV geometry, pool and safe concurrency for the given settings."""
-    s = s or ServeSettings()
-    chip = lookup_accelerator(s.accelerator_type).chip
-    pool = _pool(s, model, backend, s.max_model_len)
+    """Memory budget, KV geometry, pool and safe concurrency for the deployment."""
+    cfg = cfg or DeployConfig()
+    model = cfg.model_geometry
+    chip = lookup_accelerator(cfg.accelerator_type).chip
+    pool = _pool(cfg, backend, cfg.vllm.max_model_len)
     by_type = model.kv_bytes_per_token_by_type()
     sources = sorted(set(model.shared_cache_sources.values()))
     floor = decode_floor_s(model, chip)
     budget = [
         ("visible HBM", _gib(pool.hbm_bytes)),
-        (f"cap at gpu_memory_utilization {s.gpu_memory_utilization}", _gib(pool.cap_bytes)),
+        (f"cap at gpu_memory_utilization {cfg.vllm.gpu_memory_utilization}", _gib(pool.cap_bytes)),
         ("weights (resident, bf16)", _gib(pool.weight_bytes)),
         ("KV pool", _gib(pool.pool_bytes)),
         ("outside the cap (compiled programs)", _gib(pool.outside_cap_bytes)),
@@ -104,7 +105,7 @@ def capacity_table(
             ),
         ),
         (
-            f"blocks at max_model_len {s.max_model_len:,}",
+            f"blocks at max_model_len {cfg.vllm.max_model_len:,}",
             f"{pool.num_blocks:,} x {pool.block_size} tokens",
         ),
         ("KV pool tokens", f"{pool.tokens:,}"),
@@ -123,17 +124,21 @@ def capacity_table(
         ),
     ]
     ctx = sorted(
-        {*contexts, s.max_model_len, *([s.expected_context] if s.expected_context else [])}
+        {
+            *contexts,
+            cfg.vllm.max_model_len,
+            *([cfg.load.expected_context] if cfg.load.expected_context else []),
+        }
     )
     concurrency = [
         (f"{c:,}", f"{pool.max_clients(c):,}", f"{pool.safe_clients(c):,}")
         for c in ctx
-        if c <= s.max_model_len
+        if c <= cfg.vllm.max_model_len
     ]
-    lengths = sorted({16_384, 32_768, 65_536, s.max_model_len})
+    lengths = sorted({16_384, 32_768, 65_536, cfg.vllm.max_model_len})
     by_length = []
     for mml in lengths:
-        p = _pool(s, model, backend, mml)
+        p = _pool(cfg, backend, mml)
         by_length.append(
             (
                 f"{mml:,}",
@@ -145,7 +150,7 @@ def capacity_table(
         )
     return "\n\n".join(
         [
-            f"Capacity: {model.name} on {s.accelerator_type}",
+            f"Capacity: {cfg.vllm.model} on {cfg.accelerator_type}",
             _table(["item", "value"], budget),
             _table(["context", "clients that fit", "safe clients"], concurrency),
             _table(
@@ -204,18 +209,17 @@ def cost_table(
 
 
 def synth_summary(
-    s: ServeSettings | None = None,
+    cfg: DeployConfig | None = None,
     *,
-    provisioning_model: str = FLEX_START,
-    max_run_duration_s: int | None = 4 * 3600,
-    prices: PriceTable = SEED_PRICES,
-    model: ModelGeometry = GEMMA_4_E2B,
+    prices: PriceTable | None = None,
     backend: BackendSpec = TPU_PALLAS,
 ) -> list[str]:
     """Four lines: hourly cost, what stops the billing, KV pool, safe concurrency."""
-    s = s or ServeSettings()
-    accel = lookup_accelerator(s.accelerator_type)
-    pm = normalize_model(provisioning_model)
+    cfg = cfg or DeployConfig()
+    prices = prices or price_table(cfg)
+    accel = lookup_accelerator(cfg.accelerator_type)
+    pm = normalize_model(cfg.provisioning)
+    max_run_duration_s = cfg.max_run_duration_seconds
     hourly = hourly_cost(pm, chips=accel.chips, prices=prices)
     monthly = monthly_cost(pm, chips=accel.chips, prices=prices)
     if pm == FLEX_START and max_run_duration_s:
@@ -229,13 +233,13 @@ def synth_summary(
             f"billing stops: NOTHING stops {pm} but make destroy "
             f"(${monthly:,.0f}/month if forgotten)"
         )
-    pool = _pool(s, model, backend, s.max_model_len)
-    context = s.expected_context or s.max_model_len
+    pool = _pool(cfg, backend, cfg.vllm.max_model_len)
+    context = cfg.load.expected_context or cfg.vllm.max_model_len
     return [
         f"cost: ${hourly:.4f}/h ({pm}, {accel.chips} chip(s), {prices.region}, {prices.as_of})",
         stops,
         f"KV pool: {pool.tokens:,} tokens ({_gib(pool.pool_bytes)}, {pool.num_blocks:,} blocks "
-        f"x {pool.block_size}) at max_model_len {s.max_model_len:,}",
+        f"x {pool.block_size}) at max_model_len {cfg.vllm.max_model_len:,}",
         f"safe concurrency: {pool.safe_clients(context)} client(s) at {context:,} tokens of "
         f"context (clients x context < {pool.safe_tokens:,})",
     ]

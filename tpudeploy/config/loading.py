@@ -1,0 +1,208 @@
+"""Loading a deployment config: TOML, the schema, the rules that span keys, and the messages.
+
+Every problem names the key, the value, the reason and the fix; all are reported at once. The
+build log's guard rails are not applied here (tpudeploy.policy runs them for the commands that
+create or change billable resources only).
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tpudeploy import facts, names
+from tpudeploy.config.schema import DeployConfig
+
+DEFAULT_CONFIG_PATH = "deploy.toml"
+CONFIG_ENV = "DEPLOY_CONFIG"
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be deployed; each problem names key, value, reason and fix."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [f"{self.source}: {len(self.problems)} problem(s) in the deployment config:"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def problem(key: str, value: object, reason: str, fix: str) -> str:
+    return f"{key} = {value!r}: {reason}. Fix: {fix}"
+
+
+def cross_check(cfg: DeployConfig) -> list[str]:
+    """Rules that span several keys; each problem names the key to change."""
+    problems = []
+    region = names.region_of(cfg.zone)  # zone already validated
+    if cfg.region and cfg.region != region:
+        problems.append(
+            problem(
+                "region",
+                cfg.region,
+                f"zone {cfg.zone!r} is not in this region",
+                f"set region = {region!r} or leave it out",
+            )
+        )
+    # The accelerator type is already known to have chip data; its runtime is the only one
+    # that boots on that chip.
+    runtime = facts.lookup_accelerator(cfg.accelerator_type).chip.runtime_version
+    if cfg.runtime_version != runtime:
+        problems.append(
+            problem(
+                "runtime_version",
+                cfg.runtime_version,
+                f"does not run on accelerator_type {cfg.accelerator_type!r}",
+                f"use {runtime!r}",
+            )
+        )
+    if cfg.provisioning == "flex-start" and not cfg.allow_untested_flex_zone:
+        known = facts.FLEX_START_ZONES.get(cfg.accelerator_type, {})
+        if cfg.zone not in known:
+            why = facts.FLEX_START_REFUSED_ZONES.get(cfg.zone, "not known to accept it")
+            good = facts.flex_start_zones_text(cfg.accelerator_type) or "none recorded"
+            problems.append(
+                problem(
+                    "zone",
+                    cfg.zone,
+                    f"flex-start {cfg.accelerator_type} in this zone: {why}",
+                    f"use one of the known-good zones: {good}; or set "
+                    "allow_untested_flex_zone = true to try anyway",
+                )
+            )
+    public = [c for c in cfg.network.allowed_cidrs if ipaddress.ip_network(c).prefixlen == 0]
+    if public and not cfg.network.allow_public_endpoint:
+        problems.append(
+            problem(
+                "network.allowed_cidrs",
+                list(cfg.network.allowed_cidrs),
+                f"{public[0]} opens the vLLM port to the whole internet",
+                "list your own ranges, or set [network] allow_public_endpoint = true "
+                "if you really mean it",
+            )
+        )
+    return problems
+
+
+# Fix hints for keys whose pydantic message alone does not say what to write.
+_FIX_HINTS: dict[str, str] = {
+    "provisioning": 'use "flex-start" (stops billing on its own), "spot" or "on-demand"',
+    "vllm.dtype": 'the seed runs "bfloat16" (the only format that runs on this stack)',
+    "vllm.gpu_memory_utilization": "a fraction in (0, 1]; the seed's ceiling on v5e is 0.92",
+}
+
+
+def _known_keys(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
+    model: type[BaseModel] = DeployConfig
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        ann = field.annotation if field else None
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:
+            break
+    return model
+
+
+def _format_errors(exc: ValidationError) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            known = _known_keys(_model_at(loc[:-1]))
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
+            problems.append(
+                problem(key, value, "unknown key", f"remove it or fix the spelling; {hint}")
+            )
+            continue
+        if err["type"] == "value_error":
+            # Our own validators: the message already says what to write.
+            reason, _, fix = str(err["msg"]).removeprefix("Value error, ").partition("; ")
+            problems.append(problem(key, value, reason, fix or _FIX_HINTS.get(key, "")))
+            continue
+        fix = _FIX_HINTS.get(key) or _default_hint(loc)
+        problems.append(problem(key, value, str(err["msg"]), fix))
+    return problems
+
+
+def _default_hint(loc: tuple[int | str, ...]) -> str:
+    model = _model_at(loc[:-1])
+    field = model.model_fields.get(str(loc[-1]))
+    if field is None:
+        return "see the configuration reference in README.md"
+    ann = field.annotation
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return f"write [{'.'.join(map(str, loc))}] as a table"
+    default = field.get_default(call_default_factory=True)
+    return f"write a value of the same kind as the default, {default!r}"
+
+
+def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> DeployConfig:
+    """Validate raw TOML data; GOOGLE_CLOUD_PROJECT fills an unset project."""
+    data = dict(data)
+    if not data.get("project"):
+        data["project"] = os.environ.get("GOOGLE_CLOUD_PROJECT", "")
+    try:
+        cfg = DeployConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, _format_errors(exc)) from None
+    # The build log's guard rails are not applied here: tpudeploy.policy runs them for the
+    # commands that create or change billable resources only.
+    problems = cross_check(cfg)
+    if problems:
+        raise ConfigError(source, problems)
+    return cfg
+
+
+def config_path() -> Path:
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+
+
+def load_config(path: str | Path | None = None) -> DeployConfig:
+    """Read and validate the deployment config (DEPLOY_CONFIG, else deploy.toml)."""
+    p = Path(path) if path is not None else config_path()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            str(p), [f"file not found; create it or point {CONFIG_ENV} at an existing TOML file"]
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), [f"not valid TOML ({exc}); fix the syntax"]) from None
+    return parse_config(data, source=str(p))
+
+
+def require_project(cfg: DeployConfig, *, source: str = DEFAULT_CONFIG_PATH) -> str:
+    """Deploying needs a project; synthesizing does not (the stacks then take var.project)."""
+    if not cfg.project:
+        raise ConfigError(
+            source,
+            [
+                problem(
+                    "project",
+                    "",
+                    "no Google Cloud project to deploy into",
+                    'set project = "my-project" in the config or export GOOGLE_CLOUD_PROJECT',
+                )
+            ],
+        )
+    return cfg.project

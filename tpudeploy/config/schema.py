@@ -1,0 +1,487 @@
+"""The deployment config's schema: pydantic models only, every default the build log's value.
+
+A leaf: it imports the facts (tpudeploy.facts), the naming rules (tpudeploy.names) and the
+duration grammar, and no feature module (planner, bench, rendering, API clients, CLI). Loading
+lives in tpudeploy.config.loading; the guard rails in tpudeploy.policy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, field_validator
+
+from tpudeploy import facts, names
+from tpudeploy.config.base import Strict
+from tpudeploy.config.geometry import ModelGeometry
+from tpudeploy.config.network import (
+    MEDIA_URLS_DISABLED,
+    NetworkConfig,
+    media_domain_problem,
+)
+from tpudeploy.durations import parse_duration
+
+DEFAULT_NAME = "gemma4-v5e"
+PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
+# Keys a [prices] table may set: the provisioning models and the commitment rows of the cost
+# table (tpudeploy.facts.PRICES).
+PRICE_KEYS = tuple(next(iter(facts.PRICES.values())).per_chip_hour)
+
+_IMAGE_RE = re.compile(
+    r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
+)
+_PARSER_RE = re.compile(r"^[A-Za-z0-9_]+$")
+# Labels the project sets itself on the node (and the provider on every resource); a user label
+# with one of these keys would silently replace it, or (tpudeploy-spec, the flex-start spec's
+# fingerprint) break the spec check.
+RESERVED_LABEL_KEYS = ("deployment", "provisioning", "managed_by", "component", "tpudeploy-spec")
+
+
+def normalize_provisioning(model: str) -> str:
+    """Accept 'flex_start', 'FLEX_START' (the TPU API's spelling) and 'flex-start' alike."""
+    return model.strip().lower().replace("_", "-")
+
+
+class VllmConfig(Strict):
+    """`vllm serve` flags in snake_case plus the tpu-inference environment; seed values."""
+
+    image: str = facts.IMAGE
+    """the serving image (the build log ran the nightly tag)"""
+    container_name: str = "vllm-gemma4"
+    """docker container name on the node"""
+    port: int = Field(default=8000, ge=1024, le=65535)
+    """port vLLM serves on"""
+    shm_size: str = "10gb"
+    """docker --shm-size"""
+    model: str = facts.MODEL
+    """Hugging Face model id"""
+    dtype: Literal["auto", "bfloat16", "float16", "half", "float", "float32"] = "bfloat16"
+    """bf16 is the only format that runs on this stack"""
+    kv_cache_dtype: str = "auto"
+    """auto (bf16); fp8 is warned (1.000x capacity), int8 refused"""
+    max_model_len: int = Field(default=facts.MAX_MODEL_LEN, gt=0)
+    """costs no KV capacity: the block size scales with it"""
+    max_num_batched_tokens: int = Field(default=facts.MAX_NUM_BATCHED_TOKENS, gt=0)
+    """the compile bucket at the 2,496-token multimodal floor"""
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    """one KV head cannot be sharded: >1 multiplies KV memory"""
+    gpu_memory_utilization: float = Field(default=facts.GPU_MEMORY_UTILIZATION_CEILING, gt=0, le=1)
+    """the ceiling on v5e (0.95 died after 691 s), not a margin"""
+    enable_prefix_caching: bool = True
+    """false emits --no-enable-prefix-caching"""
+    disable_chunked_mm_input: bool = True
+    """with limit_mm_per_prompt, sets the 2,496-token floor"""
+    limit_mm_per_prompt: dict[str, int] = Field(default_factory=lambda: {"image": 4, "audio": 1})
+    """multimodal items per prompt"""
+    enable_auto_tool_choice: bool = True
+    """OpenAI-compatible tool calling"""
+    tool_call_parser: str = "gemma4"
+    """tool-call parser"""
+    reasoning_parser: str = "gemma4"
+    """reasoning parser"""
+    # Left unset: the backend scales block_size with max_model_len to keep 512 blocks per request
+    # (seed), which is what keeps long context free. Setting it is warned.
+    block_size: int | None = Field(default=None, gt=0)
+    """leave unset: the backend scales it (setting it is warned)"""
+    # Pins the KV pool in bytes instead of a fraction (seed: measured-good 5923602432).
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    """pins the KV pool in bytes (measured-good 5923602432)"""
+    # Overrides for the guard rails, for users who know better than the seed's measurements.
+    force_gpu_memory_utilization: bool = False
+    """override the memory ceiling guard rail"""
+    force_kv_cache_dtype: bool = False
+    """override the KV dtype guard rail"""
+    force_tensor_parallel_size: bool = False
+    """override the tensor-parallel guard rail"""
+    # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
+    extra_args: tuple[str, ...] = ()
+    """more `vllm serve` arguments, each shell-quoted"""
+    # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
+    # would hand the node's credentials to whoever sends the request, and vLLM treats an empty
+    # list as "every domain" (DESIGN). The default names a reserved .invalid host (RFC 2606) that
+    # never resolves: URL fetching is off, inline data: URLs keep working. Widen it deliberately.
+    allowed_media_domains: tuple[str, ...] = (MEDIA_URLS_DISABLED,)
+    """hosts vLLM may fetch media from; the default fetches nothing"""
+
+    # tpu-inference environment variables (seed table); defaults are the engine's own.
+    attn_bucketized_num_reqs: bool = False
+    """tpu-inference: power-of-two request buckets"""
+    slice_rope_cache: bool = False
+    """tpu-inference: slice the rotary cache to max_model_len"""
+    num_precompile_workers: int = Field(default=1, ge=1)
+    """tpu-inference: parallel XLA precompilation"""
+    vllm_tpu_bucket_padding_gap: int = Field(default=0, ge=0)
+    """tpu-inference: linear buckets (e.g. 128)"""
+    vllm_xla_check_recompilation: bool = False
+    """written as 1 (vLLM parses bool(int(...)))"""
+
+    @field_validator("extra_args", "allowed_media_domains", mode="before")
+    @classmethod
+    def _list_to_tuple(cls, v: object) -> object:
+        return tuple(v) if isinstance(v, list) else v
+
+    @field_validator("allowed_media_domains")
+    @classmethod
+    def _media_domains(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if not v:
+            raise ValueError(
+                "an empty list lets vLLM fetch media from every host, including the metadata "
+                f"server; list the hosts you trust, or keep [{MEDIA_URLS_DISABLED!r}] to allow "
+                "inline data: URLs only"
+            )
+        for host in v:
+            problem = media_domain_problem(host)
+            if problem:
+                raise ValueError(
+                    f"{host!r} {problem}; remove it (inline data: URLs need no domain)"
+                )
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not _IMAGE_RE.match(v):
+            raise ValueError(
+                "not a container image reference; write repository[:tag][@sha256:digest], "
+                "e.g. vllm/vllm-tpu:nightly"
+            )
+        return v
+
+    @field_validator("container_name")
+    @classmethod
+    def _container(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}", v):
+            raise ValueError("not a docker container name; use letters, digits, '_', '.' and '-'")
+        return v
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, v: str) -> str:
+        if not re.fullmatch(r"\d+[bkmg]b?", v):
+            raise ValueError("not a docker size; write e.g. 10gb (the seed's value) or 512m")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?", v):
+            raise ValueError("not a Hugging Face model id; write e.g. google/gemma-4-E2B-it")
+        return v
+
+    @field_validator("tool_call_parser", "reasoning_parser", "kv_cache_dtype")
+    @classmethod
+    def _word(cls, v: str) -> str:
+        if not _PARSER_RE.match(v):
+            raise ValueError("not a vLLM choice name; write one word of letters, digits and '_'")
+        return v
+
+    @field_validator("limit_mm_per_prompt")
+    @classmethod
+    def _mm(cls, v: dict[str, int]) -> dict[str, int]:
+        for modality, count in v.items():
+            if modality not in ("image", "audio", "video"):
+                raise ValueError(f"unknown modality {modality!r}; use image, audio or video")
+            if count < 0:
+                raise ValueError(f"{modality} limit {count} is negative; use 0 to disable")
+        return v
+
+    def tpu_inference_env(self) -> dict[str, str]:
+        """Environment for the container: only values that differ from the engine's defaults."""
+        env: dict[str, str] = {}
+        if self.attn_bucketized_num_reqs:
+            env["ATTN_BUCKETIZED_NUM_REQS"] = "1"
+        if self.slice_rope_cache:
+            env["SLICE_ROPE_CACHE"] = "1"
+        if self.num_precompile_workers != 1:
+            env["NUM_PRECOMPILE_WORKERS"] = str(self.num_precompile_workers)
+        if self.vllm_tpu_bucket_padding_gap:
+            env["VLLM_TPU_BUCKET_PADDING_GAP"] = str(self.vllm_tpu_bucket_padding_gap)
+        if self.vllm_xla_check_recompilation:
+            # DESIGN: vLLM parses it with bool(int(...)): "true" would crash the engine.
+            env["VLLM_XLA_CHECK_RECOMPILATION"] = "1"
+        return env
+
+    def container_env(self) -> dict[str, str]:
+        """All non-secret environment for the container: tpu-inference's plus vLLM's own."""
+        # vLLM follows redirects by default (DESIGN), which would let an allowed host bounce a
+        # media fetch to the metadata server; 0 keeps the allow-list meaningful.
+        return {**self.tpu_inference_env(), "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0"}
+
+
+class LoadConfig(Strict):
+    """The load you expect; the planner warns when it does not fit the KV pool."""
+
+    expected_clients: int | None = Field(default=None, gt=0)
+    """the clients you plan for (checked against the KV pool)"""
+    expected_context: int | None = Field(default=None, gt=0)
+    """their context length in tokens"""
+
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class BenchTable(Strict):
+    """`[bench]` and `[bench.quick]` keys; unset keys take the profile's own defaults (the full
+    profile is the build log's 12-cell sweep, tpudeploy.bench)."""
+
+    contexts: list[PositiveInt] | None = Field(default=None, min_length=1)
+    """context lengths of the sweep"""
+    clients: list[PositiveInt] | None = Field(default=None, min_length=1)
+    """concurrent clients of the sweep"""
+    repetitions: PositiveInt | None = None
+    """repetitions of every cell"""
+    output_len: PositiveInt | None = None
+    """output tokens per request"""
+    prompts_per_client: PositiveInt | None = None
+    """requests each client sends per cell"""
+    min_prompts: PositiveInt | None = None
+    """fewest requests per cell"""
+    port: PositiveInt | None = None
+    """the server's port inside the node"""
+    model: str | None = Field(default=None, min_length=1)
+    """model name sent by the benchmark client"""
+    container: str | None = Field(default=None, min_length=1)
+    """serving container the sweep runs in"""
+    host: str | None = Field(default=None, min_length=1)
+    """the server's address inside the node"""
+    save_detailed: bool | None = None
+    """save per-request details"""
+
+    @field_validator("contexts", "clients")
+    @classmethod
+    def _distinct(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"{v!r} repeats a value; list each once")
+        return v
+
+
+class BenchConfig(BenchTable):
+    """`make bench`: which profile runs, and the keys that change it."""
+
+    profile: Literal["full", "quick"] = "full"
+    """full (the build log's 12 cells x 3) or quick (4 cells x 1)"""
+    quick: BenchTable = Field(default_factory=BenchTable)
+    """[bench.quick]: the same keys, for the quick profile"""
+
+    def table(self) -> dict[str, Any]:
+        """The keys the user set, as the sweep reads them ([bench.quick] nested)."""
+        data = self.model_dump(exclude_none=True, exclude={"quick", "profile"})
+        quick = self.quick.model_dump(exclude_none=True)
+        if quick:
+            data["quick"] = quick
+        if "profile" in self.model_fields_set:
+            data["profile"] = self.profile
+        return data
+
+
+class DeployConfig(Strict):
+    """One deployment. An empty file gives the seed's deployment."""
+
+    project: str = ""
+    """needed to deploy, not to synth; else GOOGLE_CLOUD_PROJECT"""
+    region: str = ""
+    """derived from zone; when set it must contain the zone"""
+    zone: str = facts.ZONE
+    """flex-start zones are checked against known-good data"""
+    name: str = DEFAULT_NAME
+    """3-24 characters; prefixes the node, its account, secrets and stacks"""
+    # Flex-start is the default: the only model that stops billing on its own, for 3.8% more
+    # than spot (seed). Spot and on-demand bill until `make destroy`.
+    provisioning: Literal["flex-start", "spot", "on-demand"] = "flex-start"
+    """flex-start (stops billing itself), spot or on-demand"""
+    max_run_duration: str | int = "4h"
+    """flex-start run length: 4h, 90m, 2d or seconds; at most 7 days"""
+    # How long `deploy` waits for flex-start capacity before giving up (not an error until then).
+    flex_start_timeout: str | int = "1h"
+    """how long a deploy waits for flex-start capacity"""
+    # Flex-start in a zone not known to accept it is refused unless the user says otherwise.
+    allow_untested_flex_zone: bool = False
+    """try flex-start outside the known-good zones"""
+    # With a bucket, every stack keeps its Terraform state in GCS (GitOps); without, locally.
+    state_bucket: str = ""
+    """GCS bucket for Terraform state (GitOps); local state without"""
+    accelerator_type: str = facts.ACCELERATOR_TYPE
+    """gcloud spells v5e v5litepod; v5e-1 is refused with the fix"""
+    runtime_version: str = facts.V5E.runtime_version
+    """the runtime of the accelerator's generation"""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """extra labels on the node"""
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    """[network] table"""
+    vllm: VllmConfig = Field(default_factory=VllmConfig)
+    """[vllm] table: the `vllm serve` flags and tpu-inference variables"""
+    load: LoadConfig = Field(default_factory=LoadConfig)
+    """[load] table"""
+    # $/chip-hour overrides by provisioning model (the build log's us-west4 rates are the
+    # default; tpudeploy.facts.PRICES).
+    prices: dict[str, float] = Field(default_factory=dict)
+    """$/chip-hour overrides: spot, flex-start, on-demand, commit-1y, commit-3y"""
+    model_geometry: ModelGeometry = Field(default_factory=ModelGeometry)
+    """[model_geometry] table: the served model's layout (Gemma 4 E2B)"""
+    # `make bench`: the build log's 12-cell sweep by default.
+    bench: BenchConfig = Field(default_factory=BenchConfig)
+    """[bench] table: the benchmark sweep"""
+
+    @field_validator("max_run_duration", "flex_start_timeout")
+    @classmethod
+    def _duration(cls, v: str | int) -> str | int:
+        try:
+            parse_duration(v)
+        except ValueError as exc:
+            reason, _, fix = str(exc).partition("; ")
+            raise ValueError(f"{reason.split(': ', 1)[-1]}; {fix}") from None
+        return v
+
+    @field_validator("state_bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        if v and not names.BUCKET_RE.fullmatch(v):
+            raise ValueError("not a Cloud Storage bucket name; write the bare name, no gs://")
+        return v
+
+    @field_validator("prices")
+    @classmethod
+    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
+        known = PRICE_KEYS
+        for key, rate in v.items():
+            if normalize_provisioning(key) not in known:
+                raise ValueError(
+                    f"no provisioning model called {key!r}; use keys among " + ", ".join(known)
+                )
+            if isinstance(rate, bool) or not rate > 0:
+                raise ValueError(
+                    f"{key} = {rate!r} is not a positive $/chip-hour; write e.g. "
+                    "0.6 for $0.60 per chip-hour"
+                )
+        return v
+
+    @property
+    def max_run_duration_seconds(self) -> int:
+        return parse_duration(self.max_run_duration, name="max_run_duration")
+
+    @property
+    def flex_start_timeout_seconds(self) -> int:
+        return parse_duration(self.flex_start_timeout, name="flex_start_timeout")
+
+    @property
+    def queued_resource_id(self) -> str:
+        return f"{self.name}-qr"
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        if v and not names.PROJECT_ID_RE.fullmatch(v):
+            raise ValueError(
+                "not a Google Cloud project id; use the id (6-30 lowercase letters, digits, "
+                "hyphens), not the display name or number"
+            )
+        return v
+
+    @field_validator("zone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        if not names.ZONE_RE.fullmatch(v):
+            raise ValueError("not a zone name; write e.g. us-west4-a (the seed's zone)")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not names.DEPLOYMENT_NAME_RE.fullmatch(v):
+            raise ValueError(
+                "not a usable deployment name (it prefixes the node, the service account and "
+                "the secrets); use 3-24 lowercase letters, digits and hyphens, starting with a "
+                "letter, e.g. gemma4-v5e"
+            )
+        return v
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accel(cls, v: str) -> str:
+        # One judge of accelerator types (tpudeploy.facts): one message for an unknown chip.
+        try:
+            facts.lookup_accelerator(v)
+        except facts.AcceleratorError as exc:
+            raise ValueError(exc.reason) from None
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if key in RESERVED_LABEL_KEYS:
+                raise ValueError(
+                    f"label key {key!r} is set by tpudeploy itself; rename it (reserved: "
+                    + ", ".join(RESERVED_LABEL_KEYS)
+                    + ")"
+                )
+            if not names.LABEL_KEY_RE.fullmatch(key) or not names.LABEL_VALUE_RE.fullmatch(value):
+                raise ValueError(
+                    f"label {key}={value!r} is not a valid Google Cloud label; use lowercase "
+                    "letters, digits, '_' and '-', keys starting with a letter, at most 63 "
+                    "characters"
+                )
+        return v
+
+    # Derived names: deterministic, from the deployment name (no random suffixes).
+    @property
+    def effective_region(self) -> str:
+        return self.region or names.region_of(self.zone)
+
+    @property
+    def service_account_id(self) -> str:
+        return names.node_account_id(self.name)
+
+    @property
+    def deploy_account_id(self) -> str:
+        """GitOps: the identity that applies this deployment, created by the bootstrap."""
+        return names.deploy_account_id(self.name)
+
+    @property
+    def gitops_managed(self) -> bool:
+        """A pipeline deployment (remote state): the bootstrap creates its node service account
+        and its deploy identity, and enables the project's APIs (README, GitOps)."""
+        return bool(self.state_bucket)
+
+    @property
+    def hf_token_secret_id(self) -> str:
+        return f"{self.name}-hf-token"
+
+    @property
+    def api_key_secret_id(self) -> str:
+        return f"{self.name}-api-key"
+
+    @property
+    def compile_cache_bucket_suffix(self) -> str:
+        """The bucket is "<project>-<name>-xla": at most 30 + 1 + 24 + 4 = 59 of GCS's 63
+        characters, so every valid project and name fits; no random suffix."""
+        return f"{self.name}-xla"
+
+    def compile_cache_bucket(self, project: str) -> str:
+        return f"{project}-{self.compile_cache_bucket_suffix}"
+
+    @property
+    def node_id(self) -> str:
+        return self.name
+
+    @property
+    def vllm_firewall_name(self) -> str:
+        return f"{self.name}-allow-vllm"
+
+    @property
+    def ssh_firewall_name(self) -> str:
+        return f"{self.name}-allow-iap-ssh"
+
+    @property
+    def network_tag(self) -> str:
+        return f"{self.name}-vllm"
+
+    @property
+    def secrets_stack_name(self) -> str:
+        return f"{self.name}-secrets"
+
+    @property
+    def node_stack_name(self) -> str:
+        return f"{self.name}-node"
