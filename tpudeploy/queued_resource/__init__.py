@@ -1,0 +1,58 @@
+"""Create, wait for, delete and inspect a flex-start TPU QueuedResource through the v2alpha1 API.
+
+spec.py is the request, api.py the HTTP calls, hints.py what to do about an API error,
+states.py what the states mean, client.py the create/delete/status operations and cli.py the
+command the Terraform provisioners run. Standard library only at import (googleapiclient loads
+when the first API call is built): the GitOps helper imports the timeouts under a bare python3.
+"""
+
+from tpudeploy.queued_resource.api import EMULATOR_ENV, TpuApi, build_service
+from tpudeploy.queued_resource.cli import POLL_ENV, SPEC_ENV, main
+from tpudeploy.queued_resource.client import (
+    DEFAULT_CLEANUP_TIMEOUT,
+    DEFAULT_CREATE_TIMEOUT,
+    DEFAULT_DELETE_TIMEOUT,
+    DEFAULT_POLL,
+    QueuedResourceClient,
+    create,
+    delete,
+    format_status,
+    status,
+)
+from tpudeploy.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
+from tpudeploy.queued_resource.hints import hint_for
+from tpudeploy.queued_resource.spec import (
+    DEFAULT_SCOPES,
+    SPEC_LABEL,
+    QueuedResourceSpec,
+    spec_differences,
+)
+from tpudeploy.queued_resource.states import DEAD_STATES, WAITING_STATES
+
+__all__ = [
+    "DEAD_STATES",
+    "DEFAULT_CLEANUP_TIMEOUT",
+    "DEFAULT_CREATE_TIMEOUT",
+    "DEFAULT_DELETE_TIMEOUT",
+    "DEFAULT_POLL",
+    "DEFAULT_SCOPES",
+    "EMULATOR_ENV",
+    "POLL_ENV",
+    "SPEC_ENV",
+    "SPEC_LABEL",
+    "WAITING_STATES",
+    "ApiError",
+    "Interrupted",
+    "QueuedResourceClient",
+    "QueuedResourceError",
+    "QueuedResourceSpec",
+    "TpuApi",
+    "build_service",
+    "create",
+    "delete",
+    "format_status",
+    "hint_for",
+    "main",
+    "spec_differences",
+    "status",
+]
