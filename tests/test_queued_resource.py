@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -64,7 +65,11 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeTpuApi]:
 
 @pytest.fixture
 def api(fake: FakeTpuApi) -> TpuApi:
-    return TpuApi(retry_base_delay=0.001, log=io.StringIO())
+    return TpuApi(sleep=no_wait, log=io.StringIO())
+
+
+def no_wait(seconds: float) -> None:
+    """googleapiclient's wait between retries, skipped."""
 
 
 def run_create(spec: QueuedResourceSpec, api: TpuApi, **kwargs: Any) -> tuple[dict[str, Any], str]:
@@ -377,35 +382,89 @@ def test_409_without_resource_has_hint(
 
 def test_retry_after_429_and_503(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
     log = io.StringIO()
-    api = TpuApi(retry_base_delay=0.001, log=log)
+    waits: list[float] = []
+    api = TpuApi(sleep=waits.append, log=log)
     fake.inject("GET", "/queuedResources/", 503, "backend unavailable")
     fake.inject("POST", "/queuedResources", 429, "rate limited")
     result, _ = run_create(spec, api)
     assert result["state"]["state"] == "ACTIVE"
     assert len(fake.calls("POST")) == 2  # the 429'd POST was sent again
-    text = log.getvalue()
-    assert "HTTP 503: backend unavailable; retry 1/5" in text
-    assert "HTTP 429: rate limited; retry 1/5" in text
+    assert len(waits) == 2
+    # googleapiclient's own retry notice, shown on the progress stream with the call's name.
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 2
+    get, post = lines
+    assert get.startswith("tpudeploy: get queued resource: Sleeping ")
+    assert "retry 1 of 5" in get and get.endswith("after 503")
+    assert post.startswith("tpudeploy: create queued resource: Sleeping ")
+    assert "retry 1 of 5" in post and post.endswith("after 429")
 
 
 def test_retries_are_bounded(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
-    api = TpuApi(retry_base_delay=0.001, retry_attempts=3, log=io.StringIO())
+    api = TpuApi(num_retries=2, sleep=no_wait, log=io.StringIO())
     fake.inject("GET", "/queuedResources/", 500, "boom", times=10)
-    with pytest.raises(QueuedResourceError, match="gave up after 3 attempts"):
+    with pytest.raises(QueuedResourceError) as info:
         run_create(spec, api)
+    assert "(HTTP 500): boom (gave up after 3 attempts)" in str(info.value)
+    assert "try again in a few minutes" in str(info.value)
     assert len(fake.calls("GET")) == 3
 
 
-def test_backoff_grows_exponentially(fake: FakeTpuApi, spec: QueuedResourceSpec) -> None:
-    delays: list[float] = []
-    api = TpuApi(retry_base_delay=0.5, retry_attempts=4, sleep=delays.append, log=io.StringIO())
+def test_backoff_grows_exponentially(
+    fake: FakeTpuApi, spec: QueuedResourceSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The library waits random() * 2**n before retry n; a fixed random() shows the doubling.
+    monkeypatch.setattr("random.random", lambda: 0.5)
+    waits: list[float] = []
+    api = TpuApi(num_retries=4, sleep=waits.append, log=io.StringIO())
     fake.inject("GET", "/queuedResources/", 503, "busy", times=3)
     fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
     run_create(spec, api)
-    assert len(delays) == 3
-    for attempt, delay in enumerate(delays):
-        base = 0.5 * 2**attempt
-        assert base <= delay <= base * 1.5
+    assert waits == [1.0, 2.0, 4.0]
+
+
+@pytest.mark.parametrize("status", [400, 403, 409])
+def test_client_errors_are_not_retried(
+    fake: FakeTpuApi, spec: QueuedResourceSpec, status: int
+) -> None:
+    waits: list[float] = []
+    log = io.StringIO()
+    api = TpuApi(sleep=waits.append, log=log)
+    fake.inject("POST", "/queuedResources", status, "refused")
+    with pytest.raises(QueuedResourceError, match=rf"\(HTTP {status}\): refused\. What to do"):
+        run_create(spec, api)
+    assert len(fake.calls("POST")) == 1
+    assert waits == [] and log.getvalue() == ""
+
+
+def test_401_is_not_retried_and_names_the_login(fake: FakeTpuApi, api: TpuApi) -> None:
+    # The transport refreshes the credentials once after a 401; anonymous (emulator) ones
+    # cannot be, and expired user credentials fail the same way: one clear error either way.
+    fake.inject("POST", "/queuedResources", 401, "Request had invalid authentication")
+    with pytest.raises(QueuedResourceError) as info:
+        run_create(make_spec(), api)
+    assert "(HTTP 401): credentials refused or not refreshable" in str(info.value)
+    assert "gcloud auth application-default login" in str(info.value)
+    assert len(fake.calls("POST")) == 1
+
+
+def test_refused_connections_are_retried_then_reported(
+    spec: QueuedResourceSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loopback port nobody listens on: every attempt is refused.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("TPU_EMULATOR_HOST", f"127.0.0.1:{port}")
+    waits: list[float] = []
+    log = io.StringIO()
+    api = TpuApi(num_retries=3, sleep=waits.append, log=log)
+    with pytest.raises(QueuedResourceError) as info:
+        qr.status(spec, api=api)
+    assert len(waits) == 3
+    assert log.getvalue().count("tpudeploy: get queued resource: Sleeping ") == 3
+    assert "get queued resource failed (HTTP 0): network error: " in str(info.value)
+    assert "Traceback" not in str(info.value)
 
 
 # --------------------------------------------------------------------------- delete
@@ -428,7 +487,7 @@ def test_delete_404_counts_as_deleted(
 def test_delete_waits_until_gone(spec: QueuedResourceSpec, monkeypatch: pytest.MonkeyPatch) -> None:
     with FakeTpuApi(delete_polls=3) as fake:
         monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
-        api = TpuApi(retry_base_delay=0.001, log=io.StringIO())
+        api = TpuApi(sleep=no_wait, log=io.StringIO())
         fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
         out = io.StringIO()
         qr.delete(spec, api=api, poll=0.005, out=out)

@@ -254,7 +254,7 @@ def test_a_suspended_queued_resource_is_replaced_by_the_next_deploy(
     finding = recover.recover(
         parse_config(OK),
         PROJECT,
-        api=qr.TpuApi(retry_base_delay=0.001, log=out),
+        api=qr.TpuApi(log=out),
         stack_dir=lambda: ws.folder,
         terraform=terraform,
         out=out,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
-import random
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tpudeploy import names
@@ -65,23 +65,51 @@ def build_service(*, http_timeout: float = 60.0) -> Any:
     return discovery.build_from_document(document, http=http, client_options=options)
 
 
+# googleapiclient's own retry (HttpRequest.execute(num_retries=N), googleapiclient/http.py):
+# 429, 5xx and rate-limit 403s, plus connection refused/reset and timeouts, each retried after
+# random() * 2**n seconds. Five retries wait at most 2+4+8+16+32 s, about a minute.
+DEFAULT_RETRIES = 5
+
+
+class _RetryNotices(logging.Handler):
+    """Shows googleapiclient's "Sleeping N seconds before retry i of n ..." warnings to the user:
+    a retry is progress the terminal should see, not silence (the library logs it, no more)."""
+
+    def __init__(self, out: TextIO, action: str) -> None:
+        super().__init__(logging.WARNING)
+        self._out = out
+        self._action = action
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("Sleeping "):
+            print(f"tpudeploy: {self._action}: {record.getMessage()}", file=self._out, flush=True)
+
+
+@contextmanager
+def _retry_notices(out: TextIO, action: str) -> Iterator[None]:
+    logger = logging.getLogger("googleapiclient.http")
+    handler = _RetryNotices(out, action)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
 class TpuApi:
-    """The handful of v2alpha1 calls this module needs, with 429/5xx retries."""
+    """The handful of v2alpha1 calls the client makes; googleapiclient retries 429/5xx."""
 
     def __init__(
         self,
         service: Any = None,
         *,
-        retry_attempts: int = 6,
-        retry_base_delay: float = 1.0,
-        retry_max_delay: float = 32.0,
-        sleep: Callable[[float], None] = time.sleep,
+        num_retries: int = DEFAULT_RETRIES,
+        sleep: Callable[[float], None] | None = None,
         log: TextIO | None = None,
     ) -> None:
+        """`sleep` replaces the library's wait between retries (tests); `log` gets the notices."""
         self._service = service if service is not None else build_service()
-        self._attempts = max(1, retry_attempts)
-        self._base = retry_base_delay
-        self._max = retry_max_delay
+        self._retries = max(0, num_retries)
         self._sleep = sleep
         self._log = log if log is not None else sys.stderr
 
@@ -89,33 +117,32 @@ class TpuApi:
         return self._service.projects().locations()
 
     def _execute(self, request: Any, action: str, *, allow_404: bool = False) -> Any:
+        import httplib2
+        from google.auth.exceptions import GoogleAuthError
         from googleapiclient.errors import HttpError
 
-        last = ""
-        for attempt in range(self._attempts):
-            try:
-                return request.execute(num_retries=0)
-            except HttpError as exc:
-                status = int(exc.resp.status)
-                message = _http_error_message(exc)
-                if status == 404 and allow_404:
-                    return None
-                if status != 429 and status < 500:
-                    raise ApiError(status, message, action) from None
-                last = f"HTTP {status}: {message}"
-            except OSError as exc:  # connection refused/reset, TimeoutError
-                last = f"network error: {exc}"
-            if attempt + 1 < self._attempts:
-                delay = min(self._max, self._base * 2**attempt) * (1 + random.random() / 2)  # noqa: S311
-                print(
-                    f"tpudeploy: {action}: {last}; retry {attempt + 1}/{self._attempts - 1} "
-                    f"in {delay:.1f} s",
-                    file=self._log,
-                    flush=True,
-                )
-                self._sleep(delay)
-        status = int(last.split()[1].rstrip(":")) if last.startswith("HTTP ") else 0
-        raise ApiError(status, f"{last} (gave up after {self._attempts} attempts)", action)
+        if self._sleep is not None:
+            # HttpRequest's own stub for tests (googleapiclient/http.py sets it to time.sleep).
+            request._sleep = self._sleep
+        try:
+            with _retry_notices(self._log, action):
+                return request.execute(num_retries=self._retries)
+        except HttpError as exc:
+            status = int(exc.resp.status)
+            message = _http_error_message(exc)
+            if status == 404 and allow_404:
+                return None
+            if status == 429 or status >= 500:
+                # The library returns a retryable answer only once every retry is spent.
+                message = f"{message} (gave up after {self._retries + 1} attempts)"
+            raise ApiError(status, message, action) from None
+        except (OSError, httplib2.HttpLib2Error) as exc:
+            # Refused, reset and timed-out connections were retried; others fail at once.
+            raise ApiError(0, f"network error: {exc}", action) from None
+        except GoogleAuthError as exc:
+            # Expired or revoked credentials (or a 401 they cannot be refreshed after): the
+            # same fix as a 401, instead of a traceback from inside the transport.
+            raise ApiError(401, f"credentials refused or not refreshable ({exc})", action) from None
 
     def get_queued_resource(self, name: str) -> dict[str, Any] | None:
         req = self._locations().queuedResources().get(name=name)
