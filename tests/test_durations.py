@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tpudeploy.durations import MAX_DURATION_SECONDS, format_duration, parse_duration
+from tpudeploy.durations import MAX_DURATION_SECONDS, parse_duration
 
 HOUR = 60 * 60
 DAY = 24 * HOUR
@@ -63,8 +63,3 @@ def test_rejections_name_key_value_and_fix(text: object, fragment: str) -> None:
 
 def test_max_is_seven_days() -> None:
     assert MAX_DURATION_SECONDS == 7 * DAY
-
-
-@pytest.mark.parametrize("seconds", [45, 90 * 60, 4 * HOUR, HOUR + 30 * 60, DAY + 61, 7 * DAY])
-def test_format_round_trips(seconds: int) -> None:
-    assert parse_duration(format_duration(seconds)) == seconds

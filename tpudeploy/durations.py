@@ -46,16 +46,3 @@ def parse_duration(text: str | int, *, name: str = "duration") -> int:
             f"({MAX_DURATION_SECONDS} s) that flex-start accepts; use at most '7d'"
         )
     return seconds
-
-
-def format_duration(seconds: int) -> str:
-    """Return the shortest d/h/m/s spelling of `seconds`, e.g. 5400 -> '1h30m'."""
-    if seconds <= 0:
-        return "0s"
-    parts = []
-    remaining = seconds
-    for unit, size in _UNIT_SECONDS.items():
-        count, remaining = divmod(remaining, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts)

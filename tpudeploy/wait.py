@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.timefmt import format_seconds
 
 EMULATOR_ENV = "TPU_EMULATOR_HOST"
 NAMESPACE = "tpudeploy"
@@ -80,11 +81,6 @@ _DESCRIPTIONS = {
 }
 
 
-def _elapsed(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s"
-
-
 def wait_ready(
     cfg: DeployConfig,
     project: str,
@@ -123,16 +119,18 @@ def wait_ready(
         if state != last:
             newline = "\n" if interactive and last else ""
             print(
-                f"{newline}[{_elapsed(elapsed)}] {state.phase}: "
+                f"{newline}[{format_seconds(elapsed)}] {state.phase}: "
                 f"{state.reason or _DESCRIPTIONS.get(state.phase, '')}",
                 file=out,
             )
             last = state
         elif interactive:
-            print(f"\r  ... {state.phase} for {_elapsed(elapsed)}", end="", file=out, flush=True)
+            print(
+                f"\r  ... {state.phase} for {format_seconds(elapsed)}", end="", file=out, flush=True
+            )
         if state.phase == "ready":
             print(
-                f"ready after {_elapsed(elapsed)} of waiting. Next: make smoke "
+                f"ready after {format_seconds(elapsed)} of waiting. Next: make smoke "
                 "(seed: cold boot 857 s, warm 497 s with the compile cache)",
                 file=out,
             )
@@ -148,7 +146,7 @@ def wait_ready(
             return 1
         if elapsed >= timeout:
             print(
-                f"timed out after {_elapsed(elapsed)} in phase {state.phase}. "
+                f"timed out after {format_seconds(elapsed)} in phase {state.phase}. "
                 "Next: make status, or follow the boot on the node:\n"
                 f"  {ssh} sudo docker logs -f {cfg.vllm.container_name}",
                 file=out,

@@ -23,7 +23,6 @@ from tpudeploy.bench.sweep import (
     SweepSettings,
     cell_command,
     expected_seconds,
-    format_seconds,
     plan_cells,
     run_sweep,
     secret_command,
@@ -32,6 +31,7 @@ from tpudeploy.bench.sweep import (
 )
 from tpudeploy.config import ConfigError, load_config
 from tpudeploy.render import compile_cache_key
+from tpudeploy.timefmt import format_seconds
 
 
 def _read_config(path: str | None) -> tuple[dict[str, Any], Any]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from tpudeploy import facts, seed_sweep
+from tpudeploy.timefmt import format_seconds
 
 MODEL = facts.MODEL
 CONTAINER = "vllm-gemma4"
@@ -344,17 +345,6 @@ def expected_seconds(settings: SweepSettings, cell: Cell) -> float:
         # Off the seed's grid: ~120 tok/s per stream up to the ~1,500 tok/s the chip peaked at.
         tok_s = min(120.0 * cell.clients, 1500.0)
     return settings.num_prompts(cell.clients) * settings.output_len / tok_s
-
-
-def format_seconds(seconds: float) -> str:
-    total = max(0, round(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 # --- the runner -----------------------------------------------------------------------------

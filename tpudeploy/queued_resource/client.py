@@ -19,6 +19,7 @@ from tpudeploy.queued_resource.states import (
     node_ips,
     state_of,
 )
+from tpudeploy.timefmt import format_seconds
 
 _T = TypeVar("_T")
 
@@ -28,11 +29,6 @@ DEFAULT_POLL = 15.0
 # How long a failed create may spend deleting what it requested (a QR in PROVISIONING cannot be
 # deleted until it leaves that state, seed).
 DEFAULT_CLEANUP_TIMEOUT = 900.0
-
-
-def _elapsed(seconds: float) -> str:
-    total = int(seconds)
-    return f"{total // 3600}:{total // 60 % 60:02d}:{total % 60:02d}"
 
 
 class QueuedResourceClient:
@@ -200,7 +196,7 @@ class QueuedResourceClient:
                 state = state_of(qr)
             if state != last_state or now - last_line >= self.heartbeat:
                 note = f" - {STATE_NOTES[state]}" if state in STATE_NOTES else ""
-                self._say(f"{state}{note} (elapsed {_elapsed(now - start)})")
+                self._say(f"{state}{note} (elapsed {format_seconds(now - start)})")
                 last_state, last_line = state, now
             if qr is not None and state == "ACTIVE":
                 termination = (qr.get("runDuration") or {}).get("terminationTime")
@@ -220,9 +216,9 @@ class QueuedResourceClient:
                 )
             if now - start + self.poll > timeout:
                 raise QueuedResourceError(
-                    f"timed out after {_elapsed(now - start)} (timeout {timeout:g} s) waiting for "
-                    f"{spec.name} to become ACTIVE; last state {state}. No capacity came in "
-                    "time: raise flex_start_timeout or try another time"
+                    f"timed out after {format_seconds(now - start)} (timeout {timeout:g} s) "
+                    f"waiting for {spec.name} to become ACTIVE; last state {state}. No capacity "
+                    "came in time: raise flex_start_timeout or try another time"
                 )
             time.sleep(self.poll)
 
@@ -251,7 +247,7 @@ class QueuedResourceClient:
             now = time.monotonic()
             qr = self._call(partial(self.api.get_queued_resource, spec.name))
             if qr is None:
-                self._say(f"deleted (elapsed {_elapsed(now - start)})")
+                self._say(f"deleted (elapsed {format_seconds(now - start)})")
                 return
             state = state_of(qr)
             if operation is not None:
@@ -272,26 +268,26 @@ class QueuedResourceClient:
                     self._say(
                         f"cannot delete yet in {state} ({exc.api_message}); the seed: a QR in "
                         f"PROVISIONING cannot be deleted. Retrying (elapsed "
-                        f"{_elapsed(now - start)})"
+                        f"{format_seconds(now - start)})"
                     )
                     last_line_state = f"refused-{state}"
                 else:
                     if op is None:
-                        self._say(f"deleted (elapsed {_elapsed(now - start)})")
+                        self._say(f"deleted (elapsed {format_seconds(now - start)})")
                         return
                     self._say(f"delete requested (force=true) in state {state}")
                     operation = op.get("name")
                     need_delete = False
                     continue  # look once right away: a fast delete needs no poll interval
             elif state != last_line_state:
-                self._say(f"{state} (elapsed {_elapsed(now - start)})")
+                self._say(f"{state} (elapsed {format_seconds(now - start)})")
                 last_line_state = state
             if now - start + self.poll > timeout:
                 raise QueuedResourceError(
-                    f"timed out after {_elapsed(now - start)} (timeout {timeout:g} s) waiting for "
-                    f"{spec.name} to be deleted; last state {state}. It may still bill: run "
-                    "destroy again, or `gcloud alpha compute tpus queued-resources delete "
-                    f"{spec.queued_resource_id} --zone={spec.zone} --force`"
+                    f"timed out after {format_seconds(now - start)} (timeout {timeout:g} s) "
+                    f"waiting for {spec.name} to be deleted; last state {state}. It may still "
+                    "bill: run destroy again, or `gcloud alpha compute tpus queued-resources "
+                    f"delete {spec.queued_resource_id} --zone={spec.zone} --force`"
                 )
             time.sleep(self.poll)
 
