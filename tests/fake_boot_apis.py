@@ -1,4 +1,4 @@
-"""Loopback fakes for the boot path: TPU v2 guest attributes/node, Secret Manager, an OpenAI
+"""Loopback fakes for the boot path: TPU v2alpha1 guest attributes/node, Secret Manager, an OpenAI
 chat endpoint. Same shape as tests/fake_tpu_api.py: a ThreadingHTTPServer on 127.0.0.1 whose
 answers are scripted and whose requests are recorded."""
 
@@ -89,7 +89,8 @@ class FakeTpu(LoopbackServer):
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
         m = re.fullmatch(
-            r"/v2/(projects/[^/]+/locations/[^/]+/nodes/[^/:?]+)(:getGuestAttributes)?(\?.*)?", path
+            r"/v2alpha1/(projects/[^/]+/locations/[^/]+/nodes/[^/:?]+)(:getGuestAttributes)?(\?.*)?",
+            path,
         )
         if not m:
             return api_error(404, f"no route {method} {path}")

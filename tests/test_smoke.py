@@ -102,3 +102,14 @@ def test_cli_unauthorized_is_an_error_line_not_a_traceback(monkeypatch, tmp_path
     assert rc == 1
     assert err.startswith("error: ") and "401" in err and "Traceback" not in err
     assert "stale-key" not in err
+
+
+def test_a_missing_node_says_deploy_then_wait(monkeypatch) -> None:
+    cfg = parse_config({"project": "test-proj"})
+    monkeypatch.delenv("ENDPOINT", raising=False)
+    with FakeTpu([("no-node", "")]) as tpu:
+        monkeypatch.setenv("TPU_EMULATOR_HOST", tpu.host)
+        with pytest.raises(smoke.SmokeError, match="does not exist in us-west4-a: `make deploy`"):
+            smoke.resolve_endpoint(cfg, "test-proj")
+        paths = [r["path"].split("?")[0] for r in tpu.requests]
+    assert paths == [f"/v2alpha1/projects/test-proj/locations/us-west4-a/nodes/{cfg.node_id}"]

@@ -9,7 +9,8 @@ import pytest
 
 from tests.fake_boot_apis import FakeTpu
 from tpudeploy.config import parse_config
-from tpudeploy.wait import tpu_client, wait_ready
+from tpudeploy.queued_resource import TpuApi
+from tpudeploy.wait import wait_ready
 
 PROJECT = "test-proj"
 
@@ -26,7 +27,7 @@ def run_wait(fake: FakeTpu, cfg, monkeypatch, *, timeout: float = 100.0) -> tupl
     rc = wait_ready(
         cfg,
         PROJECT,
-        client=tpu_client(),
+        api=TpuApi(log=io.StringIO()),
         timeout=timeout,
         interval=10,
         out=out,
@@ -41,6 +42,7 @@ def test_ready_after_the_phases(cfg, monkeypatch) -> None:
     with FakeTpu([*phases, ("ready", "")]) as fake:
         rc, out = run_wait(fake, cfg, monkeypatch)
         paths = {r["path"].split("?")[0] for r in fake.requests}
+        queries = [r["body"] for r in fake.requests if ":getGuestAttributes" in r["path"]]
     assert rc == 0, out
     lines = out.splitlines()
     assert [line.split("] ")[1].split(":")[0] for line in lines if line.startswith("[")] == [
@@ -50,8 +52,10 @@ def test_ready_after_the_phases(cfg, monkeypatch) -> None:
         "ready",
     ]
     assert "[50s] ready" in out and "make smoke" in out
-    node = f"/v2/projects/{PROJECT}/locations/us-west4-a/nodes/{cfg.node_id}"
+    node = f"/v2alpha1/projects/{PROJECT}/locations/us-west4-a/nodes/{cfg.node_id}"
     assert f"{node}:getGuestAttributes" in paths
+    # Only the startup script's own namespace is asked for.
+    assert queries and all(q == {"queryPath": "tpudeploy/"} for q in queries)
 
 
 def test_failed_phase_exits_non_zero_with_reason_and_next_commands(cfg, monkeypatch) -> None:
@@ -93,3 +97,18 @@ def test_cli_wait_exits_with_the_boot_result(cfg, monkeypatch, tmp_path, capsys)
         monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
         assert cli.main(["wait", "--interval", "0"]) == 0
     assert "ready" in capsys.readouterr().out
+
+
+def test_cli_wait_without_credentials_is_one_error_line(monkeypatch, tmp_path, capsys) -> None:
+    from tpudeploy import cli
+
+    config = tmp_path / "deploy.toml"
+    config.write_text(f'project = "{PROJECT}"\n')
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    # An unreadable credentials file fails inside google.auth.default(), before any network.
+    monkeypatch.delenv("TPU_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    assert cli.main(["wait", "--interval", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no Google Cloud credentials")
+    assert "gcloud auth application-default login" in err and "Traceback" not in err

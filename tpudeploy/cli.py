@@ -236,6 +236,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    except (SecretStoreError, SmokeError) as exc:
+    except (SecretStoreError, SmokeError, qr.QueuedResourceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -11,6 +11,8 @@ import urllib.request
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.queued_resource import ApiError, QueuedResourceError, TpuApi
+from tpudeploy.wait import node_name
 
 ENDPOINT_ENV = "ENDPOINT"
 API_KEY_ENV = "VLLM_API_KEY"
@@ -121,28 +123,25 @@ def tool_call(endpoint: str, api_key: str, model: str) -> tuple[dict[str, Any], 
     return {"name": "get_weather", "arguments": arguments}, latency
 
 
-def resolve_endpoint(cfg: DeployConfig, project: str, *, client: Any | None = None) -> str:
+def resolve_endpoint(cfg: DeployConfig, project: str, *, api: TpuApi | None = None) -> str:
     """ENDPOINT (http://ip:port) when set, else the node's external (or internal) IP."""
     explicit = os.environ.get(ENDPOINT_ENV, "").strip()
     if explicit:
         if not explicit.startswith(("http://", "https://")):
             raise SmokeError(f"ENDPOINT={explicit!r} needs a scheme: write http://IP:PORT")
         return explicit
-    from google.api_core import exceptions
-
-    from tpudeploy.wait import node_name, tpu_client
-
-    client = client or tpu_client()
     try:
-        node = client.get_node(name=node_name(cfg, project))
-    except exceptions.NotFound:
+        node = (api or TpuApi(log=sys.stderr)).get_node(node_name(cfg, project))
+    except ApiError as exc:
+        raise SmokeError(f"cannot read node {cfg.node_id}: {exc.api_message}") from None
+    except QueuedResourceError as exc:  # no credentials
+        raise SmokeError(str(exc)) from None
+    if node is None:
         raise SmokeError(
             f"node {cfg.node_id} does not exist in {cfg.zone}: `make deploy`, then `make wait`"
-        ) from None
-    except exceptions.GoogleAPICallError as exc:
-        raise SmokeError(f"cannot read node {cfg.node_id}: {exc.message}") from None
-    for endpoint in node.network_endpoints:
-        ip = endpoint.access_config.external_ip or endpoint.ip_address
+        )
+    for endpoint in node.get("networkEndpoints") or []:
+        ip = (endpoint.get("accessConfig") or {}).get("externalIp") or endpoint.get("ipAddress")
         if ip:
             return f"http://{ip}:{cfg.vllm.port}"
     raise SmokeError(f"node {cfg.node_id} has no IP yet; try `make wait` first")

@@ -2,39 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.queued_resource import ApiError, TpuApi
 from tpudeploy.timefmt import format_seconds
 
-EMULATOR_ENV = "TPU_EMULATOR_HOST"
 NAMESPACE = "tpudeploy"
 # The startup script waits 2400 s for /health after the pull; the pull and the cache restore
 # come on top (seed: cold boot 857 s).
 DEFAULT_TIMEOUT = 3000.0
 DEFAULT_INTERVAL = 10.0
-
-
-def tpu_client() -> Any:
-    """google-cloud-tpu over REST; TPU_EMULATOR_HOST=host:port means plain HTTP, no credentials."""
-    from google.api_core.client_options import ClientOptions
-    from google.cloud import tpu_v2
-
-    emulator = os.environ.get(EMULATOR_ENV, "").strip()
-    if emulator:
-        from google.auth.credentials import AnonymousCredentials
-
-        return tpu_v2.TpuClient(
-            credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
-            transport="rest",
-            client_options=ClientOptions(api_endpoint=f"http://{emulator}"),
-        )
-    return tpu_v2.TpuClient(transport="rest")
 
 
 def node_name(cfg: DeployConfig, project: str) -> str:
@@ -47,24 +29,15 @@ class BootState:
     reason: str = ""
 
 
-def read_state(client: Any, name: str) -> BootState:
-    from google.api_core import exceptions
-
-    try:
-        response = client.get_guest_attributes(
-            request={"name": name, "query_path": f"{NAMESPACE}/"}
-        )
-    except exceptions.NotFound:
-        try:
-            client.get_node(name=name)
-        except exceptions.NotFound:
-            return BootState("no-node")
-        return BootState("no-report")
+def read_state(api: TpuApi, name: str) -> BootState:
+    response = api.get_guest_attributes(name, f"{NAMESPACE}/")
+    if response is None:
+        return BootState("no-report" if api.get_node(name) is not None else "no-node")
     values: dict[str, str] = {}
-    for attributes in response.guest_attributes:
-        for item in attributes.query_value.items:
-            if item.namespace == NAMESPACE:
-                values[item.key] = item.value
+    for attributes in response.get("guestAttributes") or []:
+        for item in (attributes.get("queryValue") or {}).get("items") or []:
+            if item.get("namespace") == NAMESPACE and "key" in item:
+                values[str(item["key"])] = str(item.get("value", ""))
     if "phase" not in values:
         return BootState("no-report")
     return BootState(values["phase"], values.get("reason", ""))
@@ -85,7 +58,7 @@ def wait_ready(
     cfg: DeployConfig,
     project: str,
     *,
-    client: Any | None = None,
+    api: TpuApi | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     interval: float = DEFAULT_INTERVAL,
     out: TextIO | None = None,
@@ -93,10 +66,8 @@ def wait_ready(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Poll until phase ready (0), failed (1) or the timeout (3); one line per phase change."""
-    from google.api_core import exceptions
-
     out = out or sys.stdout
-    client = client or tpu_client()
+    api = api or TpuApi(log=sys.stderr)
     name = node_name(cfg, project)
     ssh = (
         f"gcloud compute tpus tpu-vm ssh {cfg.node_id} --zone={cfg.zone} --project={project} "
@@ -108,10 +79,11 @@ def wait_ready(
     while True:
         elapsed = clock() - start
         try:
-            state = read_state(client, name)
-        except exceptions.GoogleAPICallError as exc:
+            state = read_state(api, name)
+        except ApiError as exc:
             print(
-                f"\nerror: the TPU API refused get_guest_attributes for {name}: {exc.message}. "
+                f"\nerror: the TPU API refused get_guest_attributes for {name}: "
+                f"{exc.api_message}. "
                 "Check your credentials (`gcloud auth application-default login`) and project.",
                 file=out,
             )

@@ -1,10 +1,9 @@
-"""Create, wait for, delete and inspect a flex-start TPU QueuedResource through the v2alpha1 API.
+"""Create, wait for, delete and inspect a flex-start TPU QueuedResource through the v2alpha1 API."""
 
-spec.py is the request, api.py the HTTP calls, hints.py what to do about an API error,
-states.py what the states mean, client.py the create/delete/status operations and cli.py the
-command the Terraform provisioners run. Standard library only at import (googleapiclient loads
-when the first API call is built): the GitOps helper imports the timeouts under a bare python3.
-"""
+# spec.py is the request, api.py the HTTP calls, hints.py what to do about an API error,
+# states.py what the states mean, client.py the create/delete/status operations and cli.py the
+# command the Terraform provisioners run. Standard library only at import (googleapiclient loads
+# when the first call is built): the GitOps helper imports the timeouts under a bare python3.
 
 from tpudeploy.queued_resource.api import EMULATOR_ENV, TpuApi, build_service
 from tpudeploy.queued_resource.cli import POLL_ENV, SPEC_ENV, main

@@ -1,4 +1,4 @@
-"""The handful of TPU v2alpha1 calls the client makes, through the discovery client."""
+"""Every TPU API call the project makes: v2alpha1 through googleapiclient's discovery client."""
 
 from __future__ import annotations
 
@@ -96,8 +96,11 @@ def _retry_notices(out: TextIO, action: str) -> Iterator[None]:
         logger.removeHandler(handler)
 
 
+# One client style for the whole TPU API (queued resources, make status/wait/smoke/recover):
+# google-cloud-tpu 1.28 does not model flex-start's provisioningModel and runDuration; the
+# v2alpha1 discovery document shipped in google-api-python-client does.
 class TpuApi:
-    """The handful of v2alpha1 calls the client makes; googleapiclient retries 429/5xx."""
+    """The handful of v2alpha1 calls the project makes; googleapiclient retries 429/5xx."""
 
     def __init__(
         self,
@@ -169,6 +172,15 @@ class TpuApi:
     def get_node(self, name: str) -> dict[str, Any] | None:
         req = self._locations().nodes().get(name=name)
         result: dict[str, Any] | None = self._execute(req, "get node", allow_404=True)
+        return result
+
+    def get_guest_attributes(self, name: str, query_path: str) -> dict[str, Any] | None:
+        """What the node's startup script reported under `query_path`; None while it has not
+        reported (the API answers 404 until the first value is set, or without the node)."""
+        req = (
+            self._locations().nodes().getGuestAttributes(name=name, body={"queryPath": query_path})
+        )
+        result: dict[str, Any] | None = self._execute(req, "get guest attributes", allow_404=True)
         return result
 
     def get_operation(self, name: str) -> dict[str, Any] | None:
