@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.fake_boot_apis import FakeSecretManager
 from tpudeploy import seed_sweep
 from tpudeploy.bench import __main__ as cli
 from tpudeploy.bench.sweep import (
@@ -33,6 +35,7 @@ from tpudeploy.bench.sweep import (
     run_sweep,
     settings_from_table,
 )
+from tpudeploy.config import parse_config
 
 FAKE_KEY = "sk-fake-KEY-d0e5n0t-leak"
 TARGET = NodeTarget("gemma4-v5e", "us-west4-a", "demo-project")
@@ -268,8 +271,6 @@ class FakeNode:
 
     def __call__(self, argv: Sequence[str], *, stdin: bytes) -> ExecResult:
         self.calls.append((list(argv), stdin))
-        if argv[:3] == ["gcloud", "secrets", "versions"]:
-            return ExecResult(0, FAKE_KEY.encode() + b"\n", b"")
         if "inspect" in argv[-1]:
             lines = [
                 "vllm/vllm-tpu:nightly",
@@ -436,9 +437,18 @@ def test_cli_run_key_sources_stay_off_argv(
     args = ["run", "--node", "n1", "--zone", "us-west4-a", "--profile", "quick"]
     args += ["--out", str(tmp_path / "o")]
     args += ["--api-key-env", "BENCH_KEY"] if key_flag == "env" else ["--api-key-secret", "vk"]
-    assert cli.main(args) == 0
+    with FakeSecretManager({"vk": [FAKE_KEY]}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert cli.main([*args, "--project", "bench-proj-1"]) == 0
+    if key_flag == "secret":
+        assert [r["path"] for r in sm.requests] == [
+            "/v1/projects/bench-proj-1/secrets/vk/versions/latest:access"
+        ]
+    else:
+        assert sm.requests == []
     for argv, _ in node.calls:
         assert not any(FAKE_KEY in arg for arg in argv)
+        assert argv[:2] != ["gcloud", "secrets"]  # Secret Manager only through secretstore
     cell_stdins = {stdin for argv, stdin in node.calls if "vllm bench serve" in argv[-1]}
     assert cell_stdins == {(FAKE_KEY + "\n").encode()}
 
@@ -500,23 +510,37 @@ def test_cli_config_hash_follows_the_serving_config(
     assert config_pairs("[vllm]\nmax_num_batched_tokens = 8192\n") != base
 
 
-def test_api_key_defaults_to_the_deployments_secret() -> None:
+def test_api_key_defaults_to_the_deployments_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     """The server always runs with --api-key (boot path), so `make bench` reads the deployment's
-    own API-key secret unless told otherwise; the value comes back on stdout only."""
-    import argparse
-    import subprocess as sp
-
-    from tpudeploy.bench.__main__ import _api_key
-    from tpudeploy.config import parse_config
-
+    own API-key secret unless told otherwise, through Secret Manager's API like make smoke."""
     cfg = parse_config({"project": "bench-proj-1"})
-    seen: list[list[str]] = []
-
-    def executor(argv: list[str], stdin: bytes = b"") -> sp.CompletedProcess[bytes]:
-        seen.append(list(argv))
-        return sp.CompletedProcess(argv, 0, stdout=b"k3y-value\n", stderr=b"")
-
     args = argparse.Namespace(api_key_env=None, api_key_secret=None, project=None)
-    assert _api_key(args, executor, cfg) == "k3y-value"
-    assert f"--secret={cfg.api_key_secret_id}" in seen[0]
-    assert "--project=bench-proj-1" in seen[0]
+    with FakeSecretManager({cfg.api_key_secret_id: ["old-key", "k3y-value\n"]}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert cli._api_key(args, cfg) == "k3y-value"
+    assert [r["path"] for r in sm.requests] == [
+        f"/v1/projects/bench-proj-1/secrets/{cfg.api_key_secret_id}/versions/latest:access"
+    ]
+
+
+def test_api_key_secret_without_a_project_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    args = ["run", "--node", "n1", "--zone", "us-west4-a", "--api-key-secret", "vk"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --api-key-secret vk: no project to read it from; pass --project")
+    assert err.count("\n") == 1
+
+
+def test_a_missing_api_key_secret_says_how_to_create_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", "--node", "n1", "--zone", "us-west4-a", "--api-key-secret", "vk"]
+    with FakeSecretManager({}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert cli.main([*args, "--project", "bench-proj-1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read the API key: secret vk (or a version of it) does not")
+    assert "`make api-key`" in err and err.count("\n") == 1

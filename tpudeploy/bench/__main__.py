@@ -25,12 +25,12 @@ from tpudeploy.bench.sweep import (
     expected_seconds,
     plan_cells,
     run_sweep,
-    secret_command,
     settings_from_table,
     subprocess_executor,
 )
 from tpudeploy.config import ConfigError, load_config
 from tpudeploy.render import compile_cache_key
+from tpudeploy.secretstore import SecretStore, SecretStoreError
 from tpudeploy.timefmt import format_seconds
 
 
@@ -81,7 +81,7 @@ def _target(args: argparse.Namespace, cfg: Any) -> NodeTarget | None:
     return NodeTarget(name, zone, project)
 
 
-def _api_key(args: argparse.Namespace, executor: Executor, cfg: Any = None) -> str:
+def _api_key(args: argparse.Namespace, cfg: Any = None, *, store: SecretStore | None = None) -> str:
     if args.api_key_env:
         key = os.environ.get(args.api_key_env, "")
         if not key:
@@ -93,16 +93,26 @@ def _api_key(args: argparse.Namespace, executor: Executor, cfg: Any = None) -> s
     # The deployment's own API-key secret by default: the server always runs with --api-key.
     secret = args.api_key_secret or (cfg.api_key_secret_id if cfg is not None else None)
     if secret:
-        project = args.project or (cfg.project if cfg is not None else None) or None
-        done = executor(secret_command(secret, project), stdin=b"")
-        key = done.stdout.decode().strip()
-        if done.returncode != 0 or not key:
-            raise SweepError(
-                f"cannot read secret {secret!r} from Secret Manager: "
-                f"{done.stderr.decode(errors='replace').strip()[-200:]}; check the name and "
-                "`gcloud auth login`"
+        # Read like make smoke reads it (tpudeploy.secretstore): the value stays in this process.
+        project = (
+            args.project
+            or (cfg.project if cfg is not None else None)
+            or os.environ.get("GOOGLE_CLOUD_PROJECT", "").strip()
+        )
+        if not project:
+            raise BenchConfigError(
+                f"--api-key-secret {secret}: no project to read it from; pass --project or "
+                "--config with project set (or export GOOGLE_CLOUD_PROJECT)"
             )
-        return key
+        try:
+            key = (store or SecretStore.from_env(project)).access_latest(secret)
+        except SecretStoreError as exc:
+            raise SweepError(f"cannot read the API key: {exc}") from None
+        if not key.strip():
+            raise SweepError(
+                f"secret {secret!r} in project {project} is empty; store a key with `make api-key`"
+            )
+        return key.strip()
     print(
         "bench: no API key given; if the server runs with --api-key every request gets a 401",
         file=sys.stderr,
@@ -135,7 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out_dir=out_dir,
         target=target,
         executor=executor,
-        api_key=_api_key(args, executor, cfg),
+        api_key=_api_key(args, cfg),
         profile=profile,
         config_path=Path(args.config) if args.config else None,
     )

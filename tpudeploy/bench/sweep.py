@@ -329,12 +329,6 @@ def over_ssh(command: Sequence[str], target: NodeTarget | None) -> list[str]:
     ]
 
 
-def secret_command(secret: str, project: str | None) -> list[str]:
-    """The argv printing the API key from Secret Manager (the value only ever on stdout)."""
-    argv = ["gcloud", "secrets", "versions", "access", "latest", f"--secret={secret}"]
-    return [*argv, f"--project={project}"] if project else argv
-
-
 # --- time estimates -------------------------------------------------------------------------
 
 
