@@ -23,16 +23,9 @@ import pytest
 
 from tpudeploy import seed_sweep
 from tpudeploy.bench import __main__ as cli
-from tpudeploy.bench.report import (
-    ReportError,
-    build_report,
-    cost_per_million,
-    default_kv_pool,
-    default_prices,
-    kv_status,
-    snap_context,
-    write_report,
-)
+from tpudeploy.bench.cost_kv import cost_per_million, default_kv_pool, default_prices, kv_status
+from tpudeploy.bench.report import build_report, write_report
+from tpudeploy.bench.results import ReportError, snap_context
 
 MODEL = "google/gemma-4-E2B-it"
 CONTEXTS = (128, 1024, 8192)

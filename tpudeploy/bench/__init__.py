@@ -1,6 +1,7 @@
 """Benchmark sweep with `vllm bench serve` on the node, and the report built from its results."""
 
-from tpudeploy.bench.report import Report, ReportError, build_report, write_report
+from tpudeploy.bench.report import Report, build_report, write_report
+from tpudeploy.bench.results import ReportError
 from tpudeploy.bench.sweep import (
     BenchConfigError,
     Cell,

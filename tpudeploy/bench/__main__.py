@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tpudeploy.bench.report import ReportError, default_kv_pool, write_report
+from tpudeploy.bench.cost_kv import default_kv_pool
+from tpudeploy.bench.report import write_report
+from tpudeploy.bench.results import ReportError
 from tpudeploy.bench.sweep import (
     MAX_MODEL_LEN,
     PROFILES,

@@ -7,10 +7,11 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tpudeploy.bench.report import METRICS, GroupReport
+from tpudeploy.bench.report import GroupReport
+from tpudeploy.bench.stats import METRICS
 
 # (metric key, y label, log y): throughput is linear; TTFT spans 16 ms to 11.7 s (seed).
-# File names come from the group (report.PLOT_FILES, numbered when a directory holds several).
+# File names come from the group (results.PLOT_FILES, numbered when a directory holds several).
 _PLOTS = (
     ("aggregate", "aggregate output tokens/s", False),
     ("ttft", "median TTFT (ms)", True),
