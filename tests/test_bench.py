@@ -20,21 +20,16 @@ import pytest
 from tests.fake_boot_apis import FakeSecretManager
 from tpudeploy import seed_sweep
 from tpudeploy.bench import __main__ as cli
-from tpudeploy.bench.sweep import (
-    PROFILES,
+from tpudeploy.bench.commands import (
     RESULT_DIR_IN_CONTAINER,
-    BenchConfigError,
     Cell,
-    ExecResult,
     NodeTarget,
-    SweepError,
-    SweepSettings,
     bench_argv,
     cell_command,
     plan_cells,
-    run_sweep,
-    settings_from_table,
 )
+from tpudeploy.bench.settings import PROFILES, BenchConfigError, SweepSettings, settings_from_table
+from tpudeploy.bench.sweep import ExecResult, SweepError, run_sweep
 from tpudeploy.config import parse_config
 
 FAKE_KEY = "sk-fake-KEY-d0e5n0t-leak"

@@ -122,7 +122,7 @@ def sweep_pairs(
     config: str | None = CONFIG_A,
     image: str | None = IMAGE,
 ) -> dict[str, str]:
-    """What `make bench` passes as --metadata (sweep.bench_argv), as vLLM stores it: strings."""
+    """What `make bench` passes as --metadata (commands.bench_argv), as vLLM stores it: strings."""
     pairs = {
         "tpudeploy_context": str(context),
         "tpudeploy_clients": str(clients),

@@ -12,22 +12,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tpudeploy.bench.commands import NodeTarget, cell_command, plan_cells
 from tpudeploy.bench.cost_kv import default_kv_pool
 from tpudeploy.bench.report import write_report
 from tpudeploy.bench.results import ReportError
-from tpudeploy.bench.sweep import (
+from tpudeploy.bench.settings import (
     MAX_MODEL_LEN,
     PROFILES,
     BenchConfigError,
-    Executor,
-    NodeTarget,
-    SweepError,
     SweepSettings,
-    cell_command,
-    expected_seconds,
-    plan_cells,
-    run_sweep,
     settings_from_table,
+)
+from tpudeploy.bench.sweep import (
+    Executor,
+    SweepError,
+    expected_seconds,
+    run_sweep,
     subprocess_executor,
 )
 from tpudeploy.config import ConfigError, load_config

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tpudeploy import seed_sweep
+from tpudeploy.bench.commands import META_CONTEXT
 from tpudeploy.bench.cost_kv import (
     SAFE_FRACTION,
     cost_per_million,
@@ -28,7 +29,6 @@ from tpudeploy.bench.results import (
     load_results,
 )
 from tpudeploy.bench.stats import CV_LIMIT, METRICS, CellSummary, Metric, summarize
-from tpudeploy.bench.sweep import META_CONTEXT
 
 MISSING = "—"
 

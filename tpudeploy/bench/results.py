@@ -10,14 +10,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tpudeploy.bench.sweep import (
+from tpudeploy.bench.commands import (
     META_CLIENTS,
     META_CONFIG,
     META_CONTEXT,
     META_IMAGE,
     META_REP,
-    PROFILES,
 )
+from tpudeploy.bench.settings import PROFILES
 
 # What `vllm bench serve --save-result` writes (vllm/benchmarks/serve.py): one JSON object per
 # run, opening with date (%Y%m%d-%H%M%S, local time), backend, model_id and num_prompts, then each

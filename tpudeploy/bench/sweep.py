@@ -4,115 +4,27 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from tpudeploy import facts, seed_sweep
+from tpudeploy import seed_sweep
+from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command, plan_cells
+from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.timefmt import format_seconds
 
-MODEL = facts.MODEL
-CONTAINER = "vllm-gemma4"
-# The seed's max-model-len; a cell whose prompt + output exceeds it would be refused per request.
-MAX_MODEL_LEN = facts.MAX_MODEL_LEN
-# Inside the container: the serving image ships vLLM's own client, and the container's HF_HOME
-# already holds the tokenizer the server loaded, so nothing is downloaded to benchmark.
-RESULT_DIR_IN_CONTAINER = "/tmp/tpudeploy-bench"  # noqa: S108 - container-private scratch
 RESULT_KEYS = ("completed", "num_prompts", "output_throughput", "median_ttft_ms", "median_tpot_ms")
-# `--metadata KEY=VALUE` pairs land at the top level of the saved result, before vLLM's own keys,
-# which overwrite a pair of the same name (vllm/benchmarks/serve.py): hence the prefix. The
-# report reads each run's cell and origin from these, never from the file's name.
-META_CONTEXT = "tpudeploy_context"
-META_CLIENTS = "tpudeploy_clients"
-META_REP = "tpudeploy_rep"
-META_CONFIG = "tpudeploy_config"
-META_IMAGE = "tpudeploy_image"
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
-
-# The script `sh -c` runs inside the container. The API key arrives as the first line of stdin
-# (ssh -> docker exec -i) so it is never an argument anywhere; `vllm bench serve` reads
-# OPENAI_API_KEY from its environment for the openai backends (endpoint_request_func._get_headers).
-# The benchmark's chatter goes to stderr so that stdout carries only the result JSON back.
-_IN_CONTAINER_SCRIPT = (
-    'result="$1"; shift; IFS= read -r OPENAI_API_KEY; export OPENAI_API_KEY; '
-    '"$@" >&2 && cat "$result"'
-)
-
-
-class BenchConfigError(ValueError):
-    """A `[bench]` setting is invalid; the message names the key, the value and the fix."""
 
 
 class SweepError(RuntimeError):
     """The sweep cannot continue; the message says what failed and what to do."""
-
-
-@dataclass(frozen=True)
-class SweepSettings:
-    """What to measure: the grid, repetitions and request shape (defaults: the seed's sweep)."""
-
-    contexts: tuple[int, ...] = seed_sweep.CONTEXTS
-    clients: tuple[int, ...] = seed_sweep.CLIENTS
-    repetitions: int = seed_sweep.REPETITIONS
-    output_len: int = 256
-    # num_prompts = max(clients * prompts_per_client, min_prompts): every client sends several
-    # requests, so the cell is measured in steady state rather than during ramp-up and drain.
-    prompts_per_client: int = 8
-    min_prompts: int = 32
-    model: str = MODEL
-    container: str = CONTAINER
-    host: str = "127.0.0.1"
-    port: int = 8000
-    save_detailed: bool = False
-    # Which server the sweep measures: the compile-cache key of the deployment's serving config
-    # (image, accelerator, runtime, every `vllm serve` flag and container variable), so results
-    # of two configs in one directory are never averaged together. None without a config file.
-    config_hash: str | None = None
-
-    def num_prompts(self, clients: int) -> int:
-        return max(clients * self.prompts_per_client, self.min_prompts)
-
-
-PROFILES: Mapping[str, SweepSettings] = {
-    "full": SweepSettings(),
-    "quick": SweepSettings(contexts=(128, 1024), clients=(1, 16), repetitions=1),
-}
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One `vllm bench serve` run: a grid point and its repetition (1-based)."""
-
-    context: int
-    clients: int
-    rep: int
-    seed: int
-
-    @property
-    def filename(self) -> str:
-        # For people and for resuming a sweep; the report reads the cell from the --metadata
-        # pairs inside the file (bench_argv), so renamed files still report correctly.
-        return f"ctx{self.context}-c{self.clients}-r{self.rep}.json"
-
-    @property
-    def stem(self) -> str:
-        return self.filename.removesuffix(".json")
-
-
-@dataclass(frozen=True)
-class NodeTarget:
-    """Where the serving container runs, reached with `gcloud compute tpus tpu-vm ssh`."""
-
-    name: str
-    zone: str
-    project: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,203 +42,6 @@ def subprocess_executor(argv: Sequence[str], *, stdin: bytes) -> ExecResult:
     """Run argv locally, feeding `stdin` and capturing both output streams."""
     done = subprocess.run(list(argv), input=stdin, capture_output=True, check=False)
     return ExecResult(done.returncode, done.stdout, done.stderr)
-
-
-# --- settings -------------------------------------------------------------------------------
-
-_INT_KEYS = ("repetitions", "output_len", "prompts_per_client", "min_prompts", "port")
-_LIST_KEYS = ("contexts", "clients")
-_STR_KEYS = ("model", "container", "host")
-_KNOWN_KEYS = frozenset(_INT_KEYS + _LIST_KEYS + _STR_KEYS + ("save_detailed", "profile", "quick"))
-
-
-def _positive_int(key: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BenchConfigError(f"bench.{key}: {value!r} is not a positive whole number; set e.g. 1")
-    return value
-
-
-def _apply(base: SweepSettings, table: Mapping[str, Any], prefix: str) -> SweepSettings:
-    unknown = sorted(set(table) - _KNOWN_KEYS)
-    if unknown:
-        raise BenchConfigError(
-            f"{prefix}.{unknown[0]}: unknown key; known keys are {', '.join(sorted(_KNOWN_KEYS))}"
-        )
-    changes: dict[str, Any] = {}
-    for key in _INT_KEYS:
-        if key in table:
-            changes[key] = _positive_int(key, table[key])
-    for key in _LIST_KEYS:
-        if key in table:
-            values = table[key]
-            if not isinstance(values, list) or not values:
-                raise BenchConfigError(
-                    f"{prefix}.{key}: {values!r} must be a non-empty list, e.g. [1, 4, 16, 64]"
-                )
-            ints = tuple(_positive_int(key, v) for v in values)
-            if len(set(ints)) != len(ints):
-                raise BenchConfigError(
-                    f"{prefix}.{key}: {values!r} repeats a value; list each once"
-                )
-            changes[key] = tuple(sorted(ints))
-    for key in _STR_KEYS:
-        if key in table:
-            if not isinstance(table[key], str) or not table[key].strip():
-                raise BenchConfigError(f"{prefix}.{key}: {table[key]!r} must be a non-empty string")
-            changes[key] = table[key]
-    if "save_detailed" in table:
-        if not isinstance(table["save_detailed"], bool):
-            raise BenchConfigError(
-                f"{prefix}.save_detailed: {table['save_detailed']!r} must be true or false"
-            )
-        changes["save_detailed"] = table["save_detailed"]
-    return replace(base, **changes)
-
-
-def settings_from_table(
-    table: Mapping[str, Any] | None,
-    *,
-    profile: str | None = None,
-    max_model_len: int = MAX_MODEL_LEN,
-) -> tuple[str, SweepSettings]:
-    """Return (profile, settings) from a `[bench]` config table; `profile` overrides the table's.
-
-    `full` takes `[bench]` over the seed's sweep; `quick` takes `[bench.quick]` over the quick
-    defaults, sharing the request shape (output_len, prompts, model, container) with `[bench]`.
-    """
-    table = dict(table or {})
-    chosen = profile or table.get("profile", "full")
-    if chosen not in PROFILES:
-        raise BenchConfigError(
-            f"bench.profile: {chosen!r} is not a profile; use one of {', '.join(PROFILES)}"
-        )
-    quick = table.pop("quick", {})
-    table.pop("profile", None)
-    if not isinstance(quick, Mapping):
-        raise BenchConfigError(f"bench.quick: {quick!r} must be a table ([bench.quick])")
-    settings = _apply(PROFILES["full"], table, "bench")
-    if chosen == "quick":
-        shared = {k: v for k, v in table.items() if k not in (*_LIST_KEYS, "repetitions")}
-        settings = _apply(_apply(PROFILES["quick"], shared, "bench"), quick, "bench.quick")
-    longest = max(settings.contexts) + settings.output_len
-    if longest > max_model_len:
-        raise BenchConfigError(
-            f"bench.contexts: {max(settings.contexts)} + output_len {settings.output_len} = "
-            f"{longest} tokens exceeds max-model-len {max_model_len}; the server would refuse "
-            "every request of that cell. Lower the context or output_len."
-        )
-    return chosen, settings
-
-
-# --- pure command construction ----------------------------------------------------------------
-
-
-def plan_cells(settings: SweepSettings, *, base_seed: int) -> list[Cell]:
-    """Every run of the sweep in order, each with its own `--seed`.
-
-    A repeated seed replays identical prompts and prefix caching would serve them from cache;
-    random prompts of the same seed also share prefixes across contexts. So every run gets
-    base_seed + its index; with base_seed = the start time in seconds, consecutive sweeps on
-    the same server never reuse a seed, since every run lasts longer than one second.
-    """
-    cells: list[Cell] = []
-    for rep in range(1, settings.repetitions + 1):
-        for context in settings.contexts:
-            for clients in settings.clients:
-                cells.append(Cell(context, clients, rep, base_seed + len(cells)))
-    return cells
-
-
-def bench_argv(
-    settings: SweepSettings, cell: Cell, *, result_dir: str, image_id: str | None = None
-) -> list[str]:
-    """The `vllm bench serve` argv for one cell (runs inside the serving container).
-
-    Every value on it is public: a process list or a log line may show it (no key, no token).
-    """
-    # max_concurrency alone cannot tell contexts apart, and total_input_tokens / completed is
-    # only an estimate: the cell, its repetition and the server measured travel in the result.
-    metadata = [f"{META_CONTEXT}={cell.context}", f"{META_CLIENTS}={cell.clients}"]
-    metadata.append(f"{META_REP}={cell.rep}")
-    if settings.config_hash:
-        metadata.append(f"{META_CONFIG}={settings.config_hash}")
-    if image_id:
-        metadata.append(f"{META_IMAGE}={image_id}")
-    argv = [
-        "vllm", "bench", "serve",
-        "--backend", "openai-chat",
-        # The upstream default /v1/completions returns "" on -it models (seed).
-        "--endpoint", "/v1/chat/completions",
-        "--host", settings.host,
-        "--port", str(settings.port),
-        "--model", settings.model,
-        "--dataset-name", "random",
-        "--random-input-len", str(cell.context),
-        "--random-output-len", str(settings.output_len),
-        # Fixed output length per request: tokens/s compare across cells and runs.
-        "--ignore-eos",
-        "--max-concurrency", str(cell.clients),
-        "--num-prompts", str(settings.num_prompts(cell.clients)),
-        "--seed", str(cell.seed),
-        "--save-result",
-        "--result-dir", result_dir,
-        "--result-filename", cell.filename,
-        "--metadata", *metadata,
-        "--disable-tqdm",
-    ]  # fmt: skip
-    if settings.save_detailed:
-        argv.append("--save-detailed")
-    return argv
-
-
-def cell_command(
-    settings: SweepSettings,
-    cell: Cell,
-    *,
-    run_id: str,
-    target: NodeTarget | None,
-    image_id: str | None = None,
-) -> list[str]:
-    """The local argv that runs one cell on the node and prints its result JSON on stdout."""
-    result_dir = f"{RESULT_DIR_IN_CONTAINER}/{run_id}"
-    inner = bench_argv(settings, cell, result_dir=result_dir, image_id=image_id)
-    on_node = [
-        "sudo", "docker", "exec", "-i", settings.container,
-        "sh", "-c", _IN_CONTAINER_SCRIPT, "sh", f"{result_dir}/{cell.filename}", *inner,
-    ]  # fmt: skip
-    return over_ssh(on_node, target)
-
-
-def image_info_command(settings: SweepSettings, target: NodeTarget | None) -> list[str]:
-    """The argv printing image ref, image id, repo digests and vLLM version of the container."""
-    c = shlex.quote(settings.container)
-    # The seed: `docker images`' sha256 is a config-blob id, not a pullable manifest digest,
-    # and the vLLM version string embeds the git SHA the build shipped; record all three.
-    script = (
-        f"sudo docker inspect --format '{{{{.Config.Image}}}}' {c} && "
-        f"id=$(sudo docker inspect --format '{{{{.Image}}}}' {c}) && echo \"$id\" && "
-        "sudo docker image inspect --format '{{json .RepoDigests}}' \"$id\" && "
-        f"sudo docker exec {c} vllm --version"
-    )
-    return over_ssh(["sh", "-c", script], target)
-
-
-def over_ssh(command: Sequence[str], target: NodeTarget | None) -> list[str]:
-    """Wrap a node-side argv in `gcloud compute tpus tpu-vm ssh` (None: already on the node)."""
-    if target is None:
-        return list(command)
-    argv = ["gcloud", "compute", "tpus", "tpu-vm", "ssh", target.name, "--zone", target.zone]
-    if target.project:
-        argv += ["--project", target.project]
-    return [
-        *argv,
-        "--tunnel-through-iap",
-        "--quiet",
-        # No pseudo-terminal: a remote tty would echo the key read from stdin into the output.
-        "--ssh-flag=-T",
-        "--command",
-        shlex.join(command),
-    ]
 
 
 # --- time estimates -------------------------------------------------------------------------

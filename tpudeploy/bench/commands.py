@@ -1,0 +1,168 @@
+"""The argv of every step: `vllm bench serve` per cell, inside the container, over IAP SSH."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tpudeploy.bench.settings import SweepSettings
+
+# Inside the container: the serving image ships vLLM's own client, and the container's HF_HOME
+# already holds the tokenizer the server loaded, so nothing is downloaded to benchmark.
+RESULT_DIR_IN_CONTAINER = "/tmp/tpudeploy-bench"  # noqa: S108 - container-private scratch
+# `--metadata KEY=VALUE` pairs land at the top level of the saved result, before vLLM's own keys,
+# which overwrite a pair of the same name (vllm/benchmarks/serve.py): hence the prefix. The
+# report reads each run's cell and origin from these, never from the file's name.
+META_CONTEXT = "tpudeploy_context"
+META_CLIENTS = "tpudeploy_clients"
+META_REP = "tpudeploy_rep"
+META_CONFIG = "tpudeploy_config"
+META_IMAGE = "tpudeploy_image"
+
+
+# The script `sh -c` runs inside the container. The API key arrives as the first line of stdin
+# (ssh -> docker exec -i) so it is never an argument anywhere; `vllm bench serve` reads
+# OPENAI_API_KEY from its environment for the openai backends (endpoint_request_func._get_headers).
+# The benchmark's chatter goes to stderr so that stdout carries only the result JSON back.
+_IN_CONTAINER_SCRIPT = (
+    'result="$1"; shift; IFS= read -r OPENAI_API_KEY; export OPENAI_API_KEY; '
+    '"$@" >&2 && cat "$result"'
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One `vllm bench serve` run: a grid point and its repetition (1-based)."""
+
+    context: int
+    clients: int
+    rep: int
+    seed: int
+
+    @property
+    def filename(self) -> str:
+        # For people and for resuming a sweep; the report reads the cell from the --metadata
+        # pairs inside the file (bench_argv), so renamed files still report correctly.
+        return f"ctx{self.context}-c{self.clients}-r{self.rep}.json"
+
+    @property
+    def stem(self) -> str:
+        return self.filename.removesuffix(".json")
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """Where the serving container runs, reached with `gcloud compute tpus tpu-vm ssh`."""
+
+    name: str
+    zone: str
+    project: str | None = None
+
+
+def plan_cells(settings: SweepSettings, *, base_seed: int) -> list[Cell]:
+    """Every run of the sweep in order, each with its own `--seed`.
+
+    A repeated seed replays identical prompts and prefix caching would serve them from cache;
+    random prompts of the same seed also share prefixes across contexts. So every run gets
+    base_seed + its index; with base_seed = the start time in seconds, consecutive sweeps on
+    the same server never reuse a seed, since every run lasts longer than one second.
+    """
+    cells: list[Cell] = []
+    for rep in range(1, settings.repetitions + 1):
+        for context in settings.contexts:
+            for clients in settings.clients:
+                cells.append(Cell(context, clients, rep, base_seed + len(cells)))
+    return cells
+
+
+def bench_argv(
+    settings: SweepSettings, cell: Cell, *, result_dir: str, image_id: str | None = None
+) -> list[str]:
+    """The `vllm bench serve` argv for one cell (runs inside the serving container).
+
+    Every value on it is public: a process list or a log line may show it (no key, no token).
+    """
+    # max_concurrency alone cannot tell contexts apart, and total_input_tokens / completed is
+    # only an estimate: the cell, its repetition and the server measured travel in the result.
+    metadata = [f"{META_CONTEXT}={cell.context}", f"{META_CLIENTS}={cell.clients}"]
+    metadata.append(f"{META_REP}={cell.rep}")
+    if settings.config_hash:
+        metadata.append(f"{META_CONFIG}={settings.config_hash}")
+    if image_id:
+        metadata.append(f"{META_IMAGE}={image_id}")
+    argv = [
+        "vllm", "bench", "serve",
+        "--backend", "openai-chat",
+        # The upstream default /v1/completions returns "" on -it models (seed).
+        "--endpoint", "/v1/chat/completions",
+        "--host", settings.host,
+        "--port", str(settings.port),
+        "--model", settings.model,
+        "--dataset-name", "random",
+        "--random-input-len", str(cell.context),
+        "--random-output-len", str(settings.output_len),
+        # Fixed output length per request: tokens/s compare across cells and runs.
+        "--ignore-eos",
+        "--max-concurrency", str(cell.clients),
+        "--num-prompts", str(settings.num_prompts(cell.clients)),
+        "--seed", str(cell.seed),
+        "--save-result",
+        "--result-dir", result_dir,
+        "--result-filename", cell.filename,
+        "--metadata", *metadata,
+        "--disable-tqdm",
+    ]  # fmt: skip
+    if settings.save_detailed:
+        argv.append("--save-detailed")
+    return argv
+
+
+def cell_command(
+    settings: SweepSettings,
+    cell: Cell,
+    *,
+    run_id: str,
+    target: NodeTarget | None,
+    image_id: str | None = None,
+) -> list[str]:
+    """The local argv that runs one cell on the node and prints its result JSON on stdout."""
+    result_dir = f"{RESULT_DIR_IN_CONTAINER}/{run_id}"
+    inner = bench_argv(settings, cell, result_dir=result_dir, image_id=image_id)
+    on_node = [
+        "sudo", "docker", "exec", "-i", settings.container,
+        "sh", "-c", _IN_CONTAINER_SCRIPT, "sh", f"{result_dir}/{cell.filename}", *inner,
+    ]  # fmt: skip
+    return over_ssh(on_node, target)
+
+
+def image_info_command(settings: SweepSettings, target: NodeTarget | None) -> list[str]:
+    """The argv printing image ref, image id, repo digests and vLLM version of the container."""
+    c = shlex.quote(settings.container)
+    # The seed: `docker images`' sha256 is a config-blob id, not a pullable manifest digest,
+    # and the vLLM version string embeds the git SHA the build shipped; record all three.
+    script = (
+        f"sudo docker inspect --format '{{{{.Config.Image}}}}' {c} && "
+        f"id=$(sudo docker inspect --format '{{{{.Image}}}}' {c}) && echo \"$id\" && "
+        "sudo docker image inspect --format '{{json .RepoDigests}}' \"$id\" && "
+        f"sudo docker exec {c} vllm --version"
+    )
+    return over_ssh(["sh", "-c", script], target)
+
+
+def over_ssh(command: Sequence[str], target: NodeTarget | None) -> list[str]:
+    """Wrap a node-side argv in `gcloud compute tpus tpu-vm ssh` (None: already on the node)."""
+    if target is None:
+        return list(command)
+    argv = ["gcloud", "compute", "tpus", "tpu-vm", "ssh", target.name, "--zone", target.zone]
+    if target.project:
+        argv += ["--project", target.project]
+    return [
+        *argv,
+        "--tunnel-through-iap",
+        "--quiet",
+        # No pseudo-terminal: a remote tty would echo the key read from stdin into the output.
+        "--ssh-flag=-T",
+        "--command",
+        shlex.join(command),
+    ]

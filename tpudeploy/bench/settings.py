@@ -1,0 +1,134 @@
+"""What a sweep measures: the `[bench]` table validated into SweepSettings (default: the seed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tpudeploy import facts, seed_sweep
+
+MODEL = facts.MODEL
+CONTAINER = "vllm-gemma4"
+# The seed's max-model-len; a cell whose prompt + output exceeds it would be refused per request.
+MAX_MODEL_LEN = facts.MAX_MODEL_LEN
+
+
+class BenchConfigError(ValueError):
+    """A `[bench]` setting is invalid; the message names the key, the value and the fix."""
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What to measure: the grid, repetitions and request shape (defaults: the seed's sweep)."""
+
+    contexts: tuple[int, ...] = seed_sweep.CONTEXTS
+    clients: tuple[int, ...] = seed_sweep.CLIENTS
+    repetitions: int = seed_sweep.REPETITIONS
+    output_len: int = 256
+    # num_prompts = max(clients * prompts_per_client, min_prompts): every client sends several
+    # requests, so the cell is measured in steady state rather than during ramp-up and drain.
+    prompts_per_client: int = 8
+    min_prompts: int = 32
+    model: str = MODEL
+    container: str = CONTAINER
+    host: str = "127.0.0.1"
+    port: int = 8000
+    save_detailed: bool = False
+    # Which server the sweep measures: the compile-cache key of the deployment's serving config
+    # (image, accelerator, runtime, every `vllm serve` flag and container variable), so results
+    # of two configs in one directory are never averaged together. None without a config file.
+    config_hash: str | None = None
+
+    def num_prompts(self, clients: int) -> int:
+        return max(clients * self.prompts_per_client, self.min_prompts)
+
+
+PROFILES: Mapping[str, SweepSettings] = {
+    "full": SweepSettings(),
+    "quick": SweepSettings(contexts=(128, 1024), clients=(1, 16), repetitions=1),
+}
+
+
+_INT_KEYS = ("repetitions", "output_len", "prompts_per_client", "min_prompts", "port")
+_LIST_KEYS = ("contexts", "clients")
+_STR_KEYS = ("model", "container", "host")
+_KNOWN_KEYS = frozenset(_INT_KEYS + _LIST_KEYS + _STR_KEYS + ("save_detailed", "profile", "quick"))
+
+
+def _positive_int(key: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BenchConfigError(f"bench.{key}: {value!r} is not a positive whole number; set e.g. 1")
+    return value
+
+
+def _apply(base: SweepSettings, table: Mapping[str, Any], prefix: str) -> SweepSettings:
+    unknown = sorted(set(table) - _KNOWN_KEYS)
+    if unknown:
+        raise BenchConfigError(
+            f"{prefix}.{unknown[0]}: unknown key; known keys are {', '.join(sorted(_KNOWN_KEYS))}"
+        )
+    changes: dict[str, Any] = {}
+    for key in _INT_KEYS:
+        if key in table:
+            changes[key] = _positive_int(key, table[key])
+    for key in _LIST_KEYS:
+        if key in table:
+            values = table[key]
+            if not isinstance(values, list) or not values:
+                raise BenchConfigError(
+                    f"{prefix}.{key}: {values!r} must be a non-empty list, e.g. [1, 4, 16, 64]"
+                )
+            ints = tuple(_positive_int(key, v) for v in values)
+            if len(set(ints)) != len(ints):
+                raise BenchConfigError(
+                    f"{prefix}.{key}: {values!r} repeats a value; list each once"
+                )
+            changes[key] = tuple(sorted(ints))
+    for key in _STR_KEYS:
+        if key in table:
+            if not isinstance(table[key], str) or not table[key].strip():
+                raise BenchConfigError(f"{prefix}.{key}: {table[key]!r} must be a non-empty string")
+            changes[key] = table[key]
+    if "save_detailed" in table:
+        if not isinstance(table["save_detailed"], bool):
+            raise BenchConfigError(
+                f"{prefix}.save_detailed: {table['save_detailed']!r} must be true or false"
+            )
+        changes["save_detailed"] = table["save_detailed"]
+    return replace(base, **changes)
+
+
+def settings_from_table(
+    table: Mapping[str, Any] | None,
+    *,
+    profile: str | None = None,
+    max_model_len: int = MAX_MODEL_LEN,
+) -> tuple[str, SweepSettings]:
+    """Return (profile, settings) from a `[bench]` config table; `profile` overrides the table's.
+
+    `full` takes `[bench]` over the seed's sweep; `quick` takes `[bench.quick]` over the quick
+    defaults, sharing the request shape (output_len, prompts, model, container) with `[bench]`.
+    """
+    table = dict(table or {})
+    chosen = profile or table.get("profile", "full")
+    if chosen not in PROFILES:
+        raise BenchConfigError(
+            f"bench.profile: {chosen!r} is not a profile; use one of {', '.join(PROFILES)}"
+        )
+    quick = table.pop("quick", {})
+    table.pop("profile", None)
+    if not isinstance(quick, Mapping):
+        raise BenchConfigError(f"bench.quick: {quick!r} must be a table ([bench.quick])")
+    settings = _apply(PROFILES["full"], table, "bench")
+    if chosen == "quick":
+        shared = {k: v for k, v in table.items() if k not in (*_LIST_KEYS, "repetitions")}
+        settings = _apply(_apply(PROFILES["quick"], shared, "bench"), quick, "bench.quick")
+    longest = max(settings.contexts) + settings.output_len
+    if longest > max_model_len:
+        raise BenchConfigError(
+            f"bench.contexts: {max(settings.contexts)} + output_len {settings.output_len} = "
+            f"{longest} tokens exceeds max-model-len {max_model_len}; the server would refuse "
+            "every request of that cell. Lower the context or output_len."
+        )
+    return chosen, settings
