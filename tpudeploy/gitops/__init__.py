@@ -1,0 +1,95 @@
+"""GitOps helpers for the workflows: which deployments exist or changed, and what bills."""
+
+# deployments.py reads the deployment files (tomllib alone: the workflows run it with a bare
+# python3 before `make install`), billing.py judges what bills, plan_report.py renders a plan
+# for a pull request, cli.py is `python3 -m tpudeploy.gitops`.
+
+from tpudeploy.gitops.billing import (
+    ALIVE_NODE_STATES,
+    DEAD_NODE_STATES,
+    DEAD_QUEUED_STATES,
+    NO_END_TIME,
+    Finding,
+    cloud_billing,
+    static_billing,
+)
+from tpudeploy.gitops.cli import (
+    build_parser,
+    main,
+)
+from tpudeploy.gitops.deployments import (
+    DEFAULT_CONFIG,
+    DEFAULT_FLEX_START_TIMEOUT,
+    DEFAULT_NAME,
+    DEFAULT_PROVISIONING,
+    DEFAULT_ZONE,
+    DEPLOY_JOB_OVERHEAD_MINUTES,
+    DEPLOYMENTS_DIR,
+    DESTROY_JOB_OVERHEAD_MINUTES,
+    INPUT_RE,
+    KEY_FLEX_START_TIMEOUT,
+    KEY_NAME,
+    KEY_PROJECT,
+    KEY_PROVISIONING,
+    KEY_STATE_BUCKET,
+    KEY_ZONE,
+    NAME_RE,
+    NON_INFRA_PATTERNS,
+    PROJECT_RE,
+    STATE_PREFIX_ROOT,
+    ZONE_RE,
+    Deployment,
+    GitopsError,
+    changed_deployments,
+    discover,
+    pipeline_deployments,
+    removed_deployment_files,
+    resolve_input,
+)
+from tpudeploy.gitops.plan_report import (
+    PLAN_DETAIL_LIMIT,
+    plan_report,
+)
+from tpudeploy.names import deploy_account_id
+
+__all__ = [
+    "ALIVE_NODE_STATES",
+    "DEAD_NODE_STATES",
+    "DEAD_QUEUED_STATES",
+    "DEFAULT_CONFIG",
+    "DEFAULT_FLEX_START_TIMEOUT",
+    "DEFAULT_NAME",
+    "DEFAULT_PROVISIONING",
+    "DEFAULT_ZONE",
+    "DEPLOYMENTS_DIR",
+    "DEPLOY_JOB_OVERHEAD_MINUTES",
+    "DESTROY_JOB_OVERHEAD_MINUTES",
+    "INPUT_RE",
+    "KEY_FLEX_START_TIMEOUT",
+    "KEY_NAME",
+    "KEY_PROJECT",
+    "KEY_PROVISIONING",
+    "KEY_STATE_BUCKET",
+    "KEY_ZONE",
+    "NAME_RE",
+    "NON_INFRA_PATTERNS",
+    "NO_END_TIME",
+    "PLAN_DETAIL_LIMIT",
+    "PROJECT_RE",
+    "STATE_PREFIX_ROOT",
+    "ZONE_RE",
+    "Deployment",
+    "Finding",
+    "GitopsError",
+    "build_parser",
+    "changed_deployments",
+    "cloud_billing",
+    "deploy_account_id",
+    "discover",
+    "main",
+    "pipeline_deployments",
+    "plan_report",
+    "removed_deployment_files",
+    "resolve_input",
+    "static_billing",
+]
