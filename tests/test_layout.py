@@ -10,8 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 500
-# Being split on main (issue 11: the config becomes a package). Remove the entry once it is.
-OVER_THE_LIMIT_FOR_NOW = {"tpudeploy/config.py"}
 
 
 def module_lengths() -> dict[str, int]:
@@ -25,18 +23,8 @@ def module_lengths() -> dict[str, int]:
 def test_no_module_is_over_500_lines() -> None:
     lengths = module_lengths()
     assert len(lengths) > 20  # the walk found the packages
-    too_long = {
-        path: lines
-        for path, lines in lengths.items()
-        if lines > MAX_LINES and path not in OVER_THE_LIMIT_FOR_NOW
-    }
+    too_long = {path: lines for path, lines in lengths.items() if lines > MAX_LINES}
     assert not too_long, f"split these along their seams (at most {MAX_LINES} lines): {too_long}"
-
-
-def test_the_exemptions_are_still_needed() -> None:
-    lengths = module_lengths()
-    stale = sorted(p for p in OVER_THE_LIMIT_FOR_NOW if lengths.get(p, 0) <= MAX_LINES)
-    assert not stale, f"remove {stale} from OVER_THE_LIMIT_FOR_NOW: now split or short enough"
 
 
 @pytest.mark.parametrize("module", ["tpudeploy.gitops", "tpudeploy.queued_resource"])
