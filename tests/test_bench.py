@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fake_boot_apis import FakeSecretManager
-from tpudeploy import seed_sweep
+from tpudeploy import facts
 from tpudeploy.bench import __main__ as cli
 from tpudeploy.bench.commands import (
     RESULT_DIR_IN_CONTAINER,
@@ -61,8 +61,8 @@ def bench_part(argv: Sequence[str]) -> list[str]:
 def test_default_settings_are_the_seed_sweep() -> None:
     profile, settings = settings_from_table(None)
     assert profile == "full"
-    assert settings.contexts == seed_sweep.CONTEXTS == (128, 1024, 8192)
-    assert settings.clients == seed_sweep.CLIENTS == (1, 4, 16, 64)
+    assert settings.contexts == facts.CONTEXTS == (128, 1024, 8192)
+    assert settings.clients == facts.CLIENTS == (1, 4, 16, 64)
     assert settings.repetitions == 3
     assert len(plan_cells(settings, base_seed=0)) == 3 * 4 * 3
 

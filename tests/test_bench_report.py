@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tpudeploy import seed_sweep
+from tpudeploy import facts
 from tpudeploy.bench import __main__ as cli
 from tpudeploy.bench.cost_kv import cost_per_million, default_kv_pool, default_prices, kv_status
 from tpudeploy.bench.report import build_report, write_report
@@ -244,9 +244,9 @@ METRIC_VALUES: dict[str, Callable[[Record], float]] = {
     "Per-stream": lambda r: 1000 / r["median_tpot_ms"],
 }
 SEEDS = {
-    "Aggregate": seed_sweep.AGGREGATE_TOK_S,
-    "Median time-to-first-token": seed_sweep.MEDIAN_TTFT_MS,
-    "Per-stream": seed_sweep.PER_STREAM_TOK_S,
+    "Aggregate": facts.AGGREGATE_TOK_S,
+    "Median time-to-first-token": facts.MEDIAN_TTFT_MS,
+    "Per-stream": facts.PER_STREAM_TOK_S,
 }
 
 
@@ -607,7 +607,7 @@ def test_write_report_numbers_the_plots_of_several_groups(tmp_path: Path) -> Non
 def test_cost_reproduces_seed_table(
     tok_s: float, spot: float, flex: float, on_demand: float
 ) -> None:
-    prices = seed_sweep.PRICE_PER_CHIP_HOUR
+    prices = facts.BUILD_LOG_RATES
     assert round(cost_per_million(tok_s, prices["spot"]), 3) == spot
     assert round(cost_per_million(tok_s, prices["flex-start"]), 3) == flex
     assert round(cost_per_million(tok_s, prices["on-demand"]), 3) == on_demand
@@ -630,8 +630,8 @@ def test_cost_table_per_cell(fixture: str, request: pytest.FixtureRequest) -> No
 
 
 def test_kv_wall_marks(results_dir: Path) -> None:
-    pool = seed_sweep.KV_POOL_TOKENS
-    safe = round(pool * seed_sweep.SAFE_CLIENTS_X_CONTEXT / seed_sweep.KV_POOL_TOKENS)
+    pool = facts.KV_POOL_TOKENS
+    safe = round(pool * facts.SAFE_CLIENTS_X_CONTEXT / facts.KV_POOL_TOKENS)
     assert safe == 250_000
     assert kv_status(8192, 64, pool=pool, safe=safe) == "over pool"  # 524,288: the seed's wall
     assert kv_status(8192, 32, pool=pool, safe=safe) == "over safe line"  # 262,144
@@ -648,20 +648,20 @@ def test_kv_wall_marks(results_dir: Path) -> None:
 
 def test_defaults_fall_back_to_seed_without_planner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tpudeploy.planner", types.ModuleType("tpudeploy.planner"))
-    assert default_prices()[0] == dict(seed_sweep.PRICE_PER_CHIP_HOUR)
+    assert default_prices()[0] == dict(facts.BUILD_LOG_RATES)
     pool, safe, source = default_kv_pool()
-    assert (pool, safe) == (seed_sweep.KV_POOL_TOKENS, seed_sweep.SAFE_CLIENTS_X_CONTEXT)
+    assert (pool, safe) == (facts.KV_POOL_TOKENS, facts.SAFE_CLIENTS_X_CONTEXT)
     assert "fallback" in source
 
 
 def test_planner_defaults_agree_with_the_seed() -> None:
     prices, source = default_prices()
-    assert prices == dict(seed_sweep.PRICE_PER_CHIP_HOUR)
+    assert prices == dict(facts.BUILD_LOG_RATES)
     assert source.startswith("tpudeploy.planner")
     pool, safe, _ = default_kv_pool()
     # The planner derives the pool from geometry; the seed measured 321,344 (5,021 blocks of 64).
-    assert abs(pool - seed_sweep.KV_POOL_TOKENS) <= 4 * 64
-    assert abs(safe - seed_sweep.SAFE_CLIENTS_X_CONTEXT) / seed_sweep.SAFE_CLIENTS_X_CONTEXT < 0.01
+    assert abs(pool - facts.KV_POOL_TOKENS) <= 4 * 64
+    assert abs(safe - facts.SAFE_CLIENTS_X_CONTEXT) / facts.SAFE_CLIENTS_X_CONTEXT < 0.01
 
 
 # --- files and the command line -------------------------------------------------------------

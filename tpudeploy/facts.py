@@ -295,3 +295,9 @@ PRICES: Final = MappingProxyType(
         ),
     }
 )
+
+# The build log's rates for the three provisioning models this project can create (a view of
+# PRICES, for tables that compare against the log).
+BUILD_LOG_RATES: Final = MappingProxyType(
+    {m: PRICES["us-west4"].per_chip_hour[m] for m in ("spot", "flex-start", "on-demand")}
+)

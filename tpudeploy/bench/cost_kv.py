@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tpudeploy import seed_sweep
+from tpudeploy import facts
 
 # The seed's rule of thumb as a fraction of its pool (250,000 / 321,344 = 78%), so the line
 # moves with the pool when the planner reports a different one.
-SAFE_FRACTION = seed_sweep.SAFE_CLIENTS_X_CONTEXT / seed_sweep.KV_POOL_TOKENS
+SAFE_FRACTION = facts.SAFE_CLIENTS_X_CONTEXT / facts.KV_POOL_TOKENS
 
 
 def cost_per_million(tok_s: float, price_per_hour: float) -> float:
@@ -32,7 +32,7 @@ def default_prices() -> tuple[dict[str, float], str]:
         prices = {m: float(table.per_chip_hour[m]) for m in planner.PROVISIONING_MODELS}
         return prices, f"tpudeploy.planner: {table.source}, as of {table.as_of}"
     except (AttributeError, KeyError, TypeError, ValueError):
-        return dict(seed_sweep.PRICE_PER_CHIP_HOUR), "fallback: the seed's us-west4 prices"
+        return dict(facts.BUILD_LOG_RATES), "fallback: the seed's us-west4 prices"
 
 
 def default_kv_pool(
@@ -50,8 +50,8 @@ def default_kv_pool(
         return int(pool.tokens), int(pool.safe_tokens), "tpudeploy.planner.kv_pool"
     except (AttributeError, TypeError, ValueError):
         return (
-            seed_sweep.KV_POOL_TOKENS,
-            seed_sweep.SAFE_CLIENTS_X_CONTEXT,
+            facts.KV_POOL_TOKENS,
+            facts.SAFE_CLIENTS_X_CONTEXT,
             "fallback: the seed's measured pool",
         )
 

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tpudeploy import seed_sweep
+from tpudeploy import facts
 from tpudeploy.bench.commands import META_CONTEXT
 from tpudeploy.bench.cost_kv import (
     SAFE_FRACTION,
@@ -107,7 +107,7 @@ def _ratio_text(
     if cell is None or stat is None or seed is None:
         return MISSING
     text = f"{stat.median / seed:.2f}x"
-    seed_doubtful = metric.key == "ttft" and (context, clients) in seed_sweep.UNTRUSTWORTHY_TTFT
+    seed_doubtful = metric.key == "ttft" and (context, clients) in facts.UNTRUSTWORTHY_TTFT
     if stat.untrustworthy or seed_doubtful:
         text += " *"
     if cell.has_failures:
@@ -186,7 +186,7 @@ def _group_markdown(
         out += _grid(contexts, clients, partial(_ratio_text, cells, metric))
         out.append("")
     if seed_note := [
-        f"{ctx}/{c}" for ctx, c in sorted(seed_sweep.UNTRUSTWORTHY_TTFT) if (ctx, c) in cells
+        f"{ctx}/{c}" for ctx, c in sorted(facts.UNTRUSTWORTHY_TTFT) if (ctx, c) in cells
     ]:
         out += [f"TTFT ratio `*` at {', '.join(seed_note)}: the seed's own cv was 56%.", ""]
 
@@ -320,7 +320,7 @@ def build_report(
             for i, g in enumerate(groups, start=1)
         ]
     out += [
-        f"- Seed reference: {seed_sweep.SOURCE_URL} ({seed_sweep.PUBLISHED}); {seed_sweep.SETUP}",
+        f"- Seed reference: {facts.SOURCE_URL} ({facts.PUBLISHED}); {facts.SETUP}",
         "",
         "Each cell is the median of its repetitions, followed by its coefficient of variation "
         "(sample standard deviation, n-1, over the mean; shown from two repetitions). "

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tpudeploy import facts, seed_sweep
+from tpudeploy import facts
 
 MODEL = facts.MODEL
 CONTAINER = "vllm-gemma4"
@@ -22,9 +22,9 @@ class BenchConfigError(ValueError):
 class SweepSettings:
     """What to measure: the grid, repetitions and request shape (defaults: the seed's sweep)."""
 
-    contexts: tuple[int, ...] = seed_sweep.CONTEXTS
-    clients: tuple[int, ...] = seed_sweep.CLIENTS
-    repetitions: int = seed_sweep.REPETITIONS
+    contexts: tuple[int, ...] = facts.CONTEXTS
+    clients: tuple[int, ...] = facts.CLIENTS
+    repetitions: int = facts.REPETITIONS
     output_len: int = 256
     # num_prompts = max(clients * prompts_per_client, min_prompts): every client sends several
     # requests, so the cell is measured in steady state rather than during ramp-up and drain.

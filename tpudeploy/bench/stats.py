@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tpudeploy import seed_sweep
+from tpudeploy import facts
 from tpudeploy.bench.results import RunResult
 
 # The seed's bar for "no point value should be trusted": its own 128/16 TTFT had cv 56%.
@@ -34,7 +34,7 @@ METRICS = (
         "Aggregate output tokens/s (`output_throughput`)",
         "tok/s",
         lambda run: run.output_throughput,
-        seed_sweep.AGGREGATE_TOK_S,
+        facts.AGGREGATE_TOK_S,
         True,
     ),
     Metric(
@@ -42,7 +42,7 @@ METRICS = (
         "Median time-to-first-token, ms (`median_ttft_ms`)",
         "ms",
         lambda run: run.median_ttft_ms,
-        seed_sweep.MEDIAN_TTFT_MS,
+        facts.MEDIAN_TTFT_MS,
         False,
     ),
     Metric(
@@ -50,7 +50,7 @@ METRICS = (
         "Per-stream tokens/s (1000 / `median_tpot_ms`)",
         "tok/s",
         _per_stream,
-        seed_sweep.PER_STREAM_TOK_S,
+        facts.PER_STREAM_TOK_S,
         True,
     ),
 )

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from tpudeploy import seed_sweep
+from tpudeploy import facts
 from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command, plan_cells
 from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.timefmt import format_seconds
@@ -49,7 +49,7 @@ def subprocess_executor(argv: Sequence[str], *, stdin: bytes) -> ExecResult:
 
 def expected_seconds(settings: SweepSettings, cell: Cell) -> float:
     """A prior for one cell's duration: its output tokens over the seed's throughput there."""
-    tok_s = seed_sweep.AGGREGATE_TOK_S.get((cell.context, cell.clients))
+    tok_s = facts.AGGREGATE_TOK_S.get((cell.context, cell.clients))
     if tok_s is None:
         # Off the seed's grid: ~120 tok/s per stream up to the ~1,500 tok/s the chip peaked at.
         tok_s = min(120.0 * cell.clients, 1500.0)
