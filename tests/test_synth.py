@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import Synthesizer, resources
+from conftest import Synthesizer, resources, run_main
 
 from tpudeploy.config import IAP_SSH_RANGE, parse_config
 from tpudeploy.render import node_metadata
@@ -107,11 +109,9 @@ def test_node_runs_as_the_dedicated_service_account(synth: Synthesizer) -> None:
     assert email == f"{sa['account_id']}@${{var.project}}.iam.gserviceaccount.com"
     assert vm["service_account"]["scope"] == ["https://www.googleapis.com/auth/cloud-platform"]
     # With a project set, the email still derives from the same account id.
+    # The email is built from the project variable, whose default is then the config's project.
     vm = only(synth(OPEN_TO)[NODE], "google_tpu_v2_vm")
-    assert vm["service_account"]["email"] in (
-        email,
-        email.replace("${var.project}", "my-proj-123"),
-    )
+    assert vm["service_account"]["email"] == email
 
 
 def test_node_metadata_os_login_and_startup_script(spot_node: dict[str, Any]) -> None:
@@ -286,7 +286,7 @@ def test_required_services_kept_on_destroy(secrets_stack: dict[str, Any]) -> Non
 def test_node_outputs(spot_node: dict[str, Any]) -> None:
     outputs = spot_node["output"]
     assert {"node_name", "zone", "ip", "endpoint"} <= set(outputs)
-    assert outputs["node_name"]["value"] in (NAME, "${google_tpu_v2_vm.node.name}")
+    assert outputs["node_name"]["value"] == NAME
     assert outputs["zone"]["value"] == "us-west4-a"
     ip = outputs["ip"]["value"]
     assert ip.startswith("${google_tpu_v2_vm.node.network_endpoints")
@@ -336,6 +336,32 @@ def test_no_token_in_the_synthesized_json(synth: Synthesizer, overrides: dict[st
             assert not found, (name, text[max(0, found.start() - 80) : found.end() + 80])
 
 
+def test_secrets_within_reach_of_the_synth_never_reach_its_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Synthesize with real-looking secrets everywhere a careless renderer could pick them up
+    (the environment, the Hugging Face token file) and find none of them in any output file.
+    Without them present, the scan above could never fail."""
+    token = "hf_" + secrets.token_hex(17)
+    api_key = secrets.token_urlsafe(32)
+    home = tmp_path / "home"
+    (home / ".cache" / "huggingface").mkdir(parents=True)
+    (home / ".cache" / "huggingface" / "token").write_text(token)
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.setenv(var, token)
+    monkeypatch.setenv("VLLM_API_KEY", api_key)
+    monkeypatch.setenv("HOME", str(home))
+    result, outdir = run_main(tmp_path, 'project = "my-proj-123"\n')
+    assert result.returncode == 0, result.stderr
+    files = [p for p in outdir.rglob("*") if p.is_file()]
+    assert any(p.name == "cdk.tf.json" for p in files)
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert token not in text and api_key not in text, path
+    assert token not in result.stdout + result.stderr
+    assert api_key not in result.stdout + result.stderr
+
+
 def test_token_patterns_would_catch_a_baked_in_token() -> None:
     # The hygiene assertions above can fail: these are the shapes they refuse.
     assert TOKEN_SHAPED.search("hf_" + "a1B2" * 9)
@@ -361,7 +387,8 @@ def test_names_derive_from_the_deployment_name(synth: Synthesizer) -> None:
     ]
     names.append(only(stacks[SECRETS], "google_service_account")["account_id"])
     for n in names:
-        assert n == NAME or n.startswith(f"{NAME}-"), n
+        # The deployment's name itself (the node), or it with a suffix: never random.
+        assert re.fullmatch(rf"{NAME}(-[a-z0-9-]+)?", n), n
     for stack in stacks.values():
         assert not any(t.startswith("random_") for t in stack.get("resource", {}))
 

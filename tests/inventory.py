@@ -1,0 +1,154 @@
+"""Plan inventories: each deployment's contract, the values that matter, on one screen.
+
+cloud-foundation-fabric's model: a short YAML file per configuration (tests/inventories/) lists
+the values a reviewer cares about in the synthesized JSON, and one helper compares them. When
+they differ it prints the whole inventory to paste, and the command that rewrites the files, so
+a deliberate change is reviewed as a diff of that file and an accidental one fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+INVENTORIES = Path(__file__).resolve().parent / "inventories"
+WRITE_ENV = "TPUDEPLOY_WRITE_INVENTORIES"
+REWRITE = f"{WRITE_ENV}=1 .venv/bin/python -m pytest -q tests/test_inventories.py"
+
+# Per resource type, the arguments that make the contract. Everything else (long scripts,
+# cdktf metadata) is left to the focused tests.
+KEYS: dict[str, tuple[str, ...]] = {
+    "google_project_service": ("service", "disable_on_destroy"),
+    "google_service_account": ("account_id",),
+    "google_secret_manager_secret": ("secret_id", "labels"),
+    "google_secret_manager_secret_iam_member": ("secret_id", "role", "member", "condition"),
+    "google_storage_bucket": (
+        "name",
+        "location",
+        "uniform_bucket_level_access",
+        "public_access_prevention",
+        "force_destroy",
+        "versioning",
+        "lifecycle_rule",
+        "lifecycle",
+    ),
+    "google_storage_bucket_iam_member": ("bucket", "role", "member", "condition"),
+    "google_compute_firewall": (
+        "name",
+        "network",
+        "direction",
+        "priority",
+        "allow",
+        "deny",
+        "source_ranges",
+        "target_tags",
+    ),
+    "google_tpu_v2_vm": (
+        "name",
+        "zone",
+        "accelerator_type",
+        "runtime_version",
+        "scheduling_config",
+        "service_account",
+        "network_config",
+        "shielded_instance_config",
+        "tags",
+        "labels",
+        "lifecycle",
+    ),
+    "google_project_iam_member": ("role", "member", "condition"),
+    "google_project_iam_custom_role": ("role_id", "permissions"),
+    "google_service_account_iam_member": ("service_account_id", "role", "member", "condition"),
+    "google_iam_workload_identity_pool": ("workload_identity_pool_id",),
+    "google_iam_workload_identity_pool_provider": (
+        "workload_identity_pool_provider_id",
+        "attribute_condition",
+    ),
+    "google_cloud_scheduler_job": ("name", "schedule", "time_zone", "http_target"),
+}
+# The queued resource's spec, as the TPU API receives it: the fields a reviewer checks.
+SPEC_KEYS = (
+    "project",
+    "zone",
+    "queued_resource_id",
+    "node_id",
+    "accelerator_type",
+    "runtime_version",
+    "service_account_email",
+    "scopes",
+    "network",
+    "subnetwork",
+    "enable_external_ips",
+    "enable_secure_boot",
+    "tags",
+    "labels",
+    "max_run_duration_seconds",
+)
+
+
+def _resource(rtype: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    if rtype == "terraform_data":
+        spec = json.loads(attrs["input"])
+        return {
+            "provider": attrs.get("provider"),
+            "spec": {k: spec.get(k) for k in SPEC_KEYS if k in spec},
+            "metadata_keys": sorted(spec.get("metadata", {})),
+            "provisioners": [
+                {
+                    "when": p["local-exec"].get("when", "create"),
+                    "command": p["local-exec"]["command"],
+                }
+                for p in attrs.get("provisioner", [])
+            ],
+        }
+    keys = KEYS.get(rtype)
+    if keys is None:
+        raise KeyError(f"{rtype}: add its contract to tests/inventory.py KEYS")
+    found = {k: attrs[k] for k in keys if k in attrs}
+    found["provider"] = attrs.get("provider")
+    if rtype == "google_tpu_v2_vm":
+        found["metadata_keys"] = sorted(attrs.get("metadata", {}))
+    return found
+
+
+def inventory(stack: dict[str, Any]) -> dict[str, Any]:
+    """The contract of one synthesized stack."""
+    backend = stack.get("terraform", {}).get("backend", {})
+    return {
+        "required_providers": stack.get("terraform", {}).get("required_providers", {}),
+        "backend": {kind: dict(settings) for kind, settings in backend.items()},
+        "provider": stack.get("provider", {}),
+        "variables": sorted(stack.get("variable", {})),
+        "outputs": sorted(stack.get("output", {})),
+        "resources": {
+            f"{rtype}.{rid}": _resource(rtype, attrs)
+            for rtype, items in sorted(stack.get("resource", {}).items())
+            for rid, attrs in sorted(items.items())
+        },
+    }
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=True, default_flow_style=False, width=100)
+
+
+def assert_inventory(name: str, actual: dict[str, Any]) -> None:
+    """Compare `actual` with tests/inventories/<name>.yaml; say what to paste when they differ."""
+    path = INVENTORIES / f"{name}.yaml"
+    text = _dump(actual)
+    if os.environ.get(WRITE_ENV):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    if not path.is_file():
+        raise AssertionError(f"no inventory {path.name}; create it with:\n  {REWRITE}")
+    expected = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if expected != yaml.safe_load(text):
+        raise AssertionError(
+            f"{path.relative_to(path.parents[2])} differs from the synthesized JSON. If the "
+            f"change is intended, review and paste this (or run `{REWRITE}`):\n\n{text}"
+        )
