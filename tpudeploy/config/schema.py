@@ -472,12 +472,13 @@ class DeployConfig(Strict):
         return self.name
 
     @property
-    def vllm_firewall_name(self) -> str:
-        return f"{self.name}-allow-vllm"
-
-    @property
-    def ssh_firewall_name(self) -> str:
-        return f"{self.name}-allow-iap-ssh"
+    def firewall_rule_names(self) -> dict[str, str]:
+        """Every firewall rule the node stack may create, by construct id: a deny-all per IP
+        version, the proxy's port per IP version (only with allowed_cidrs), IAP SSH."""
+        return {
+            rule: f"{self.name}-{rule}"
+            for rule in ("deny-all", "deny-all-v6", "allow-api", "allow-api-v6", "allow-iap-ssh")
+        }
 
     @property
     def network_tag(self) -> str:
