@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import io
 import json
 import os
 import shutil
@@ -26,7 +27,9 @@ import pytest
 from boot_sandbox import API_KEY, PROJECT, Node
 
 from tests.fake_boot_apis import LoopbackServer, chat_answer, weather_call
+from tpudeploy import smoke
 from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.frontdoor import Endpoint, fetch_certificate
 
 NGINX = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
 if NGINX is None:
@@ -255,6 +258,18 @@ def test_tls_terminates_at_the_proxy_and_plain_http_gets_nothing(door: FrontDoor
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
         der = tls.getpeercert(binary_form=True) or b""
         assert hashlib.sha256(der).hexdigest() == door.fingerprint
+
+
+def test_make_smoke_passes_through_the_real_proxy(door: FrontDoor) -> None:
+    out = io.StringIO()
+    endpoint = Endpoint(door.url, door.fingerprint)
+    assert smoke.run(endpoint, API_KEY, MODEL, out=out) == 0
+    assert "smoke test passed" in out.getvalue()
+    # The certificate `make endpoint` writes is a CA file that verifies by address.
+    pem = fetch_certificate(endpoint)
+    assert pem == ssl.DER_cert_to_PEM_cert(
+        ssl.PEM_cert_to_DER_cert((door.node.proxy_dir / "tls.crt").read_text())
+    )
 
 
 CURL = shutil.which("curl")
