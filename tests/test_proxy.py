@@ -1,9 +1,9 @@
 """The front door for real: Debian's nginx runs the files a sandbox boot wrote (nginx.conf,
 api_key.conf, the certificate and its key) in front of a fake vLLM on loopback.
 
-Only the listen address is changed (127.0.0.1 instead of every address), so nothing here is
-reachable from off this machine. CI installs nginx (.ci/run) and sets CI=true, so there a missing
-nginx fails instead of skipping.
+Only the listen line is changed (127.0.0.1 and a free port instead of every address), so
+nothing here is reachable from off this machine. CI installs nginx (.ci/run) and sets CI=true,
+so there a missing nginx fails instead of skipping.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import http.client
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -79,8 +80,12 @@ class FrontDoor:
     cfg: DeployConfig
     node: Node
     vllm: FakeVllm
-    url: str
+    port: int  # where the test's nginx listens (127.0.0.1 only)
     context: ssl.SSLContext  # trusts the node's certificate, checks the host name 127.0.0.1
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
 
     @property
     def fingerprint(self) -> str:
@@ -90,7 +95,7 @@ class FrontDoor:
         self, method: str, path: str, key: str | None = None, body: Any = None
     ) -> tuple[int, bytes]:
         """One request, the path sent exactly as given (no client-side normalisation)."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.cfg.proxy.port, context=self.context)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context)
         headers = {"Content-Type": "application/json"}
         if key is not None:
             headers["Authorization"] = key
@@ -104,45 +109,49 @@ class FrontDoor:
             conn.close()
 
 
-@pytest.fixture(scope="module")
-def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FrontDoor]:
-    root = tmp_path_factory.mktemp("front-door")
-    with FakeVllm() as vllm:
-        cfg = parse_config(
-            {"project": PROJECT, "vllm": {"port": vllm.port}, "proxy": {"port": free_port()}}
-        )
-        node = Node(root / "node", cfg)
-        boot = node.run()
-        assert boot.returncode == 0, boot.stderr
-        conf = (node.proxy_dir / "nginx.conf").read_text()
-        listen = f"listen {cfg.proxy.port} ssl;"
-        assert conf.count(listen) == 1
-        test_conf = node.proxy_dir / "nginx.loopback.conf"
-        test_conf.write_text(conf.replace(listen, f"listen 127.0.0.1:{cfg.proxy.port} ssl;"))
-        prefix = root / "prefix"
-        prefix.mkdir()
-        assert NGINX is not None
+def start_nginx(conf: Path, prefix: Path) -> tuple[subprocess.Popen[str], int]:
+    """nginx on a free loopback port; another port when someone took it in between."""
+    assert NGINX is not None
+    text = conf.read_text()
+    listen = re.search(r"^ *listen (\d+) ssl;$", text, re.MULTILINE)
+    assert listen is not None and text.count("listen ") == 1
+    errors = []
+    for attempt in range(3):
+        port = free_port()
+        test_conf = conf.with_name("nginx.loopback.conf")
+        test_conf.write_text(text.replace(listen[0], f"    listen 127.0.0.1:{port} ssl;"))
+        (prefix / str(attempt)).mkdir(parents=True)
         proc = subprocess.Popen(
-            [NGINX, "-p", f"{prefix}/", "-c", str(test_conf), "-e", "stderr"],
+            [NGINX, "-p", f"{prefix / str(attempt)}/", "-c", str(test_conf), "-e", "stderr"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
+        deadline = time.monotonic() + 15
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return proc, port
+            except OSError:
+                time.sleep(0.05)
+        proc.kill()
+        errors.append(proc.communicate()[1])
+    raise AssertionError(f"nginx did not start: {errors}")
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FrontDoor]:
+    root = tmp_path_factory.mktemp("front-door")
+    with FakeVllm() as vllm:
+        cfg = parse_config({"project": PROJECT, "vllm": {"port": vllm.port}})
+        node = Node(root / "node", cfg)
+        boot = node.run()
+        assert boot.returncode == 0, boot.stderr
+        # The boot's own nginx.conf, listening on loopback instead of every address.
+        proc, port = start_nginx(node.proxy_dir / "nginx.conf", root / "prefix")
         try:
-            deadline = time.monotonic() + 15
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", cfg.proxy.port), timeout=1).close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        proc.kill()
-                        raise AssertionError(
-                            f"nginx did not start: {proc.communicate()[1]}"
-                        ) from None
-                    time.sleep(0.05)
             context = ssl.create_default_context(cafile=str(node.proxy_dir / "tls.crt"))
-            yield FrontDoor(cfg, node, vllm, f"https://127.0.0.1:{cfg.proxy.port}", context)
+            yield FrontDoor(cfg, node, vllm, port, context)
         finally:
             proc.terminate()
             proc.wait(timeout=10)
@@ -245,14 +254,14 @@ def test_a_forwarded_path_is_the_one_nginx_checked(door: FrontDoor) -> None:
 def test_tls_terminates_at_the_proxy_and_plain_http_gets_nothing(door: FrontDoor) -> None:
     """Issue 13, defect 2: the key and the prompts crossed the network in clear text."""
     before = len(door.vllm.requests)
-    conn = http.client.HTTPConnection("127.0.0.1", door.cfg.proxy.port, timeout=5)
+    conn = http.client.HTTPConnection("127.0.0.1", door.port, timeout=5)
     conn.request("GET", "/v1/models", headers={"Authorization": BEARER})
     response = conn.getresponse()
     assert response.status == 400  # "plain HTTP request was sent to HTTPS port"
     conn.close()
     assert len(door.vllm.requests) == before
     with (
-        socket.create_connection(("127.0.0.1", door.cfg.proxy.port)) as raw,
+        socket.create_connection(("127.0.0.1", door.port)) as raw,
         door.context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
