@@ -22,7 +22,7 @@ STACKS = $(PY) -m tpudeploy stacks
 
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	capacity cost status bench bench-quick bench-plan report readme \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -101,9 +101,20 @@ api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; sa
 wait: $(VENV_STAMP) ## Follow the boot phases (guest attributes, no SSH) until vLLM is ready
 	$(PY) -m tpudeploy wait
 
-# ENDPOINT=http://IP:PORT skips the node lookup; VLLM_API_KEY skips Secret Manager.
-smoke: $(VENV_STAMP) ## Chat completion + get_weather tool call against the endpoint, with latencies
+# Over TLS pinned to the node's certificate. ENDPOINT=https://HOST:PORT (e.g. the tunnel's
+# https://localhost:8443) skips the node lookup, TLS_SHA256 the guest-attribute lookup,
+# VLLM_API_KEY the Secret Manager one.
+smoke: $(VENV_STAMP) ## Front door locked, then chat + get_weather tool call, with latencies
 	$(PY) -m tpudeploy smoke
+
+# CERT_OUT=file also writes the pinned certificate, for clients that take a CA file.
+endpoint: $(VENV_STAMP) ## Where the API is, the certificate fingerprint and how clients pin it
+	$(PY) -m tpudeploy endpoint $(if $(CERT_OUT),--cert-out $(CERT_OUT))
+
+# The default deployment opens no port: this forwards localhost:LOCAL_PORT (default 8443) to the
+# node's proxy over IAP SSH (port 22 is open to Google's IAP range only).
+tunnel: $(VENV_STAMP) ## Forward a local port to the node's TLS proxy through IAP (Ctrl-C stops)
+	$(PY) -m tpudeploy tunnel
 
 # The sweep runs `vllm bench serve` inside the serving container over IAP SSH; the API key
 # travels on stdin, never on a command line. OUT=dir keeps (and resumes) a run's results.

@@ -53,8 +53,8 @@ def node_account_display_name(cfg: DeployConfig) -> str:
 class SecretsStack(TerraformStack):
     """Creates: project services, the node service account (both left to the GitOps bootstrap for
     a pipeline deployment), the HF-token and API-key secrets (no values), secretAccessor on those
-    two secrets for that one account, and the compile-cache bucket with objectAdmin for that
-    account only."""
+    two secrets for that one account, and the compile-cache bucket where that account may read
+    and create objects, never replace or delete them."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -98,9 +98,9 @@ class SecretsStack(TerraformStack):
         # The XLA compile cache outlives the VM (a spot preemption or the end of a flex-start run
         # deletes the disk; seed: cold boot 857 s, warm 497 s). The cache is code the node runs,
         # so only the node's account gets object access here: no public access, no ACLs
-        # (uniform access), no project-level grant. Versioning keeps the previous archives for a
-        # week, to roll back a bad one; force_destroy stays false so `destroy-all` never deletes
-        # a cache silently.
+        # (uniform access), no project-level grant. Versioning keeps what an operator replaces
+        # or deletes for a week; force_destroy stays false so `destroy-all` never deletes a
+        # cache silently.
         self.compile_cache = GoogleStorageBucket(
             self,
             "compile-cache",
@@ -121,12 +121,22 @@ class SecretsStack(TerraformStack):
             labels={"deployment": cfg.name},
             depends_on=services,
         )
+        # Read and create, nothing else: replacing an object needs storage.objects.delete, which
+        # neither role has, so a node (even a compromised one) can add a cache entry but never
+        # change one a later node will restore. The boot script also uploads with the
+        # precondition x-goog-if-generation-match: 0 (create only).
+        GoogleStorageBucketIamMember(
+            self,
+            "compile-cache-reader",
+            bucket=self.compile_cache.name,
+            role="roles/storage.objectViewer",
+            member=f"serviceAccount:{self.service_account_email}",
+        )
         GoogleStorageBucketIamMember(
             self,
             "compile-cache-writer",
             bucket=self.compile_cache.name,
-            # objectAdmin: restore reads, save overwrites (create + delete of the old version).
-            role="roles/storage.objectAdmin",
+            role="roles/storage.objectCreator",
             member=f"serviceAccount:{self.service_account_email}",
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from cdktf import App, LocalExecProvisioner, TerraformOutput, TerraformResource,
 from cdktf_cdktf_provider_google_beta.google_compute_firewall import (
     GoogleComputeFirewall,
     GoogleComputeFirewallAllow,
+    GoogleComputeFirewallDeny,
 )
 from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
     GoogleTpuV2Vm,
@@ -26,6 +28,12 @@ from tpudeploy.flex import node_description, node_labels, queued_resource_spec
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 from tpudeploy.render import node_metadata
 
+# The auto-created default network allows SSH from anywhere (default-allow-ssh) and everything
+# from inside the VPC (default-allow-internal) at priority 65534. The node's own deny-all sits at
+# a stronger priority (a lower number), and the node's allows above that.
+DENY_ALL_PRIORITY = 65000
+ALLOW_PRIORITY = 1000
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QR_COMMAND = ".venv/bin/python -m tpudeploy.queued_resource"
 # Stands in for the project id while the spec is built, then becomes var.project: the spec is
@@ -42,8 +50,10 @@ def queued_resource_input(cfg: DeployConfig, project: str) -> str:
 
 
 class TpuNodeStack(TerraformStack):
-    """Creates: the TPU v2 VM (spot or on-demand) running the seed's vLLM launch, a firewall rule
-    for the vLLM port (only when allowed_cidrs is set) and one for SSH from Google's IAP range."""
+    """Creates: the TPU v2 VM (spot or on-demand) or the flex-start queued resource running the
+    seed's vLLM launch behind its TLS proxy; for the node's network tag a deny-all ingress rule
+    per IP version, an allow for SSH from Google's IAP range and, only when allowed_cidrs is set,
+    an allow for the proxy's port per IP version."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -60,32 +70,58 @@ class TpuNodeStack(TerraformStack):
         else:
             self._vm(cfg, project, labels)
 
-        if cfg.network.allowed_cidrs:
-            # Only with ranges: a GCE rule with no source ranges and no source tags means
-            # 0.0.0.0/0, so an empty list must mean "no rule", never "an empty rule".
+        self._firewall(cfg, network)
+        TerraformOutput(self, "node_name", value=cfg.node_id)
+        TerraformOutput(self, "zone", value=cfg.zone)
+
+    def _firewall(self, cfg: DeployConfig, network: str) -> None:
+        """Deny everything to the node's tag, then allow IAP SSH and the proxy's port above it.
+        A rule holds IPv4 or IPv6 ranges, never both (VPC firewall docs): one rule per version.
+        Names come from the config (firewall_rule_names): the GitOps deploy identity may touch
+        these rules and no others."""
+        for rule, everything in (("deny-all", "0.0.0.0/0"), ("deny-all-v6", "::/0")):
             GoogleComputeFirewall(
                 self,
-                "allow-vllm",
-                name=cfg.vllm_firewall_name,
+                rule,
+                name=cfg.firewall_rule_names[rule],
                 network=network,
                 direction="INGRESS",
-                allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=[str(cfg.vllm.port)])],
-                source_ranges=list(cfg.network.allowed_cidrs),
+                priority=DENY_ALL_PRIORITY,
+                deny=[GoogleComputeFirewallDeny(protocol="all")],
+                source_ranges=[everything],
                 target_tags=[cfg.network_tag],
+                description="Everything the rules above do not allow, whatever the network's "
+                "own rules (default-allow-ssh, default-allow-internal) say.",
             )
+        for rule, version in (("allow-api", 4), ("allow-api-v6", 6)):
+            ranges = [
+                c for c in cfg.network.allowed_cidrs if ipaddress.ip_network(c).version == version
+            ]
+            # Only with ranges: a GCE rule with no source ranges and no source tags means
+            # 0.0.0.0/0, so an empty list must mean "no rule", never "an empty rule".
+            if ranges:
+                GoogleComputeFirewall(
+                    self,
+                    rule,
+                    name=cfg.firewall_rule_names[rule],
+                    network=network,
+                    direction="INGRESS",
+                    priority=ALLOW_PRIORITY,
+                    allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=[str(cfg.proxy.port)])],
+                    source_ranges=ranges,
+                    target_tags=[cfg.network_tag],
+                )
         GoogleComputeFirewall(
             self,
             "allow-iap-ssh",
-            name=cfg.ssh_firewall_name,
+            name=cfg.firewall_rule_names["allow-iap-ssh"],
             network=network,
             direction="INGRESS",
+            priority=ALLOW_PRIORITY,
             allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=["22"])],
             source_ranges=[IAP_SSH_RANGE],
             target_tags=[cfg.network_tag],
         )
-
-        TerraformOutput(self, "node_name", value=cfg.node_id)
-        TerraformOutput(self, "zone", value=cfg.zone)
 
     def _vm(self, cfg: DeployConfig, project: str, labels: dict[str, str]) -> None:
         # google_tpu_v2_vm exists only in google-beta; the GA bindings have the legacy tpu_node.
@@ -142,7 +178,8 @@ class TpuNodeStack(TerraformStack):
             else endpoint.ip_address
         )
         TerraformOutput(self, "ip", value=ip)
-        TerraformOutput(self, "endpoint", value=f"http://{ip}:{cfg.vllm.port}/v1")
+        # TLS with the node's own certificate: `make endpoint` prints the fingerprint to pin.
+        TerraformOutput(self, "endpoint", value=f"https://{ip}:{cfg.proxy.port}/v1")
         TerraformOutput(
             self,
             "billing",

@@ -1,26 +1,89 @@
-"""Loopback fakes for the boot path: TPU v2alpha1 guest attributes/node, Secret Manager, an OpenAI
-chat endpoint. Same shape as tests/fake_tpu_api.py: a ThreadingHTTPServer on 127.0.0.1 whose
+"""Loopback fakes for the boot path: TPU v2alpha1 guest attributes/node, Secret Manager, the
+node's TLS front door. Same shape as tests/fake_tpu_api.py: a ThreadingHTTPServer on 127.0.0.1 whose
 answers are scripted and whose requests are recorded."""
 
 from __future__ import annotations
 
 import base64
+import datetime
+import hashlib
+import ipaddress
 import json
 import re
+import ssl
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Answer = tuple[int, Any]
 
 
+@dataclass(frozen=True)
+class LoopbackCertificate:
+    """A self-signed certificate for 127.0.0.1/localhost, like the one the node makes at boot."""
+
+    cert: Path
+    key: Path
+    sha256: str  # of the DER encoding, what the node publishes as tpudeploy/tls-sha256
+
+    @classmethod
+    def create(cls, directory: Path, name: str = "node") -> LoopbackCertificate:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(
+                x509.SubjectAlternativeName(
+                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                ),
+                critical=False,
+            )
+            .sign(key, hashes.SHA256())
+        )
+        directory.mkdir(parents=True, exist_ok=True)
+        cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        der = cert.public_bytes(serialization.Encoding.DER)
+        return cls(cert_path, key_path, hashlib.sha256(der).hexdigest())
+
+
 class LoopbackServer:
-    def __init__(self, route: Callable[[str, str, Any, dict[str, str]], Answer]) -> None:
+    def __init__(
+        self,
+        route: Callable[[str, str, Any, dict[str, str]], Answer],
+        *,
+        tls: LoopbackCertificate | None = None,
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
         self._route = route
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls.cert, tls.key)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
         )
@@ -82,9 +145,16 @@ class FakeTpu(LoopbackServer):
     """Node get + getGuestAttributes; `phases` is what successive polls show (last one sticks).
     A phase of None means "no guest attribute yet" (404); "no-node" makes the node itself 404."""
 
-    def __init__(self, phases: list[tuple[str | None, str]], ip: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        phases: list[tuple[str | None, str]],
+        ip: str = "127.0.0.1",
+        attributes: dict[str, str] | None = None,
+    ) -> None:
         self.phases = list(phases)
         self.ip = ip
+        # More tpudeploy/ guest attributes, e.g. the certificate's tls-sha256 and tls-spki.
+        self.attributes = dict(attributes or {})
         super().__init__(self.route)
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
@@ -103,6 +173,8 @@ class FakeTpu(LoopbackServer):
             items = [{"namespace": "tpudeploy", "key": "phase", "value": phase}]
             if reason:
                 items.append({"namespace": "tpudeploy", "key": "reason", "value": reason})
+            for key, value in self.attributes.items():
+                items.append({"namespace": "tpudeploy", "key": key, "value": value})
             return 200, {
                 "guestAttributes": [{"queryPath": "tpudeploy/", "queryValue": {"items": items}}]
             }
@@ -161,18 +233,36 @@ def weather_call(arguments: str = '{"city": "Paris"}', name: str = "get_weather"
     return {"id": "call-1", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-class FakeVllm(LoopbackServer):
-    """/v1/chat/completions guarded by a Bearer key, like vLLM with VLLM_API_KEY set."""
+class FakeFrontDoor(LoopbackServer):
+    """What the node's TLS proxy shows a client (templates/nginx.conf.j2): /health open, every
+    other path 401 without the Bearer key, /v1/chat/completions answered with it, the rest 404.
+    `locked=False` plays vLLM without a proxy: every path but /v1 served without a key."""
 
-    def __init__(self, api_key: str, chat: Any = None, tool: Any = None) -> None:
+    def __init__(
+        self,
+        api_key: str,
+        tls: LoopbackCertificate,
+        chat: Any = None,
+        tool: Any = None,
+        *,
+        locked: bool = True,
+    ) -> None:
         self.api_key = api_key
+        self.locked = locked
         self.chat = chat if chat is not None else chat_answer("Hi there, nice to meet you!")
         self.tool = tool if tool is not None else chat_answer(None, [weather_call()])
-        super().__init__(self.route)
+        super().__init__(self.route, tls=tls)
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}"
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
-        if path != "/v1/chat/completions" or method != "POST":
-            return 404, {"detail": "Not Found"}
-        if headers.get("authorization") != f"Bearer {self.api_key}":
-            return 401, {"error": "Unauthorized"}
-        return 200, self.tool if body.get("tools") else self.chat
+        if path == "/health":
+            return 200, {}
+        authorized = headers.get("authorization") == f"Bearer {self.api_key}"
+        if not authorized and (self.locked or path.startswith("/v1/")):
+            return 401, {"error": "missing or wrong API key"}
+        if path == "/v1/chat/completions" and method == "POST":
+            return 200, self.tool if body.get("tools") else self.chat
+        return (404, {"error": "not found"}) if self.locked else (200, {"served": path})

@@ -505,13 +505,19 @@ def test_cli_config_hash_follows_the_serving_config(
     assert config_pairs("[vllm]\nmax_num_batched_tokens = 8192\n") != base
 
 
-def test_api_key_defaults_to_the_deployments_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server always runs with --api-key (boot path), so `make bench` reads the deployment's
-    own API-key secret unless told otherwise, through Secret Manager's API like make smoke."""
+def test_no_key_by_default_and_the_named_secret_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM listens on the node's loopback without a key (the TLS proxy checks it), so `make
+    bench` reads no secret unless told; --api-key-secret reads it through Secret Manager's API
+    like make smoke."""
     cfg = parse_config({"project": "bench-proj-1"})
     args = argparse.Namespace(api_key_env=None, api_key_secret=None, project=None)
     with FakeSecretManager({cfg.api_key_secret_id: ["old-key", "k3y-value\n"]}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert cli._api_key(args, cfg) == ""
+        assert sm.requests == []
+        args.api_key_secret = cfg.api_key_secret_id
         assert cli._api_key(args, cfg) == "k3y-value"
     assert [r["path"] for r in sm.requests] == [
         f"/v1/projects/bench-proj-1/secrets/{cfg.api_key_secret_id}/versions/latest:access"

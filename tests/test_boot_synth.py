@@ -25,13 +25,18 @@ def test_cache_bucket_is_private_uniform_and_kept(secrets_stack: dict[str, Any])
     assert bucket["versioning"] == {"enabled": True}
 
 
-def test_only_the_node_account_may_write_the_cache(secrets_stack: dict[str, Any]) -> None:
+def test_the_node_may_add_cache_entries_but_never_replace_one(
+    secrets_stack: dict[str, Any],
+) -> None:
+    """Issue 13, defect 5: objectAdmin let the node overwrite and delete the archives every
+    later node restores. Read and create only (replacing an object needs objects.delete)."""
     members = resources(secrets_stack, "google_storage_bucket_iam_member")
-    assert [(m["role"], m["member"]) for m in members.values()] == [
-        ("roles/storage.objectAdmin", NODE_MEMBER)
+    assert sorted((m["role"], m["member"]) for m in members.values()) == [
+        ("roles/storage.objectCreator", NODE_MEMBER),
+        ("roles/storage.objectViewer", NODE_MEMBER),
     ]
-    (member,) = members.values()
-    assert member["bucket"] == "${google_storage_bucket.compile-cache.name}"
+    for member in members.values():
+        assert member["bucket"] == "${google_storage_bucket.compile-cache.name}"
     for rtype in (
         "google_storage_bucket_iam_binding",
         "google_storage_bucket_iam_policy",

@@ -137,7 +137,7 @@ def test_public_endpoint_is_accepted_with_the_opt_in() -> None:
 
 
 def test_valid_cidrs_are_kept_in_order() -> None:
-    cidrs = ["203.0.113.0/24", "198.51.100.7/32", "2001:db8::/32"]
+    cidrs = ["203.0.113.0/24", "198.51.100.7/32", "2001:db8::/48"]
     assert parse_config({"network": {"allowed_cidrs": cidrs}}).network.allowed_cidrs == tuple(cidrs)
 
 
@@ -391,3 +391,129 @@ def test_shared_vpc_paths_are_accepted() -> None:
     ).network
     assert net.network == "projects/host-proj-1/global/networks/shared"
     assert net.subnetwork.endswith("/subnetworks/tpu")
+
+
+# --- issue 13, defect 7: config cannot undo the guards -----------------------------------------
+
+
+def _problem_for(data: dict[str, object], key: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    problem = next((p for p in info.value.problems if p.startswith(f"{key} = ")), None)
+    assert problem is not None, info.value.problems
+    assert ". Fix: " in problem, problem
+    return problem
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # A repeat of a modelled flag: vLLM takes the last one, so it would win.
+        (["--allowed-media-domains", "169.254.169.254"], "vllm.allowed_media_domains"),
+        (["--allowed_media_domains=example.com"], "vllm.allowed_media_domains"),
+        (["--gpu-memory-utilization", "0.95"], "vllm.gpu_memory_utilization"),
+        (["-tp", "4"], "vllm.tensor_parallel_size"),
+        (["--no-enable-prefix-caching"], "vllm.enable_prefix_caching"),
+        (["--limit-mm-per-prompt.image", "8"], "vllm.limit_mm_per_prompt"),
+        # The deny list, in the spellings vLLM's parser accepts (underscores, =, prefixes).
+        (["--api-key", "abc"], "TLS proxy checks it"),
+        (["--api_key=abc"], "TLS proxy checks it"),
+        (["--api-k", "abc"], "TLS proxy checks it"),
+        (["--trust-remote-code"], "runs Python code"),
+        (["--allowed-local-media-path", "/"], "read files from the node"),
+        (["--host", "0.0.0.0"], "127.0.0.1 only"),  # noqa: S104 - the value refused
+        (["--port", "9000"], "[proxy] port"),
+        (["--uds", "/run/vllm.sock"], "Unix socket"),
+        (["--config", "/etc/vllm.yaml"], "past every check"),
+        # A credential by name or by shape.
+        (["--hf-token", "x"], "carries a credential"),
+        (["--served-model-name", "hf_" + "Q" * 34], "<redacted: a Hugging Face token>"),
+        (["--middleware", "ya29." + "a" * 30], "<redacted: a Google OAuth access token>"),
+    ],
+)
+def test_extra_args_cannot_undo_a_guard(args: list[str], said: str) -> None:
+    problem = _problem_for({"vllm": {"extra_args": args}}, "vllm.extra_args")
+    assert said in problem
+    assert "remove it from extra_args" in problem.partition(". Fix: ")[2]
+
+
+def test_a_secret_in_extra_args_is_never_echoed() -> None:
+    token = "hf_" + "Zq9" * 12
+    with pytest.raises(ConfigError) as info:
+        parse_config({"vllm": {"extra_args": ["--served-model-name", token]}})
+    assert token not in str(info.value)
+
+
+def test_unrelated_extra_args_pass() -> None:
+    args = ["--served-model-name", "gemma", "--return-tokens-as-token-ids", "--max-num-seqs=256"]
+    assert parse_config({"vllm": {"extra_args": args}}).vllm.extra_args == tuple(args)
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        ("169.254.169.254", "is an IP address"),
+        ("8.8.8.8", "is an IP address"),  # public ones too: an address skips DNS entirely
+        ("[::ffff:169.254.169.254]", "is an IP address"),
+        ("2852039166", "numeric or shorthand"),  # 169.254.169.254 as one number
+        ("0xa9fea9fe", "numeric or shorthand"),
+        ("0251.0376.0251.0376", "numeric or shorthand"),
+        ("127.1", "numeric or shorthand"),
+        ("169.254.169.254.", "is an IP address"),
+        ("metadata", "the metadata server"),
+        ("metadata.google.internal", "the metadata server"),
+        ("localhost", "the metadata server"),
+        ("files.local", "the metadata server"),
+        ("intranet", "not a fully qualified DNS name"),
+        ("https://upload.wikimedia.org", "not a host name"),
+    ],
+)
+def test_media_hosts_must_be_dns_names(host: str, said: str) -> None:
+    problem = _problem_for(
+        {"vllm": {"allowed_media_domains": [host]}}, "vllm.allowed_media_domains"
+    )
+    assert said in problem
+
+
+def test_media_dns_names_pass() -> None:
+    hosts = ["upload.wikimedia.org", "images.example.com.", "xn--bcher-kva.example"]
+    assert parse_config({"vllm": {"allowed_media_domains": hosts}}).vllm.allowed_media_domains
+
+
+@pytest.mark.parametrize(
+    "cidrs",
+    [
+        ["0.0.0.0/0"],
+        ["0.0.0.0/1", "128.0.0.0/1"],  # the whole IPv4 internet in two halves
+        ["8.0.0.0/7"],
+        ["203.0.0.0/16", "198.51.0.0/16"],  # two /16s: more than one /16 in all
+        ["::/0"],
+        ["2001:db8::/32"],
+    ],
+)
+def test_the_public_check_counts_address_space(cidrs: list[str]) -> None:
+    problem = _problem_for({"network": {"allowed_cidrs": cidrs}}, "network.allowed_cidrs")
+    assert "public" in problem and "allow_public_endpoint = true" in problem
+    # The explicit opt-in still opens it.
+    opened = {"allowed_cidrs": cidrs, "allow_public_endpoint": True}
+    assert parse_config({"network": opened}).network.allowed_cidrs == tuple(cidrs)
+
+
+def test_private_ranges_and_a_slash_16_are_not_the_internet() -> None:
+    cidrs = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "203.0.0.0/16"]
+    assert parse_config({"network": {"allowed_cidrs": cidrs}}).network.allowed_cidrs
+
+
+def test_the_proxy_port_cannot_be_vllms() -> None:
+    problem = _problem_for({"proxy": {"port": 8000}}, "proxy.port")
+    assert "[vllm] port" in problem
+
+
+def test_the_proxy_image_is_pinned_and_validated() -> None:
+    proxy = parse_config({}).proxy
+    assert proxy.image.startswith("nginx:1.") and proxy.port == 8443
+    digest = "nginx:1.30.5@sha256:" + "e" * 64
+    assert parse_config({"proxy": {"image": digest}}).proxy.image == digest
+    assert "not a container image" in _problem_for(
+        {"proxy": {"image": "nginx latest"}}, "proxy.image"
+    )

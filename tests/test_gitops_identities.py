@@ -167,10 +167,9 @@ def owned(dep: DeployConfig, project: str, state_bucket: str) -> list[tuple[str,
         (f"projects/{PROJECT_NUMBER}/secrets/{n}-hf-token", "secretmanager.googleapis.com/Secret"),
         (f"projects/{PROJECT_NUMBER}/secrets/{n}-api-key", "secretmanager.googleapis.com/Secret"),
         (f"projects/_/buckets/{project}-{n}-xla", "storage.googleapis.com/Bucket"),
-        (f"projects/{project}/global/firewalls/{n}-allow-vllm", "compute.googleapis.com/Firewall"),
-        (
-            f"projects/{project}/global/firewalls/{n}-allow-iap-ssh",
-            "compute.googleapis.com/Firewall",
+        *(
+            (f"projects/{project}/global/firewalls/{n}-{rule}", "compute.googleapis.com/Firewall")
+            for rule in ("deny-all", "deny-all-v6", "allow-api", "allow-api-v6", "allow-iap-ssh")
         ),
         (f"{state}/{n}-secrets/default.tfstate", "storage.googleapis.com/Object"),
         (f"{state}/{n}-node/default.tflock", "storage.googleapis.com/Object"),

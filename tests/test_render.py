@@ -40,3 +40,27 @@ def test_prefix_caching_off_is_said_explicitly() -> None:
     assert "--enable-prefix-caching" in on and "--no-enable-prefix-caching" not in on
     off = vllm_serve_args(parse_config({"vllm": {"enable_prefix_caching": False}}).vllm)
     assert "--no-enable-prefix-caching" in off and "--enable-prefix-caching" not in off
+
+
+def test_vllm_listens_on_loopback_without_a_key() -> None:
+    """Issue 13, defect 1: the proxy checks the key on every path; vLLM is reachable only from
+    the node, and no key reaches its command line, metadata or state."""
+    args = vllm_serve_args(parse_config({}).vllm)
+    assert flag_value(args, "--host") == "127.0.0.1"
+    assert "--api-key" not in args
+
+
+def test_every_flag_the_render_sets_is_protected_from_extra_args() -> None:
+    """extra_args may not repeat a modelled flag: the list must cover every flag emitted."""
+    from tpudeploy.config import DENIED_SERVE_FLAGS, MODELLED_SERVE_FLAGS
+
+    flags: set[str] = set()
+    for vllm in (
+        {"block_size": 64, "kv_cache_memory_bytes": 5923602432},
+        {"enable_prefix_caching": False, "enable_auto_tool_choice": False},
+    ):
+        args = vllm_serve_args(parse_config({"vllm": vllm}).vllm)
+        # --no-X is X to vLLM's parser (and to the extra_args check).
+        flags |= {"--" + a[5:] if a.startswith("--no-") else a for a in args if a[:2] == "--"}
+    assert flags <= MODELLED_SERVE_FLAGS | set(DENIED_SERVE_FLAGS)
+    assert {"--host", "--port"} <= set(DENIED_SERVE_FLAGS)

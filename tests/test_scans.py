@@ -58,17 +58,17 @@ def test_checkov_passes_on_the_synthesized_stacks(synth: Synthesizer, tmp_path: 
 
 
 def test_checkov_fails_on_a_public_firewall(synth: Synthesizer, tmp_path: Path) -> None:
-    # Negative control: the same scan must be able to fail. SSH opened to the world and the vLLM
+    # Negative control: the same scan must be able to fail. SSH opened to the world and the API
     # port opened without a source range are what the stacks exist to prevent.
     stacks = synth(SPOT)
     rules = resources(stacks[NODE], "google_compute_firewall")
-    (ssh,) = (r for r in rules.values() if r["allow"][0]["ports"] == ["22"])
+    (ssh,) = (r for r in rules.values() if r.get("allow", [{}])[0].get("ports") == ["22"])
     ssh["source_ranges"] = ["0.0.0.0/0"]
     stacks[NODE]["resource"]["google_compute_firewall"]["public-vllm"] = {
         "name": "public-vllm",
         "network": "default",
         "direction": "INGRESS",
-        "allow": [{"protocol": "tcp", "ports": ["8000"]}],
+        "allow": [{"protocol": "tcp", "ports": ["8443"]}],
         "source_ranges": ["0.0.0.0/0"],
     }
     result = scan(_layout(tmp_path / "cdktf.out", stacks))

@@ -13,7 +13,9 @@ from tpudeploy import cli
 from tpudeploy.config import parse_config
 from tpudeploy.secretstore import SecretStore, SecretStoreError
 
-TOKEN = "hf_TESTsecretCliToken0123456789"  # noqa: S105 - a fake, to prove it never leaks
+# Built at run time (no tracked file holds a token-shaped string); a fake that proves the real
+# one never leaks, in the format the node accepts (tpudeploy/secretshape.py).
+TOKEN = "hf_" + "TESTsecretCliToken0123456789abc"
 CFG = parse_config({"project": "test-proj"})
 
 
@@ -81,6 +83,18 @@ def test_empty_token_is_refused_before_any_call(deploy, monkeypatch, capsys) -> 
     assert "no token given" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("bad", ["api_org_" + "x" * 30, "hf_short", "hf_" + "x" * 20 + "!" * 12])
+def test_a_malformed_token_is_refused_like_the_node_would(deploy, monkeypatch, capsys, bad) -> None:
+    """The node fails its boot on a token that is not hf_ + letters and digits: say it now."""
+    with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        monkeypatch.setattr("sys.stdin", FakeStdin(bad + "\n", tty=False))
+        assert cli.main(["secret"]) == 2
+        assert sm.requests == []
+    out = capsys.readouterr().out
+    assert "not a Hugging Face access token" in out and bad not in out
+
+
 def test_api_key_is_strong_stored_and_not_printed(deploy, monkeypatch, capsys) -> None:
     with FakeSecretManager({CFG.api_key_secret_id: []}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
@@ -97,6 +111,7 @@ def test_api_key_is_strong_stored_and_not_printed(deploy, monkeypatch, capsys) -
         "--project=test-proj" in out.out
     )
     assert first not in files_text(deploy) and second not in files_text(deploy)
+    assert "checks it on every path but /health" in out.out
 
 
 def test_missing_secret_is_a_clear_error(deploy, monkeypatch, capsys) -> None:

@@ -25,7 +25,7 @@ ON_DEMAND: dict[str, Any] = {"provisioning": "on-demand", "network": {"enable_ex
 OPEN_TO: dict[str, Any] = {
     "provisioning": "spot",
     "project": "my-proj-123",
-    "network": {"allowed_cidrs": ["203.0.113.0/24", "198.51.100.7/32"]},
+    "network": {"allowed_cidrs": ["203.0.113.0/24", "2001:db8:1::/48", "198.51.100.7/32"]},
 }
 ALL = (DEFAULT, SPOT, ON_DEMAND, OPEN_TO)
 
@@ -194,35 +194,60 @@ def _firewall_for_port(stack: dict[str, Any], port: str) -> list[dict[str, Any]]
     ]
 
 
+def _by_name(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in resources(stack, "google_compute_firewall").values()}
+
+
+@pytest.mark.parametrize("overrides", ALL, ids=["flex", "spot", "od", "open"])
+def test_deny_all_sits_under_the_allows_and_over_the_default_network(
+    synth: Synthesizer, overrides: dict[str, Any]
+) -> None:
+    """Issue 13, defect 6: the stack only added allows, so the default network's
+    default-allow-ssh (0.0.0.0/0) and default-allow-internal (priority 65534) still applied."""
+    rules = _by_name(synth(overrides)[NODE])
+    denies = [rules[f"{NAME}-deny-all"], rules[f"{NAME}-deny-all-v6"]]
+    assert [d["source_ranges"] for d in denies] == [["0.0.0.0/0"], ["::/0"]]
+    for deny in denies:
+        assert deny["direction"] == "INGRESS"
+        assert deny["deny"] == [{"protocol": "all"}] and "allow" not in deny
+        assert deny["target_tags"] == [VLLM_TAG]
+        assert deny["priority"] < 65534  # stronger than every rule of the default network
+    allows = [r for r in rules.values() if "allow" in r]
+    assert allows
+    for allow in allows:
+        assert allow["priority"] < denies[0]["priority"], allow["name"]
+        assert allow["target_tags"] == [VLLM_TAG] and "source_tags" not in allow
+        assert allow["source_ranges"], allow["name"]  # empty would mean 0.0.0.0/0
+
+
 @pytest.mark.parametrize("overrides", [DEFAULT, SPOT, ON_DEMAND], ids=["flex", "spot", "od"])
-def test_no_vllm_rule_without_allowed_cidrs(synth: Synthesizer, overrides: dict[str, Any]) -> None:
+def test_no_api_rule_without_allowed_cidrs(synth: Synthesizer, overrides: dict[str, Any]) -> None:
     # A GCE rule with empty source ranges and no source tags means 0.0.0.0/0: there must be no
-    # rule at all, not an empty one.
-    rules = resources(synth(overrides)[NODE], "google_compute_firewall")
-    assert len(rules) == 1, sorted(rules)
-    (ssh,) = rules.values()
+    # rule at all, not an empty one. The default deployment opens nothing but IAP SSH.
+    allows = [r for r in _by_name(synth(overrides)[NODE]).values() if "allow" in r]
+    (ssh,) = allows
     assert ssh["direction"] == "INGRESS"
     assert ssh["source_ranges"] == [IAP_SSH_RANGE] == ["35.235.240.0/20"]
     assert ssh["allow"] == [{"protocol": "tcp", "ports": ["22"]}]
-    assert ssh["target_tags"] == [VLLM_TAG]
-    assert "source_tags" not in ssh
 
 
-def test_vllm_port_open_only_to_allowed_cidrs(synth: Synthesizer) -> None:
+def test_api_port_open_only_to_allowed_cidrs(synth: Synthesizer) -> None:
     node = synth(OPEN_TO)[NODE]
     vm = only(node, "google_tpu_v2_vm")
-    (rule,) = _firewall_for_port(node, "8000")
-    assert rule["direction"] == "INGRESS"
-    assert rule["allow"] == [{"protocol": "tcp", "ports": ["8000"]}]
-    assert rule["source_ranges"] == ["203.0.113.0/24", "198.51.100.7/32"]
-    assert rule["target_tags"] == [VLLM_TAG]
-    assert "source_tags" not in rule
+    rules = _by_name(node)
+    v4, v6 = rules[f"{NAME}-allow-api"], rules[f"{NAME}-allow-api-v6"]
+    # The proxy's TLS port, never vLLM's (which listens on loopback only); one rule per IP
+    # version because a VPC firewall rule cannot mix them.
+    for rule in (v4, v6):
+        assert rule["allow"] == [{"protocol": "tcp", "ports": ["8443"]}]
+        assert rule["network"] == vm["network_config"]["network"]
+    assert v4["source_ranges"] == ["203.0.113.0/24", "198.51.100.7/32"]
+    assert v6["source_ranges"] == ["2001:db8:1::/48"]
     assert VLLM_TAG in vm["tags"]
-    assert rule["network"] == vm["network_config"]["network"]
-    # SSH stays IAP-only when the vLLM port is opened.
-    (ssh,) = _firewall_for_port(node, "22")
-    assert ssh["source_ranges"] == [IAP_SSH_RANGE]
-    assert len(resources(node, "google_compute_firewall")) == 2
+    assert not [r for r in rules.values() if "8000" in json.dumps(r.get("allow", []))]
+    # SSH stays IAP-only when the API port is opened.
+    assert rules[f"{NAME}-allow-iap-ssh"]["source_ranges"] == [IAP_SSH_RANGE]
+    assert len(rules) == 5
 
 
 # --- the secrets stack -------------------------------------------------------------------------
@@ -290,7 +315,7 @@ def test_node_outputs(spot_node: dict[str, Any]) -> None:
     assert outputs["zone"]["value"] == "us-west4-a"
     ip = outputs["ip"]["value"]
     assert ip.startswith("${google_tpu_v2_vm.node.network_endpoints")
-    assert outputs["endpoint"]["value"] == f"http://{ip}:8000/v1"
+    assert outputs["endpoint"]["value"] == f"https://{ip}:8443/v1"
 
 
 def test_project_variable_without_a_default_when_unset(synth: Synthesizer) -> None:

@@ -13,6 +13,7 @@ from tpudeploy import planner, policy
 from tpudeploy import queued_resource as qr
 from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
+from tpudeploy.frontdoor import FrontDoorError
 from tpudeploy.secretstore import SecretStoreError
 from tpudeploy.smoke import SmokeError
 
@@ -168,11 +169,24 @@ def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import smoke
+    from tpudeploy import frontdoor, smoke
 
     project = require_project(cfg, source=str(config_path()))
-    endpoint = smoke.resolve_endpoint(cfg, project)
+    endpoint = frontdoor.resolve_endpoint(cfg, project)
     return smoke.run(endpoint, smoke.resolve_api_key(cfg, project), cfg.vllm.model)
+
+
+def _endpoint(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import frontdoor
+
+    project = require_project(cfg, source=str(config_path()))
+    return frontdoor.endpoint_report(cfg, project, cert_out=args.cert_out or "")
+
+
+def _tunnel(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import frontdoor
+
+    return frontdoor.run_tunnel(cfg, require_project(cfg, source=str(config_path())))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,8 +237,19 @@ def build_parser() -> argparse.ArgumentParser:
     wait_p.set_defaults(func=_wait)
     sub.add_parser(
         "smoke",
-        help="chat completion + get_weather tool call (ENDPOINT=http://ip:port or the node)",
+        help="front door locked, then chat + get_weather tool call over pinned TLS "
+        "(ENDPOINT=https://host:port, TLS_SHA256=fingerprint, or the node's)",
     ).set_defaults(func=_smoke)
+    endpoint = sub.add_parser(
+        "endpoint", help="where the API is, the certificate fingerprint and how to pin it"
+    )
+    endpoint.add_argument(
+        "--cert-out", help="also write the pinned certificate (PEM) here, for clients' CA files"
+    )
+    endpoint.set_defaults(func=_endpoint)
+    sub.add_parser(
+        "tunnel", help="forward localhost:LOCAL_PORT (default the proxy port) through IAP"
+    ).set_defaults(func=_tunnel)
     return parser
 
 
@@ -236,6 +261,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    except (SecretStoreError, SmokeError, qr.QueuedResourceError) as exc:
+    except (SecretStoreError, SmokeError, FrontDoorError, qr.QueuedResourceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

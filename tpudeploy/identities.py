@@ -182,8 +182,7 @@ def state_objects_prefix(dep: DeployConfig, bucket: str) -> str:
 
 def firewall_names(dep: DeployConfig, project: str) -> tuple[str, ...]:
     return tuple(
-        f"projects/{project}/global/firewalls/{name}"
-        for name in (dep.vllm_firewall_name, dep.ssh_firewall_name)
+        f"projects/{project}/global/firewalls/{name}" for name in dep.firewall_rule_names.values()
     )
 
 
@@ -257,12 +256,12 @@ def deploy_grants(
             who,
             "tpudeployFirewall",
             PROJECT,
-            "its vLLM and IAP-SSH firewall rules, and updatePolicy on their network",
+            "its firewall rules (deny-all, API port, IAP SSH), and updatePolicy on their network",
             Condition(
                 f"{dep.name} firewall",
                 f"{_one_of(firewall_names(dep, project))} || "
                 f"resource.name == {cel_string(network_name(dep, project))}",
-                "this deployment's two firewall rules and their network",
+                "this deployment's firewall rules and their network",
             ),
         ),
         Grant(

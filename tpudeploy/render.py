@@ -9,9 +9,13 @@ from pathlib import Path
 
 import jinja2
 
+from tpudeploy import cacheguard
 from tpudeploy.config import DeployConfig, VllmConfig
+from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+# vLLM listens here only: the TLS proxy on the node is the one way in (templates/nginx.conf.j2).
+VLLM_HOST = "127.0.0.1"
 
 
 def vllm_serve_args(v: VllmConfig) -> list[str]:
@@ -20,6 +24,10 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
         "vllm",
         "serve",
         v.model,
+        # No --api-key: vLLM's key guards /v1 routes only (/invocations serves completions without
+        # it), so the proxy checks the key on every path and vLLM is reachable from the node only.
+        "--host",
+        VLLM_HOST,
         "--port",
         str(v.port),
         # The next three restate defaults; the seed keeps them for auditability because the real
@@ -87,19 +95,28 @@ def _environment() -> jinja2.Environment:
 READY_TIMEOUT_SECONDS = 2400
 
 
+def image_repository(image: str) -> str:
+    """`vllm/vllm-tpu:nightly` -> `vllm/vllm-tpu`: the image without its tag or digest."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return name[: len(name) - len(last)] + last.split(":", 1)[0]
+
+
 def compile_cache_inputs(cfg: DeployConfig) -> dict[str, object]:
     """Everything a compiled XLA program depends on that the deployment controls.
 
     JAX keys its own entries on program, jaxlib/libtpu and topology (DESIGN), but the key here
-    also decides which archive a new VM downloads: namespacing by image, accelerator and every
+    also decides which archive a new VM downloads: namespacing by accelerator and every
     `vllm serve` flag and container variable means a config change starts a fresh entry instead
-    of dragging a stale archive along. Only fields that cannot change a compiled shape (the port,
-    the media allow-list) are normalised away, so a firewall or policy edit keeps the warm cache.
+    of dragging a stale archive along. The image enters as its repository only: the boot script
+    adds the digest of the image it actually pulled (a tag like :nightly names a new build every
+    night). Fields that cannot change a compiled shape (the port, the media allow-list) are
+    normalised away, so a firewall or policy edit keeps the warm cache.
     """
     v = cfg.vllm
     shaped = v.model_copy(update={"port": 8000, "allowed_media_domains": ("-",)})
     return {
-        "image": v.image,
+        "image": image_repository(v.image),
         "accelerator_type": cfg.accelerator_type,
         "runtime_version": cfg.runtime_version,
         "serve": vllm_serve_args(shaped),
@@ -108,7 +125,8 @@ def compile_cache_inputs(cfg: DeployConfig) -> dict[str, object]:
 
 
 def compile_cache_key(cfg: DeployConfig) -> str:
-    """16 hex digits of sha256 over compile_cache_inputs: gs://BUCKET/xla/<key>/cache.tar.gz."""
+    """16 hex digits of sha256 over compile_cache_inputs; the archive of one pulled image is
+    gs://BUCKET/xla/<key>/<image digest>.tar.gz."""
     canonical = json.dumps(compile_cache_inputs(cfg), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
@@ -123,6 +141,20 @@ def _boot_values(cfg: DeployConfig) -> dict[str, object]:
     }
 
 
+def render_proxy_config(cfg: DeployConfig) -> str:
+    """nginx.conf for the TLS proxy; the startup script writes it beside the certificate."""
+    return (
+        _environment()
+        .get_template("nginx.conf.j2")
+        .render(deployment=cfg.name, vllm_port=cfg.vllm.port, proxy_port=cfg.proxy.port)
+    )
+
+
+def cache_guard_source() -> str:
+    """tpudeploy/cacheguard.py, run by the startup script as `python3 - ARCHIVE DEST`."""
+    return Path(cacheguard.__file__).read_text(encoding="utf-8")
+
+
 def render_startup_script(cfg: DeployConfig) -> str:
     """The startup script stored in the node's metadata: ids of secrets, never their values."""
     v = cfg.vllm
@@ -133,9 +165,16 @@ def render_startup_script(cfg: DeployConfig) -> str:
             **_boot_values(cfg),
             hf_token_secret_id=cfg.hf_token_secret_id,
             api_key_secret_id=cfg.api_key_secret_id,
+            hf_token_format=HF_TOKEN_ERE,
+            api_key_format=API_KEY_ERE,
             image=v.image,
             shm_size=v.shm_size,
             port=v.port,
+            proxy_image=cfg.proxy.image,
+            proxy_container=cfg.proxy.container_name,
+            proxy_port=cfg.proxy.port,
+            proxy_config=render_proxy_config(cfg),
+            cache_guard=cache_guard_source(),
             ready_timeout=READY_TIMEOUT_SECONDS,
             container_env=v.container_env(),
             serve_lines=_argv_lines(vllm_serve_args(v)),
@@ -144,7 +183,7 @@ def render_startup_script(cfg: DeployConfig) -> str:
 
 
 def render_shutdown_script(cfg: DeployConfig) -> str:
-    """Best-effort save of the compile cache before a preemption or a flex-start end."""
+    """Best-effort upload of a compile cache packed at startup, inside the preemption notice."""
     return _environment().get_template("shutdown.sh.j2").render(**_boot_values(cfg))
 
 

@@ -10,6 +10,7 @@ import secrets
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.secretshape import API_KEY_RE, HF_TOKEN_RE
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 
 EMULATOR_ENV = "SECRETMANAGER_EMULATOR_HOST"
@@ -114,6 +115,15 @@ def store_hf_token(cfg: DeployConfig, store: SecretStore, stdin: TextIO, out: Te
     if any(c.isspace() for c in token):
         print("error: the token contains whitespace; paste only the token (hf_...)", file=out)
         return 2
+    if not HF_TOKEN_RE.match(token):
+        # The node refuses the same values at boot (templates/startup.sh.j2): say so now.
+        print(
+            "error: that is not a Hugging Face access token (hf_ and at least 30 letters and "
+            "digits); the node would refuse it at boot. Copy it from "
+            "huggingface.co/settings/tokens",
+            file=out,
+        )
+        return 2
     version = store.add_version(cfg.hf_token_secret_id, token)
     print(
         f"stored the Hugging Face token as {version or 'a new version'} of "
@@ -126,15 +136,17 @@ def store_hf_token(cfg: DeployConfig, store: SecretStore, stdin: TextIO, out: Te
 def store_new_api_key(cfg: DeployConfig, store: SecretStore, out: TextIO) -> int:
     # 32 random bytes, URL-safe: 43 characters, nothing to quote in a header.
     key = secrets.token_urlsafe(32)
+    assert API_KEY_RE.match(key)  # the format the node accepts at boot
     version = store.add_version(cfg.api_key_secret_id, key)
     print(
         f"stored a new vLLM API key as {version or 'a new version'} of {cfg.api_key_secret_id}.\n"
         "Read it back (it is not printed here):\n"
         f"  gcloud secrets versions access latest --secret={cfg.api_key_secret_id} "
         f"--project={store.project}\n"
-        "vLLM reads the key at boot: a running node keeps the old key until it restarts.\n"
-        "The key covers /v1 routes only (/health, /metrics stay open): the firewall "
-        "([network] allowed_cidrs) stays the first line.",
+        "The node's TLS proxy reads the key at boot and checks it on every path but /health: a "
+        "running node keeps the old key until its startup script runs again (a restart).\n"
+        "Clients reach the proxy through `make tunnel` or from [network] allowed_cidrs; "
+        "`make endpoint` prints the certificate to pin.",
         file=out,
     )
     return 0

@@ -1,4 +1,5 @@
-"""`make smoke`: a chat completion and the seed's get_weather/Paris tool call, with the API key."""
+"""`make smoke`: the front door locked, then a chat completion and the seed's get_weather/Paris
+tool call with the API key, over TLS pinned to the node's certificate."""
 
 from __future__ import annotations
 
@@ -6,17 +7,16 @@ import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.queued_resource import ApiError, QueuedResourceError, TpuApi
-from tpudeploy.wait import node_name
+from tpudeploy.frontdoor import Endpoint, FrontDoorError, connect
 
-ENDPOINT_ENV = "ENDPOINT"
 API_KEY_ENV = "VLLM_API_KEY"
 TIMEOUT = 120.0
+# Paths the proxy must refuse without the key: vLLM's own --api-key never covered the last
+# three (DESIGN), and /invocations serves chat completions.
+LOCKED = (("GET", "/v1/models"), ("POST", "/invocations"), ("GET", "/metrics"))
 
 WEATHER_TOOL = {
     "type": "function",
@@ -33,43 +33,68 @@ WEATHER_TOOL = {
 
 
 class SmokeError(Exception):
-    """The endpoint is unreachable, refuses the key, or answers wrong; the message says which."""
+    """The endpoint is unreachable, untrusted, open, refuses the key, or answers wrong."""
 
 
-def _post(endpoint: str, api_key: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    # Seed: /v1/completions returns "" on -it models, which looks like a broken deploy.
-    url = f"{endpoint.rstrip('/')}/v1/chat/completions"
-    # resolve_endpoint admits only http(s) URLs.
-    request = urllib.request.Request(  # noqa: S310
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
-        method="POST",
-    )
+def _request(
+    endpoint: Endpoint, method: str, path: str, body: Any = None, api_key: str = ""
+) -> tuple[int, bytes, float]:
+    """(status, body, seconds) of one request on a fresh pinned connection."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
     start = time.monotonic()
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:  # noqa: S310
-            raw = response.read()
-    except urllib.error.HTTPError as exc:
-        if exc.code == 401:
+        conn = connect(endpoint, timeout=TIMEOUT)
+    except FrontDoorError as exc:
+        raise SmokeError(str(exc)) from None
+    try:
+        payload = json.dumps(body) if body is not None else None
+        conn.request(method, path, body=payload, headers=headers)
+        response = conn.getresponse()
+        raw = response.read()
+    except OSError as exc:
+        raise SmokeError(f"{endpoint.url}{path}: the connection failed ({exc})") from None
+    finally:
+        conn.close()
+    return response.status, raw, time.monotonic() - start
+
+
+def check_front_door(endpoint: Endpoint) -> list[str]:
+    """/health answers without the key; every path in LOCKED refuses without it (401)."""
+    status, _, _ = _request(endpoint, "GET", "/health")
+    if status != 200:
+        raise SmokeError(f"{endpoint.url}/health answered {status}, not 200: is it up? `make wait`")
+    refused = []
+    for method, path in LOCKED:
+        status, _, _ = _request(endpoint, method, path, body={} if method == "POST" else None)
+        if status != 401:
             raise SmokeError(
-                f"{url} refused the API key (401). vLLM reads the key at boot: after "
-                "`make api-key` the node needs a restart; or set VLLM_API_KEY to the key it "
-                "booted with"
-            ) from None
-        detail = exc.read()[:300].decode(errors="replace")
-        raise SmokeError(f"{url} answered HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+                f"{method} {endpoint.url}{path} answered {status} without the API key, not 401: "
+                "the front door is open. Check the proxy on the node "
+                "(sudo docker logs tpudeploy-proxy) before sending anything else"
+            )
+        refused.append(path)
+    return refused
+
+
+def _post(endpoint: Endpoint, api_key: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    # Seed: /v1/completions returns "" on -it models, which looks like a broken deploy.
+    path = "/v1/chat/completions"
+    status, raw, latency = _request(endpoint, "POST", path, body, api_key)
+    if status == 401:
         raise SmokeError(
-            f"cannot reach {url} ({reason}). Is the node ready (`make wait`)? Is your address "
-            "in [network] allowed_cidrs (the firewall opens the port to nothing else)?"
-        ) from None
-    latency = time.monotonic() - start
+            f"{endpoint.url}{path} refused the API key (401). The node reads the key at boot: "
+            "after `make api-key` rerun its startup script or restart it; or set VLLM_API_KEY to "
+            "the key it booted with"
+        )
+    if status != 200:
+        detail = raw[:300].decode(errors="replace")
+        raise SmokeError(f"{endpoint.url}{path} answered HTTP {status}: {detail}")
     try:
         return json.loads(raw), latency
     except ValueError:
-        raise SmokeError(f"{url} did not answer JSON: {raw[:200]!r}") from None
+        raise SmokeError(f"{endpoint.url}{path} did not answer JSON: {raw[:200]!r}") from None
 
 
 def _message(answer: dict[str, Any], what: str) -> dict[str, Any]:
@@ -80,7 +105,7 @@ def _message(answer: dict[str, Any], what: str) -> dict[str, Any]:
     return message
 
 
-def chat(endpoint: str, api_key: str, model: str) -> tuple[str, float]:
+def chat(endpoint: Endpoint, api_key: str, model: str) -> tuple[str, float]:
     body = {
         "model": model,
         "messages": [{"role": "user", "content": "Say hi in five words."}],
@@ -96,7 +121,7 @@ def chat(endpoint: str, api_key: str, model: str) -> tuple[str, float]:
     return content, latency
 
 
-def tool_call(endpoint: str, api_key: str, model: str) -> tuple[dict[str, Any], float]:
+def tool_call(endpoint: Endpoint, api_key: str, model: str) -> tuple[dict[str, Any], float]:
     body = {
         "model": model,
         "messages": [{"role": "user", "content": "What is the weather in Paris right now?"}],
@@ -123,30 +148,6 @@ def tool_call(endpoint: str, api_key: str, model: str) -> tuple[dict[str, Any], 
     return {"name": "get_weather", "arguments": arguments}, latency
 
 
-def resolve_endpoint(cfg: DeployConfig, project: str, *, api: TpuApi | None = None) -> str:
-    """ENDPOINT (http://ip:port) when set, else the node's external (or internal) IP."""
-    explicit = os.environ.get(ENDPOINT_ENV, "").strip()
-    if explicit:
-        if not explicit.startswith(("http://", "https://")):
-            raise SmokeError(f"ENDPOINT={explicit!r} needs a scheme: write http://IP:PORT")
-        return explicit
-    try:
-        node = (api or TpuApi(log=sys.stderr)).get_node(node_name(cfg, project))
-    except ApiError as exc:
-        raise SmokeError(f"cannot read node {cfg.node_id}: {exc.api_message}") from None
-    except QueuedResourceError as exc:  # no credentials
-        raise SmokeError(str(exc)) from None
-    if node is None:
-        raise SmokeError(
-            f"node {cfg.node_id} does not exist in {cfg.zone}: `make deploy`, then `make wait`"
-        )
-    for endpoint in node.get("networkEndpoints") or []:
-        ip = (endpoint.get("accessConfig") or {}).get("externalIp") or endpoint.get("ipAddress")
-        if ip:
-            return f"http://{ip}:{cfg.vllm.port}"
-    raise SmokeError(f"node {cfg.node_id} has no IP yet; try `make wait` first")
-
-
 def resolve_api_key(cfg: DeployConfig, project: str, *, store: Any | None = None) -> str:
     """VLLM_API_KEY when set, else the latest version of <name>-api-key in Secret Manager."""
     key = os.environ.get(API_KEY_ENV, "")
@@ -160,9 +161,11 @@ def resolve_api_key(cfg: DeployConfig, project: str, *, store: Any | None = None
         raise SmokeError(str(exc)) from None
 
 
-def run(endpoint: str, api_key: str, model: str, out: TextIO | None = None) -> int:
+def run(endpoint: Endpoint, api_key: str, model: str, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    print(f"smoke test against {endpoint} (model {model})", file=out)
+    print(f"smoke test against {endpoint.url} (model {model}, certificate pinned)", file=out)
+    refused = check_front_door(endpoint)
+    print(f"  front door /health open, {' '.join(refused)} refused without the key", file=out)
     content, chat_latency = chat(endpoint, api_key, model)
     print(f"  chat      {chat_latency * 1000:7.0f} ms  {content!r}", file=out)
     call, tool_latency = tool_call(endpoint, api_key, model)

@@ -29,15 +29,23 @@ class BootState:
     reason: str = ""
 
 
-def read_state(api: TpuApi, name: str) -> BootState:
+def read_attributes(api: TpuApi, name: str) -> dict[str, str] | None:
+    """The node's guest attributes in the tpudeploy/ namespace; None before the first one."""
     response = api.get_guest_attributes(name, f"{NAMESPACE}/")
     if response is None:
-        return BootState("no-report" if api.get_node(name) is not None else "no-node")
+        return None
     values: dict[str, str] = {}
     for attributes in response.get("guestAttributes") or []:
         for item in (attributes.get("queryValue") or {}).get("items") or []:
             if item.get("namespace") == NAMESPACE and "key" in item:
                 values[str(item["key"])] = str(item.get("value", ""))
+    return values
+
+
+def read_state(api: TpuApi, name: str) -> BootState:
+    values = read_attributes(api, name)
+    if values is None:
+        return BootState("no-report" if api.get_node(name) is not None else "no-node")
     if "phase" not in values:
         return BootState("no-report")
     return BootState(values["phase"], values.get("reason", ""))
@@ -50,7 +58,8 @@ _DESCRIPTIONS = {
     "pulling-image": "pulling the vLLM image",
     "restoring-cache": "restoring the XLA compile cache from Cloud Storage",
     "starting-vllm": "vLLM is loading and compiling (seed: 685 s of the 857 s cold boot)",
-    "ready": "vLLM answers /health",
+    "starting-proxy": "vLLM is ready on the node; starting the TLS proxy in front of it",
+    "ready": "the TLS proxy answers /health and refuses requests without the API key",
 }
 
 
@@ -102,8 +111,9 @@ def wait_ready(
             )
         if state.phase == "ready":
             print(
-                f"ready after {format_seconds(elapsed)} of waiting. Next: make smoke "
-                "(seed: cold boot 857 s, warm 497 s with the compile cache)",
+                f"ready after {format_seconds(elapsed)} of waiting. Next: make endpoint (address "
+                "and certificate), make tunnel + make smoke (seed: cold boot 857 s, warm 497 s "
+                "with the compile cache)",
                 file=out,
             )
             return 0

@@ -2,9 +2,10 @@
 """Stand-in for docker, curl, gcloud and sleep when a rendered boot script runs under tests.
 
 Invoked through symlinks named after the command. Each call appends one JSON line to
-$STUB_DIR/calls.jsonl: the command, its argv, the NAMES of its environment variables and a sha256
-of the secret-bearing ones (never a value). Scripted answers come from $STUB_DIR/config.json
-(written by the test) and mutable state lives in $STUB_DIR/state.json.
+$STUB_DIR/calls.jsonl: the command, its argv, and the name and sha256 of every environment
+variable (never a value), so a test can prove no secret reached a command or its environment.
+Scripted answers come from $STUB_DIR/config.json (written by the test) and mutable state lives in
+$STUB_DIR/state.json.
 """
 
 import hashlib
@@ -14,7 +15,8 @@ import sys
 from pathlib import Path
 
 STUB_DIR = Path(os.environ["STUB_DIR"])
-SECRET_ENV = ("HF_TOKEN", "VLLM_API_KEY")
+# Stands in for what `docker image inspect` reports as the pulled manifest's digest.
+DEFAULT_DIGEST = "5" * 64
 METADATA = "http://metadata.test/computeMetadata/v1"
 SECRETMANAGER = "http://secretmanager.test/v1"
 STORAGE = "http://storage.test"
@@ -33,16 +35,16 @@ def save_state():
     (STUB_DIR / "state.json").write_text(json.dumps(STATE))
 
 
+def sha256(data):
+    return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()
+
+
 def record(cmd, extra=None):
     entry = {
         "cmd": cmd,
         "argv": sys.argv[1:],
         "env_names": sorted(os.environ),
-        "secret_env_sha256": {
-            name: hashlib.sha256(os.environ[name].encode()).hexdigest()
-            for name in SECRET_ENV
-            if name in os.environ
-        },
+        "env_sha256": {name: sha256(value) for name, value in os.environ.items()},
     }
     entry.update(extra or {})
     with open(STUB_DIR / "calls.jsonl", "a") as fh:
@@ -52,11 +54,59 @@ def record(cmd, extra=None):
 # ---- docker
 
 
+def run_options(args):
+    """Name, image, mounts and -e values of `docker run ARGS` (the flags the scripts use)."""
+    with_value = {
+        "--name",
+        "-v",
+        "-e",
+        "--shm-size",
+        "--tmpfs",
+        "--cap-add",
+        "--cap-drop",
+        "--security-opt",
+        "--entrypoint",
+        "--user",
+    }
+    opts = {"name": None, "mounts": [], "env": {}, "image": None}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in with_value:
+            value = args[i + 1]
+            if arg == "--name":
+                opts["name"] = value
+            elif arg == "-v":
+                src, dst = value.split(":")[:2]
+                opts["mounts"].append((src, dst))
+            elif arg == "-e":
+                key, _, val = value.partition("=")
+                opts["env"][key] = val
+            i += 2
+        elif arg.startswith("-"):
+            i += 1
+        else:
+            opts["image"] = arg
+            break
+    return opts
+
+
 def docker(args):
-    record("docker")
     sub = args[0]
+    containers = STATE.setdefault("containers", {})
+    if sub == "run":
+        opts = run_options(args[1:])
+        files = {
+            dst: sha256(Path(src).read_bytes())
+            for src, dst in opts["mounts"]
+            if Path(src).is_file()
+        }
+        record("docker", {"run": {**opts, "file_sha256": files}})
+    else:
+        record("docker")
     if sub == "ps":
-        if STATE.get("container") == "running":
+        name = next(a for a in args if a.startswith("name=")).removeprefix("name=^/").rstrip("$")
+        if containers.get(name) == "running":
             print("3f2a1b0c9d8e")
         return 0
     if sub == "pull":
@@ -65,26 +115,49 @@ def docker(args):
         if STATE["pulls"] <= CONFIG.get("pull_failures", 0):
             print("Error response from daemon: net/http: TLS handshake timeout", file=sys.stderr)
             return 1
+        STATE.setdefault("images", []).append(args[-1])
+        save_state()
+        return 0
+    if sub == "image" and args[1] == "inspect":
+        image = args[-1]
+        if image not in STATE.get("images", []):
+            print(f"Error: No such image: {image}", file=sys.stderr)
+            return 1
+        repo = image.rsplit(":", 1)[0] if "/" not in image.rsplit(":", 1)[-1] else image
+        digest = CONFIG.get("digests", {}).get(image, DEFAULT_DIGEST)
+        print(json.dumps([{"RepoTags": [image], "RepoDigests": [f"{repo}@sha256:{digest}"]}]))
         return 0
     if sub == "rm":
-        if STATE.get("container"):
+        name = args[-1]
+        if containers.get(name):
             STATE["removed"] = STATE.get("removed", 0) + 1
-        STATE["container"] = None
-        save_state()
-        return 0 if STATE.get("removed") else 1
+            containers.pop(name)
+            save_state()
+            return 0
+        return 1
     if sub == "run":
-        if STATE.get("container"):
+        name = opts["name"]
+        if containers.get(name):
             print("Conflict. The container name is already in use", file=sys.stderr)
             return 125
-        STATE["container"] = CONFIG.get("container_after_run", "running")
+        is_vllm = any(dst == "/root/.cache/vllm" for _, dst in opts["mounts"])
+        containers[name] = CONFIG.get("container_after_run", "running") if is_vllm else "running"
+        if not is_vllm and CONFIG.get("compile_on_proxy_start") and STATE.get("cache_dir"):
+            # A first request through the proxy makes vLLM compile one more program.
+            late = Path(STATE["cache_dir"]) / "xla_cache" / CONFIG["compile_on_proxy_start"]
+            late.write_bytes(b"t" * 16)
         save_state()
         # The engine compiles into the mounted cache, like the real one (xla_cache/).
-        for i, arg in enumerate(args):
-            if arg == "-v" and args[i + 1].endswith(":/root/.cache/vllm"):
-                host = Path(args[i + 1].rsplit(":", 1)[0]) / "xla_cache"
+        for src, dst in opts["mounts"]:
+            if dst == "/root/.cache/vllm":
+                STATE["cache_dir"] = src
+                save_state()
+                host = Path(src) / "xla_cache"
                 host.mkdir(parents=True, exist_ok=True)
                 for name in CONFIG.get("compiles", ["jit_decode-cache", "jit_prefill-cache"]):
                     (host / name).write_bytes(b"x" * 64)
+                if CONFIG.get("compile_symlink"):
+                    (host / "escape").symlink_to("/etc/passwd")
         print("3f2a1b0c9d8e")
         return 0
     print(f"stand-in docker: unexpected command {sub}", file=sys.stderr)
@@ -106,7 +179,7 @@ def parse_curl(args):
         "config": [],
         "url": None,
     }
-    flags_with_value = {"--retry", "--max-time", "-m", "--connect-timeout"}
+    flags_with_value = {"--retry", "--max-time", "-m", "--connect-timeout", "--cacert"}
     it = iter(args)
     for arg in it:
         if arg == "-H":
@@ -161,6 +234,12 @@ def curl_answer(opts):
             return 200, json.dumps(body).encode()
         if path == "project/project-id":
             return 200, CONFIG.get("project", "test-proj").encode()
+        if path == "instance/network-interfaces/0/ip":
+            return 200, CONFIG.get("internal_ip", "10.182.0.2").encode()
+        if path == "instance/network-interfaces/0/access-configs/0/external-ip":
+            if CONFIG.get("external_ip"):
+                return 200, CONFIG["external_ip"].encode()
+            return 404, b"not found"
         if path.startswith("instance/guest-attributes/") and method == "PUT":
             with open(STUB_DIR / "guest_attributes.jsonl", "a") as fh:
                 key = path.removeprefix("instance/guest-attributes/")
@@ -182,22 +261,40 @@ def curl_answer(opts):
     if url.startswith(STORAGE):
         if not bearer_ok(opts):
             return 401, b"<Error><Code>AuthenticationRequired</Code></Error>"
-        if CONFIG.get("storage_status"):
-            return CONFIG["storage_status"], b"<Error><Code>ServiceUnavailable</Code></Error>"
         target = STUB_DIR / "gcs" / url[len(STORAGE) + 1 :]
+        forced = CONFIG.get("storage_put_status" if method == "PUT" else "storage_get_status")
+        if forced:
+            return forced, b"<Error><Code>ServiceUnavailable</Code></Error>"
         if method == "PUT":
+            if target.exists():
+                # Create-only: the precondition fails first; without it, objectCreator has no
+                # storage.objects.delete, which replacing an object needs.
+                if "x-goog-if-generation-match: 0" in opts["headers"]:
+                    return 412, b"<Error><Code>PreconditionFailed</Code></Error>"
+                return 403, b"<Error><Code>AccessDenied</Code></Error>"
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(Path(opts["upload"]).read_bytes())
             return 200, b""
         if target.exists():
             return 200, target.read_bytes()
         return 404, b"<Error><Code>NoSuchKey</Code></Error>"
-    if url.startswith("http://localhost:") and url.endswith("/health"):
+    if url.startswith("http://127.0.0.1:") and url.endswith("/health"):
+        # vLLM on loopback: scripted answers, one per poll (the last one sticks).
         codes = CONFIG.get("health", [200])
         i = STATE.get("health_polls", 0)
         STATE["health_polls"] = i + 1
         save_state()
         return int(codes[min(i, len(codes) - 1)]), b""
+    if url.startswith("https://127.0.0.1:"):
+        # The TLS proxy: /health passes through, every other path needs the key.
+        if (
+            STATE.get("containers", {}).get(CONFIG.get("proxy_name", "tpudeploy-proxy"))
+            != "running"
+        ):
+            return 0, b""
+        if url.endswith("/health"):
+            return int(CONFIG.get("proxy_health", 200)), b""
+        return int(CONFIG.get("proxy_without_key", 401)), b""
     return 0, b""
 
 
@@ -231,6 +328,9 @@ def main():
     record(cmd)
     if cmd == "sleep":
         return 0
+    if cmd == "gcloud" and "gcloud_status" in CONFIG:
+        # `make tunnel`'s IAP SSH: the test scripts how it ends.
+        return int(CONFIG["gcloud_status"])
     print(f"stand-in {cmd}: not expected to be called", file=sys.stderr)
     return 1
 

@@ -15,7 +15,13 @@ from tpudeploy.config.loading import (
     parse_config,
     require_project,
 )
-from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, media_domain_problem
+from tpudeploy.config.network import (
+    MEDIA_URLS_DISABLED,
+    NetworkConfig,
+    media_domain_problem,
+    public_addresses,
+)
+from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.schema import (
     PRICE_KEYS,
     PROVISIONING_MODELS,
@@ -27,13 +33,16 @@ from tpudeploy.config.schema import (
     VllmConfig,
     normalize_provisioning,
 )
+from tpudeploy.config.serveflags import DENIED_SERVE_FLAGS, MODELLED_SERVE_FLAGS
 from tpudeploy.facts import IAP_SSH_RANGE
 
 __all__ = [
     "CONFIG_ENV",
     "DEFAULT_CONFIG_PATH",
+    "DENIED_SERVE_FLAGS",
     "IAP_SSH_RANGE",
     "MEDIA_URLS_DISABLED",
+    "MODELLED_SERVE_FLAGS",
     "PRICE_KEYS",
     "PROVISIONING_MODELS",
     "RESERVED_LABEL_KEYS",
@@ -45,6 +54,7 @@ __all__ = [
     "LoadConfig",
     "ModelGeometry",
     "NetworkConfig",
+    "ProxyConfig",
     "VllmConfig",
     "config_path",
     "cross_check",
@@ -52,5 +62,6 @@ __all__ = [
     "media_domain_problem",
     "normalize_provisioning",
     "parse_config",
+    "public_addresses",
     "require_project",
 ]

@@ -8,7 +8,7 @@ create or change billable resources only).
 from __future__ import annotations
 
 import difflib
-import ipaddress
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -17,7 +17,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tpudeploy import facts, names
+from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
+from tpudeploy.config.secretshape import redact
 
 DEFAULT_CONFIG_PATH = "deploy.toml"
 CONFIG_ENV = "DEPLOY_CONFIG"
@@ -80,15 +82,30 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                     "allow_untested_flex_zone = true to try anyway",
                 )
             )
-    public = [c for c in cfg.network.allowed_cidrs if ipaddress.ip_network(c).prefixlen == 0]
-    if public and not cfg.network.allow_public_endpoint:
+    public = public_addresses(cfg.network.allowed_cidrs)
+    over = [v for v in (4, 6) if public[v] > PUBLIC_ADDRESS_LIMIT[v]]
+    if over and not cfg.network.allow_public_endpoint:
+        version = over[0]
+        bits, limit = (32, "/16") if version == 4 else (128, "/48")
+        # The size as a prefix length ("a /1's worth"), readable for IPv6 too.
+        size = bits - round(math.log2(public[version]))
         problems.append(
             problem(
                 "network.allowed_cidrs",
                 list(cfg.network.allowed_cidrs),
-                f"{public[0]} opens the vLLM port to the whole internet",
+                f"together they open the API port to a /{size}'s worth of public IPv{version} "
+                f"addresses, more than a {limit}: that is the internet, not your network",
                 "list your own ranges, or set [network] allow_public_endpoint = true "
                 "if you really mean it",
+            )
+        )
+    if cfg.proxy.port == cfg.vllm.port:
+        problems.append(
+            problem(
+                "proxy.port",
+                cfg.proxy.port,
+                "is also [vllm] port: vLLM listens on it on loopback, the proxy on every address",
+                f"use another port, e.g. {8443 if cfg.vllm.port != 8443 else 9443}",
             )
         )
     return problems
@@ -123,7 +140,8 @@ def _format_errors(exc: ValidationError) -> list[str]:
     for err in exc.errors():
         loc = tuple(err["loc"])
         key = ".".join(str(p) for p in loc) or "(top level)"
-        value = err.get("input")
+        # Errors echo the input: a token pasted into the wrong key must not reach a log.
+        value = redact(err.get("input"))
         if err["type"] == "extra_forbidden":
             known = _known_keys(_model_at(loc[:-1]))
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)

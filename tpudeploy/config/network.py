@@ -1,4 +1,4 @@
-"""`[network]`, and which hosts vLLM may fetch media from."""
+"""`[network]`, how much of the internet it opens, and which hosts vLLM may fetch media from."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ class NetworkConfig(Strict):
     """VPC network: a name, or projects/HOST/global/networks/NAME for a shared VPC"""
     subnetwork: str = ""
     """subnetwork name or shared-VPC path; empty: the network's default"""
-    # Nothing is public unless the user says so: the vLLM port is opened only to these ranges.
+    # Nothing is reachable unless the user says so: the TLS proxy's port is opened only to these
+    # ranges (a deny-all rule under them closes everything else, default-network rules included).
     allowed_cidrs: tuple[str, ...] = ()
-    """who may reach the vLLM port; nothing is open by default"""
-    # 0.0.0.0/0 (or ::/0) exposes the model to the internet; it needs this explicit opt-in.
+    """who may reach the TLS proxy's port; nobody by default (use `make tunnel`)"""
+    # More than a /16 of public addresses exposes the model to the internet; it needs this opt-in.
     allow_public_endpoint: bool = False
-    """required to open the port to the whole internet"""
+    """required when the ranges hold more than a /16 of public IPv4 (or a /48 of IPv6)"""
     enable_external_ip: bool = True
     """the build log reaches its node on a public IP"""
 
@@ -68,31 +69,87 @@ class NetworkConfig(Strict):
         return v
 
 
-MEDIA_URLS_DISABLED = "media-urls-disabled.invalid"
-_METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "localhost"})
-_HOST_RE = re.compile(
-    r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+# Ranges that are not the internet: VPC-internal (RFC 1918, shared address space, ULA) and the
+# host's own. Listing them opens the port to the VPC, not to the world.
+_NON_PUBLIC_RANGES = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "::1/128",
+        "fc00::/7",
+        "fe80::/10",
+    )
 )
+# How much public address space [network] allowed_cidrs may open without allow_public_endpoint:
+# a /16 of IPv4 (an organisation's egress ranges fit) or a /48 of IPv6 (one site). Counted over
+# the union of the ranges, so 0.0.0.0/1 + 128.0.0.0/1 is the whole IPv4 internet, like 0.0.0.0/0.
+PUBLIC_ADDRESS_LIMIT = {4: 2**16, 6: 2**80}
+
+
+def public_addresses(cidrs: tuple[str, ...]) -> dict[int, int]:
+    """How many public (internet-routable) addresses the ranges cover, per IP version."""
+    nets = [ipaddress.ip_network(c) for c in cidrs]
+    v4 = ipaddress.collapse_addresses(n for n in nets if isinstance(n, ipaddress.IPv4Network))
+    v6 = ipaddress.collapse_addresses(n for n in nets if isinstance(n, ipaddress.IPv6Network))
+    return {4: _public_count(list(v4)), 6: _public_count(list(v6))}
+
+
+def _public_count(union: list[ipaddress.IPv4Network] | list[ipaddress.IPv6Network]) -> int:
+    total = sum(n.num_addresses for n in union)
+    for net in union:
+        for private in _NON_PUBLIC_RANGES:
+            # Collapsed ranges never overlap each other, and two CIDR blocks either nest or are
+            # disjoint: the overlap is the smaller block, or nothing.
+            if net.version == private.version and net.overlaps(private):
+                total -= min(net.num_addresses, private.num_addresses)
+    return total
+
+
+MEDIA_URLS_DISABLED = "media-urls-disabled.invalid"
+_LOCAL_NAMES = frozenset({"metadata", "metadata.google.internal", "localhost"})
+_LOCAL_SUFFIXES = (".internal", ".localhost", ".local")
+_LABEL_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+# A URL parser (WHATWG, and vLLM's fetchers after it) reads a host whose last label is a number
+# as an IPv4 address: 2852039166, 0xa9fea9fe, 0251.0376.0251.0376 and 127.1 all name an address.
+_NUMERIC_LABEL_RE = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
+_TLD_RE = re.compile(r"^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$")
 
 
 def media_domain_problem(host: str) -> str:
-    """Why `host` must not be an allowed media domain, or "" when it may be."""
-    name = host.rstrip(".").lower()
+    """Why `host` must not be an allowed media domain, or "" when it may be: a DNS name of at
+    least two labels ending in a real top-level domain. Addresses in any spelling are refused:
+    vLLM runs with --net=host, so an address can reach the node or the metadata server."""
+    name = host.lower().removesuffix(".")
     try:
-        ip = ipaddress.ip_address(name.strip("[]"))
+        ipaddress.ip_address(name.strip("[]"))
     except ValueError:
-        ip = None
-    if ip is not None:
-        if not ip.is_global:
-            return (
-                "is a link-local, loopback or private address: with --net=host vLLM would "
-                "fetch from the node itself or the metadata server (169.254.169.254)"
-            )
-        return ""
-    if name in _METADATA_HOSTS or name.endswith(".internal"):
+        pass
+    else:
+        return (
+            "is an IP address; media hosts must be DNS names (with --net=host an address reaches "
+            "whatever it names, the metadata server at 169.254.169.254 included)"
+        )
+    labels = name.split(".")
+    if _NUMERIC_LABEL_RE.match(labels[-1]):
+        return (
+            "is a numeric or shorthand IP address (a URL parser reads 2852039166, 0xa9fea9fe and "
+            "127.1 as IPv4); media hosts must be DNS names"
+        )
+    if name in _LOCAL_NAMES or name.endswith(_LOCAL_SUFFIXES):
         return (
             "reaches the node itself or the metadata server, which hands out the node's credentials"
         )
-    if not _HOST_RE.match(name):
+    if len(name) > 253 or not all(_LABEL_RE.match(label) for label in labels):
         return "is not a host name (write the host only, e.g. upload.wikimedia.org, no scheme)"
+    if len(labels) < 2 or not _TLD_RE.match(labels[-1]):
+        return (
+            "is not a fully qualified DNS name (a single label resolves through the node's search "
+            "domains, metadata.google.internal among them); write e.g. upload.wikimedia.org"
+        )
     return ""

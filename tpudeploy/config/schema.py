@@ -14,12 +14,16 @@ from pydantic import Field, field_validator
 
 from tpudeploy import facts, names
 from tpudeploy.config.base import Strict
+from tpudeploy.config.containers import check_container_name, check_image
 from tpudeploy.config.geometry import ModelGeometry
 from tpudeploy.config.network import (
     MEDIA_URLS_DISABLED,
     NetworkConfig,
     media_domain_problem,
 )
+from tpudeploy.config.proxy import ProxyConfig
+from tpudeploy.config.secretshape import redact
+from tpudeploy.config.serveflags import extra_arg_problem
 from tpudeploy.durations import parse_duration
 
 DEFAULT_NAME = "gemma4-v5e"
@@ -28,10 +32,6 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # table (tpudeploy.facts.PRICES).
 PRICE_KEYS = tuple(next(iter(facts.PRICES.values())).per_chip_hour)
 
-_IMAGE_RE = re.compile(
-    r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
-)
 _PARSER_RE = re.compile(r"^[A-Za-z0-9_]+$")
 # Labels the project sets itself on the node (and the provider on every resource); a user label
 # with one of these keys would silently replace it, or (tpudeploy-spec, the flex-start spec's
@@ -52,7 +52,7 @@ class VllmConfig(Strict):
     container_name: str = "vllm-gemma4"
     """docker container name on the node"""
     port: int = Field(default=8000, ge=1024, le=65535)
-    """port vLLM serves on"""
+    """vLLM's port on the node's loopback, never opened (the proxy's is [proxy] port)"""
     shm_size: str = "10gb"
     """docker --shm-size"""
     model: str = facts.MODEL
@@ -97,13 +97,13 @@ class VllmConfig(Strict):
     """override the tensor-parallel guard rail"""
     # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
     extra_args: tuple[str, ...] = ()
-    """more `vllm serve` arguments, each shell-quoted"""
+    """more `vllm serve` arguments; modelled flags, the deny list and secrets are refused"""
     # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
     # would hand the node's credentials to whoever sends the request, and vLLM treats an empty
     # list as "every domain" (DESIGN). The default names a reserved .invalid host (RFC 2606) that
     # never resolves: URL fetching is off, inline data: URLs keep working. Widen it deliberately.
     allowed_media_domains: tuple[str, ...] = (MEDIA_URLS_DISABLED,)
-    """hosts vLLM may fetch media from; the default fetches nothing"""
+    """DNS names vLLM may fetch media from (no addresses); the default fetches nothing"""
 
     # tpu-inference environment variables (seed table); defaults are the engine's own.
     attn_bucketized_num_reqs: bool = False
@@ -139,22 +139,25 @@ class VllmConfig(Strict):
                 )
         return v
 
+    @field_validator("extra_args")
+    @classmethod
+    def _extra_args(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, arg in enumerate(v):
+            problem = extra_arg_problem(arg)
+            if problem:
+                shown = redact(arg)
+                raise ValueError(f"item {i}, {shown!r}: {problem}; remove it from extra_args")
+        return v
+
     @field_validator("image")
     @classmethod
     def _image(cls, v: str) -> str:
-        if not _IMAGE_RE.match(v):
-            raise ValueError(
-                "not a container image reference; write repository[:tag][@sha256:digest], "
-                "e.g. vllm/vllm-tpu:nightly"
-            )
-        return v
+        return check_image(v)
 
     @field_validator("container_name")
     @classmethod
     def _container(cls, v: str) -> str:
-        if not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}", v):
-            raise ValueError("not a docker container name; use letters, digits, '_', '.' and '-'")
-        return v
+        return check_container_name(v)
 
     @field_validator("shm_size")
     @classmethod
@@ -312,6 +315,8 @@ class DeployConfig(Strict):
     """[network] table"""
     vllm: VllmConfig = Field(default_factory=VllmConfig)
     """[vllm] table: the `vllm serve` flags and tpu-inference variables"""
+    proxy: ProxyConfig = Field(default_factory=ProxyConfig)
+    """[proxy] table: the TLS proxy in front of vLLM"""
     load: LoadConfig = Field(default_factory=LoadConfig)
     """[load] table"""
     # $/chip-hour overrides by provisioning model (the build log's us-west4 rates are the
@@ -467,12 +472,13 @@ class DeployConfig(Strict):
         return self.name
 
     @property
-    def vllm_firewall_name(self) -> str:
-        return f"{self.name}-allow-vllm"
-
-    @property
-    def ssh_firewall_name(self) -> str:
-        return f"{self.name}-allow-iap-ssh"
+    def firewall_rule_names(self) -> dict[str, str]:
+        """Every firewall rule the node stack may create, by construct id: a deny-all per IP
+        version, the proxy's port per IP version (only with allowed_cidrs), IAP SSH."""
+        return {
+            rule: f"{self.name}-{rule}"
+            for rule in ("deny-all", "deny-all-v6", "allow-api", "allow-api-v6", "allow-iap-ssh")
+        }
 
     @property
     def network_tag(self) -> str:

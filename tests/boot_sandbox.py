@@ -1,0 +1,210 @@
+"""A fake TPU VM for the rendered boot scripts: bash with stand-in docker/curl/gcloud/sleep
+(tests/stubs) in front of the real python3, openssl, tar and coreutils.
+
+    node = Node(tmp_path, cfg, health=["000", 200])   # scripted answers, see tests/stubs
+    boot = node.run()                                 # startup.sh; node.run("shutdown.sh")
+    node.docker_runs()[CONTAINER]                     # what `docker run` was given
+    node.assert_no_secret_leaked(boot)
+
+Shared by tests/test_startup_script.py and tests/test_proxy.py (which runs the real nginx on the
+files a sandbox boot wrote).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tpudeploy.config import DeployConfig
+from tpudeploy.render import compile_cache_key, render_shutdown_script, render_startup_script
+
+STUBS = Path(__file__).parent / "stubs"
+# Built at run time so no tracked file holds a token-shaped string (secret scanners, the
+# before-stop hook); the values are fakes that prove the real ones never leak.
+HF_TOKEN = "hf_" + "TESTtokenNeverPrinted0123456789"
+API_KEY = "vk-TESTapiKeyNeverPrinted-9876543210abcdef"
+ACCESS_TOKEN = "ya29.TESTaccessTokenNeverInArgv"  # noqa: S105
+SECRETS = (HF_TOKEN, API_KEY, ACCESS_TOKEN)
+PROJECT = "test-proj"
+# What the stand-in `docker image inspect` reports for a pulled image (tests/stubs/stand_in.py).
+DEFAULT_DIGEST = "5" * 64
+
+
+def sha(value: str | bytes) -> str:
+    return hashlib.sha256(value.encode() if isinstance(value, str) else value).hexdigest()
+
+
+def proxy_key_line(key: str) -> str:
+    """What api_key.conf must hold for `key`: nginx's secure_link digest of "Bearer <key>"
+    (MD5, base64url without padding), computed here independently of the boot script."""
+    digest = hashlib.md5(f"Bearer {key}".encode(), usedforsecurity=False).digest()
+    return f'secure_link "{base64.urlsafe_b64encode(digest).decode().rstrip("=")}";\n'
+
+
+def filesystem_type(path: Path) -> str:
+    """What `stat -f -c %T` says, as the startup script's tmpfs check reads it."""
+    done = subprocess.run(
+        ["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@dataclass
+class Boot:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Node:
+    """One fake TPU VM: a HOME, a runtime tmpfs stand-in, the stubs' state and a fake bucket."""
+
+    def __init__(self, root: Path, cfg: DeployConfig, **config: object) -> None:
+        self.root, self.cfg = root, cfg
+        self.home = root / "home"
+        self.run_dir = root / "run" / "tpudeploy"
+        self.stub_dir = root / "stub"
+        for d in (self.home, self.run_dir.parent, self.stub_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.config: dict[str, object] = {
+            "access_token": ACCESS_TOKEN,
+            "project": PROJECT,
+            "secrets": {cfg.hf_token_secret_id: HF_TOKEN, cfg.api_key_secret_id: API_KEY},
+            "health": ["000", "000", 200],
+            "proxy_name": cfg.proxy.container_name,
+        }
+        self.config.update(config)
+        # The sandbox's runtime directory is on whatever filesystem the test's tmp_path is; the
+        # real node's /run is a tmpfs. Tell the script which type stands in for "memory".
+        self.env: dict[str, str] = {"TPUDEPLOY_MEMORY_FILESYSTEMS": filesystem_type(root)}
+        # python3 the real interpreter, not a version-manager shim: the stubs and the script's
+        # JSON helpers start dozens of times per boot.
+        self.bin = root / "bin"
+        self.bin.mkdir(exist_ok=True)
+        (self.bin / "python3").symlink_to(os.path.realpath(sys.executable))
+        self.scripts = root / "scripts"
+        self.scripts.mkdir(exist_ok=True)
+        (self.scripts / "startup.sh").write_text(render_startup_script(cfg))
+        (self.scripts / "shutdown.sh").write_text(render_shutdown_script(cfg))
+
+    @property
+    def config_file(self) -> Path:
+        # Holds the secret values the fake Secret Manager serves: the one file allowed to.
+        return self.stub_dir / "config.json"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.home / ".cache" / "vllm"
+
+    @property
+    def proxy_dir(self) -> Path:
+        return self.run_dir / "proxy"
+
+    def run(self, script: str = "startup.sh", **env: str) -> Boot:
+        self.config_file.write_text(json.dumps(self.config))
+        full_env = {
+            "PATH": f"{STUBS}:{self.bin}:{os.environ['PATH']}",
+            "HOME": str(self.home),
+            "STUB_DIR": str(self.stub_dir),
+            "TPUDEPLOY_METADATA_URL": "http://metadata.test/computeMetadata/v1",
+            "TPUDEPLOY_SECRETMANAGER_URL": "http://secretmanager.test/v1",
+            "TPUDEPLOY_STORAGE_URL": "http://storage.test",
+            "TPUDEPLOY_RUNTIME_DIR": str(self.run_dir),
+            "TPUDEPLOY_RETRIES": "3",
+            "TPUDEPLOY_BACKOFF_SECONDS": "1",
+            "TPUDEPLOY_READY_TIMEOUT": "100",
+            "TPUDEPLOY_POLL_SECONDS": "10",
+            **self.env,
+            **env,
+        }
+        proc = subprocess.run(
+            ["bash", str(self.scripts / script)],
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        return Boot(proc.returncode, proc.stdout, proc.stderr)
+
+    def calls(self, cmd: str | None = None) -> list[dict[str, Any]]:
+        path = self.stub_dir / "calls.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        entries = [json.loads(line) for line in lines]
+        return [e for e in entries if cmd is None or e["cmd"] == cmd]
+
+    def docker(self, sub: str) -> list[dict[str, Any]]:
+        return [c for c in self.calls("docker") if c["argv"][0] == sub]
+
+    def docker_runs(self) -> dict[str, dict[str, Any]]:
+        """{container name: the parsed options of its last `docker run`}."""
+        return {c["run"]["name"]: c["run"] for c in self.docker("run")}
+
+    def pulls(self, image: str) -> int:
+        return sum(1 for c in self.docker("pull") if c["argv"][-1] == image)
+
+    def guest_attributes(self) -> list[tuple[str, str]]:
+        path = self.stub_dir / "guest_attributes.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [(e["key"], e["value"]) for e in map(json.loads, lines)]
+
+    def phases(self) -> list[str]:
+        return [v for k, v in self.guest_attributes() if k == "tpudeploy/phase"]
+
+    def reasons(self) -> list[str]:
+        return [v for k, v in self.guest_attributes() if k == "tpudeploy/reason" and v]
+
+    def cache_object(self, digest: str = DEFAULT_DIGEST) -> Path:
+        bucket = self.cfg.compile_cache_bucket(PROJECT)
+        key = compile_cache_key(self.cfg)
+        return self.stub_dir / "gcs" / bucket / "xla" / key / f"{digest}.tar.gz"
+
+    def seed_bucket(self, files: dict[str, bytes], digest: str = DEFAULT_DIGEST) -> Path:
+        """Put an archive of regular files into the fake bucket, as an earlier boot would."""
+        obj = self.cache_object(digest)
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(obj, "w:gz") as tar:
+            for name, data in files.items():
+                info = tarfile.TarInfo(f"./{name}")
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+        return obj
+
+    def assert_no_secret_leaked(self, *boots: Boot) -> None:
+        """No secret in any output, argument list, environment passed to a command, or file;
+        the API key in no file at all (the proxy holds its digest), the token only in the
+        runtime tmpfs."""
+        for boot in boots:
+            for secret in SECRETS:
+                assert secret not in boot.stdout and secret not in boot.stderr
+        hashes = {sha(s): s for s in SECRETS}
+        for call in self.calls():
+            flat = json.dumps(call["argv"])
+            for secret in SECRETS:
+                assert secret not in flat, f"secret in argv of {call['cmd']}: {call['argv']}"
+            leaked = {name for name, h in call["env_sha256"].items() if h in hashes}
+            assert not leaked, f"secret in the environment of {call['cmd']}: {sorted(leaked)}"
+            for value in (call.get("run") or {}).get("env", {}).values():
+                assert value not in SECRETS, "secret passed to docker run with -e"
+        for path in self.root.rglob("*"):
+            if not path.is_file() or path.is_symlink() or path == self.config_file:
+                continue
+            data = path.read_bytes()
+            assert API_KEY.encode() not in data, f"API key written to {path}"
+            assert ACCESS_TOKEN.encode() not in data, f"access token written to {path}"
+            if self.run_dir not in path.parents:
+                assert HF_TOKEN.encode() not in data, f"token written to {path}"
+        if self.run_dir.exists():
+            assert stat.S_IMODE(self.run_dir.stat().st_mode) == 0o700
+            assert not (self.run_dir / "auth.curl").exists(), "token file left behind"

@@ -1,0 +1,92 @@
+"""`make endpoint` and `make tunnel` against the loopback TPU API and a stand-in gcloud."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.fake_boot_apis import FakeFrontDoor, FakeTpu, LoopbackCertificate
+from tpudeploy import cli, frontdoor
+from tpudeploy.config import parse_config
+
+STUBS = Path(__file__).parent / "stubs"
+KEY = "vk-frontDoorTestKey-0123456789abcdefghijkl"
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> LoopbackCertificate:
+    return LoopbackCertificate.create(tmp_path_factory.mktemp("tls"))
+
+
+def test_endpoint_prints_addresses_fingerprint_and_a_pin(monkeypatch, cert) -> None:
+    cfg = parse_config({"project": "test-proj", "network": {"allowed_cidrs": ["10.8.0.0/16"]}})
+    attributes = {"tls-sha256": cert.sha256, "tls-spki": "sha256//c29tZS1waW4="}
+    out = io.StringIO()
+    with FakeTpu([("ready", "")], ip="203.0.113.5", attributes=attributes) as tpu:
+        monkeypatch.setenv("TPU_EMULATOR_HOST", tpu.host)
+        assert frontdoor.endpoint_report(cfg, "test-proj", out=out) == 0
+    text = out.getvalue()
+    assert "from 10.8.0.0/16: https://203.0.113.5:8443/v1" in text
+    assert "inside the VPC: https://10.182.0.2:8443/v1" in text
+    assert "make tunnel`, then https://localhost:8443/v1" in text
+    assert frontdoor.colon_fingerprint(cert.sha256) in text
+    assert "--pinnedpubkey sha256//c29tZS1waW4=" in text
+
+
+def test_endpoint_writes_the_pinned_certificate(monkeypatch, tmp_path, cert) -> None:
+    cfg = parse_config({"project": "test-proj"})
+    target = tmp_path / "node.pem"
+    with (
+        FakeTpu([("ready", "")], attributes={"tls-sha256": cert.sha256}) as tpu,
+        FakeFrontDoor(KEY, cert) as door,
+    ):
+        monkeypatch.setenv("TPU_EMULATOR_HOST", tpu.host)
+        monkeypatch.setenv("ENDPOINT", door.url)
+        out = io.StringIO()
+        frontdoor.endpoint_report(cfg, "test-proj", cert_out=str(target), out=out)
+        assert door.requests == []  # the certificate is read from the handshake alone
+    assert target.read_text() == cert.cert.read_text()
+    assert "no address range may reach it" in out.getvalue()
+
+
+def test_endpoint_before_the_node_published_its_certificate(monkeypatch, tmp_path, capsys) -> None:
+    config = tmp_path / "deploy.toml"
+    config.write_text('project = "test-proj"\n')
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    with FakeTpu([("starting-vllm", "")]) as tpu:
+        monkeypatch.setenv("TPU_EMULATOR_HOST", tpu.host)
+        assert cli.main(["endpoint"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "tpudeploy/tls-sha256" in err and "make wait" in err
+
+
+def _tunnel(monkeypatch, tmp_path: Path, status: int, **env: str) -> list[list[str]]:
+    stub_dir = tmp_path / "stub"
+    stub_dir.mkdir(parents=True)
+    (stub_dir / "config.json").write_text(json.dumps({"gcloud_status": status}))
+    monkeypatch.setenv("STUB_DIR", str(stub_dir))
+    monkeypatch.setenv("PATH", f"{STUBS}:{os.environ['PATH']}")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    cfg = parse_config({"project": "test-proj"})
+    frontdoor.run_tunnel(cfg, "test-proj", out=io.StringIO())
+    lines = (stub_dir / "calls.jsonl").read_text().splitlines()
+    return [json.loads(line)["argv"] for line in lines]
+
+
+def test_tunnel_forwards_a_local_port_to_the_proxy_through_iap(monkeypatch, tmp_path) -> None:
+    (argv,) = _tunnel(monkeypatch, tmp_path, 0, LOCAL_PORT="9443")
+    assert argv[:5] == ["compute", "tpus", "tpu-vm", "ssh", "gemma4-v5e"]
+    assert "--tunnel-through-iap" in argv and "--zone=us-west4-a" in argv
+    assert argv[argv.index("--") + 1 :] == ["-N", "-L", "9443:localhost:8443"]
+
+
+def test_tunnel_failure_says_what_it_needs(monkeypatch, tmp_path) -> None:
+    with pytest.raises(frontdoor.FrontDoorError, match="Tunnel User role and OS Login"):
+        _tunnel(monkeypatch, tmp_path, 255)
+    with pytest.raises(frontdoor.FrontDoorError, match="LOCAL_PORT='80'"):
+        _tunnel(monkeypatch, tmp_path / "low", 0, LOCAL_PORT="80")

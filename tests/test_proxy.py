@@ -1,0 +1,312 @@
+"""The front door for real: Debian's nginx runs the files a sandbox boot wrote (nginx.conf,
+api_key.conf, the certificate and its key) in front of a fake vLLM on loopback.
+
+Only the listen line is changed (127.0.0.1 and a free port instead of every address), so
+nothing here is reachable from off this machine. CI installs nginx (.ci/run) and sets CI=true,
+so there a missing nginx fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from boot_sandbox import API_KEY, PROJECT, Node
+
+from tests.fake_boot_apis import LoopbackServer, chat_answer, weather_call
+from tpudeploy import smoke
+from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.frontdoor import Endpoint, fetch_certificate
+
+NGINX = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+if NGINX is None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(
+            "nginx is not installed: .ci/run installs it (apt-get install nginx); the front-door "
+            "tests must run in CI",
+            pytrace=False,
+        )
+    pytestmark = pytest.mark.skip(
+        reason="nginx is not installed (apt-get install nginx); CI runs these tests"
+    )
+
+MODEL = "google/gemma-4-E2B-it"
+
+
+class FakeVllm(LoopbackServer):
+    """vLLM without --api-key behind the proxy: it serves every path to whoever reaches it,
+    /invocations and /metrics included. Whatever arrives here got past the front door."""
+
+    def __init__(self) -> None:
+        super().__init__(self.route)
+
+    @property
+    def port(self) -> int:
+        return int(self.host.rsplit(":", 1)[1])
+
+    def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        if path == "/v1/chat/completions":
+            if body and body.get("tools"):
+                return 200, chat_answer(None, [weather_call()])
+            return 200, chat_answer("Hi there, nice to meet you!")
+        return 200, {"served": path}
+
+    def paths(self) -> list[str]:
+        return [r["path"] for r in self.requests]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class FrontDoor:
+    cfg: DeployConfig
+    node: Node
+    vllm: FakeVllm
+    port: int  # where the test's nginx listens (127.0.0.1 only)
+    context: ssl.SSLContext  # trusts the node's certificate, checks the host name 127.0.0.1
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def fingerprint(self) -> str:
+        return dict(self.node.guest_attributes())["tpudeploy/tls-sha256"]
+
+    def request(
+        self, method: str, path: str, key: str | None = None, body: Any = None
+    ) -> tuple[int, bytes]:
+        """One request, the path sent exactly as given (no client-side normalisation)."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context)
+        headers = {"Content-Type": "application/json"}
+        if key is not None:
+            headers["Authorization"] = key
+        try:
+            conn.request(
+                method, path, body=None if body is None else json.dumps(body), headers=headers
+            )
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+
+def start_nginx(conf: Path, prefix: Path) -> tuple[subprocess.Popen[str], int]:
+    """nginx on a free loopback port; another port when someone took it in between."""
+    assert NGINX is not None
+    text = conf.read_text()
+    listen = re.search(r"^ *listen (\d+) ssl;$", text, re.MULTILINE)
+    assert listen is not None and text.count("listen ") == 1
+    errors = []
+    for attempt in range(3):
+        port = free_port()
+        test_conf = conf.with_name("nginx.loopback.conf")
+        test_conf.write_text(text.replace(listen[0], f"    listen 127.0.0.1:{port} ssl;"))
+        (prefix / str(attempt)).mkdir(parents=True)
+        proc = subprocess.Popen(
+            [NGINX, "-p", f"{prefix / str(attempt)}/", "-c", str(test_conf), "-e", "stderr"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 15
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return proc, port
+            except OSError:
+                time.sleep(0.05)
+        proc.kill()
+        errors.append(proc.communicate()[1])
+    raise AssertionError(f"nginx did not start: {errors}")
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FrontDoor]:
+    root = tmp_path_factory.mktemp("front-door")
+    with FakeVllm() as vllm:
+        cfg = parse_config({"project": PROJECT, "vllm": {"port": vllm.port}})
+        node = Node(root / "node", cfg)
+        boot = node.run()
+        assert boot.returncode == 0, boot.stderr
+        # The boot's own nginx.conf, listening on loopback instead of every address.
+        proc, port = start_nginx(node.proxy_dir / "nginx.conf", root / "prefix")
+        try:
+            context = ssl.create_default_context(cafile=str(node.proxy_dir / "tls.crt"))
+            yield FrontDoor(cfg, node, vllm, port, context)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+BEARER = f"Bearer {API_KEY}"
+# Every route vLLM mounts that a caller could try, and some it does not.
+PATHS = [
+    ("GET", "/v1/models"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/completions"),
+    ("POST", "/invocations"),
+    ("GET", "/metrics"),
+    ("POST", "/tokenize"),
+    ("POST", "/detokenize"),
+    ("GET", "/version"),
+    ("POST", "/pause"),
+    ("POST", "/v2/chat"),
+    ("POST", "/inference/v1/generate"),
+    ("GET", "/docs"),
+    ("GET", "/openapi.json"),
+    ("GET", "/"),
+    ("GET", "/v1"),
+    ("GET", "/health/../metrics"),
+    ("GET", "/healthz"),
+]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        None,
+        "",
+        "Bearer",
+        f"Bearer {API_KEY[:-1]}x",  # one character off, same length
+        f"bearer {API_KEY}",
+        f"Basic {API_KEY}",
+        f"Bearer {API_KEY}x",  # the key plus one character
+        API_KEY,
+    ],
+    ids=["none", "empty", "scheme-only", "last-char", "lowercase", "basic", "longer", "bare"],
+)
+def test_every_path_without_the_key_gets_401_and_reaches_nothing(door: FrontDoor, key) -> None:
+    """Issue 13, defect 1: vLLM's own key guarded /v1, /v2 and /inference only."""
+    before = len(door.vllm.requests)
+    for method, path in PATHS:
+        status, body = door.request(method, path, key, body={} if method == "POST" else None)
+        assert status == 401, (method, path, status)
+        assert json.loads(body) == {"error": "missing or wrong API key"}
+    assert len(door.vllm.requests) == before
+
+
+def test_health_is_open_and_is_vllms(door: FrontDoor) -> None:
+    status, body = door.request("GET", "/health")
+    assert status == 200 and json.loads(body) == {"served": "/health"}
+    assert door.vllm.paths()[-1] == "/health"
+
+
+def test_v1_with_the_key_reaches_vllm_without_the_key(door: FrontDoor) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    status, raw = door.request("POST", "/v1/chat/completions", BEARER, body)
+    assert status == 200
+    assert json.loads(raw)["choices"][0]["message"]["content"].startswith("Hi there")
+    forwarded = door.vllm.requests[-1]
+    assert forwarded["path"] == "/v1/chat/completions" and forwarded["body"] == body
+    # The key stops at the proxy: vLLM (and its logs) never see it.
+    assert "authorization" not in forwarded["headers"]
+    status, _ = door.request("GET", "/v1/models", BEARER)
+    assert status == 200 and door.vllm.paths()[-1] == "/v1/models"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/invocations",
+        "/metrics",
+        "/tokenize",
+        "/version",
+        "/v1/../metrics",
+        "/v1/%2e%2e/metrics",
+        "/v1/..%2finvocations",
+        "//metrics",
+        "/V1/models",
+    ],
+)
+def test_with_the_key_only_v1_is_forwarded(door: FrontDoor, path: str) -> None:
+    """/invocations, /metrics and /tokenize never reach vLLM, however the path is spelled."""
+    before = len(door.vllm.requests)
+    status, _ = door.request("POST" if "invocations" in path else "GET", path, BEARER)
+    assert status == 404, (path, status)
+    assert len(door.vllm.requests) == before
+
+
+def test_a_forwarded_path_is_the_one_nginx_checked(door: FrontDoor) -> None:
+    """With a URI in proxy_pass, nginx forwards the normalised path: vLLM routes what matched."""
+    status, _ = door.request("GET", "/v1/chat/../models", BEARER)
+    assert status == 200 and door.vllm.paths()[-1] == "/v1/models"
+
+
+def test_tls_terminates_at_the_proxy_and_plain_http_gets_nothing(door: FrontDoor) -> None:
+    """Issue 13, defect 2: the key and the prompts crossed the network in clear text."""
+    before = len(door.vllm.requests)
+    conn = http.client.HTTPConnection("127.0.0.1", door.port, timeout=5)
+    conn.request("GET", "/v1/models", headers={"Authorization": BEARER})
+    response = conn.getresponse()
+    assert response.status == 400  # "plain HTTP request was sent to HTTPS port"
+    conn.close()
+    assert len(door.vllm.requests) == before
+    with (
+        socket.create_connection(("127.0.0.1", door.port)) as raw,
+        door.context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+        der = tls.getpeercert(binary_form=True) or b""
+        assert hashlib.sha256(der).hexdigest() == door.fingerprint
+
+
+def test_make_smoke_passes_through_the_real_proxy(door: FrontDoor) -> None:
+    out = io.StringIO()
+    endpoint = Endpoint(door.url, door.fingerprint)
+    assert smoke.run(endpoint, API_KEY, MODEL, out=out) == 0
+    assert "smoke test passed" in out.getvalue()
+    # The certificate `make endpoint` writes is a CA file that verifies by address.
+    pem = fetch_certificate(endpoint)
+    assert pem == ssl.DER_cert_to_PEM_cert(
+        ssl.PEM_cert_to_DER_cert((door.node.proxy_dir / "tls.crt").read_text())
+    )
+
+
+CURL = shutil.which("curl")
+
+
+@pytest.mark.skipif(CURL is None, reason="curl is not installed")
+def test_the_curl_pin_make_endpoint_prints_holds(door: FrontDoor, tmp_path: Path) -> None:
+    """`curl --insecure --pinnedpubkey` skips the CA check only: another key is refused."""
+    assert CURL is not None
+    spki = dict(door.node.guest_attributes())["tpudeploy/tls-spki"]
+    base = [CURL, "-sS", "--insecure", "-o", "/dev/null", "-w", "%{http_code}", "-K", "-"]
+    headers = f'header = "Authorization: {BEARER}"\n'  # on stdin: no key in argv
+    good = subprocess.run(
+        [*base, "--pinnedpubkey", spki, f"{door.url}/v1/models"],
+        input=headers,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert good.returncode == 0 and good.stdout == "200", good.stderr
+    before = len(door.vllm.requests)
+    wrong = "sha256//" + "A" * 43 + "="
+    bad = subprocess.run(
+        [*base, "--pinnedpubkey", wrong, f"{door.url}/v1/models"],
+        input=headers,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert bad.returncode == 90, bad.stderr  # CURLE_SSL_PINNEDPUBKEYNOTMATCH
+    assert len(door.vllm.requests) == before

@@ -1,0 +1,299 @@
+"""The client side of the node's TLS proxy: the pinned certificate, the address, the IAP tunnel.
+
+The node makes a self-signed certificate at boot and publishes its SHA-256 fingerprint as the
+guest attribute tpudeploy/tls-sha256 (templates/startup.sh.j2). Every connection here checks
+the certificate the server presents against that fingerprint before a byte of the request, so
+the API key is never sent to anything but the node's own proxy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import os
+import shlex
+import ssl
+import sys
+import urllib.parse
+from dataclasses import dataclass
+from typing import TextIO
+
+from tpudeploy.config import DeployConfig
+from tpudeploy.queued_resource import ApiError, QueuedResourceError, TpuApi
+from tpudeploy.wait import node_name, read_attributes
+
+ENDPOINT_ENV = "ENDPOINT"
+FINGERPRINT_ENV = "TLS_SHA256"
+LOCAL_PORT_ENV = "LOCAL_PORT"
+
+
+class FrontDoorError(Exception):
+    """The endpoint cannot be found, reached or trusted; the message says what to do."""
+
+
+def normalize_fingerprint(text: str) -> str:
+    """`AB:CD:...` (openssl's spelling) or `abcd...` -> 64 lowercase hex digits, or raise."""
+    hexdigits = text.strip().replace(":", "").lower()
+    if len(hexdigits) != 64 or any(c not in "0123456789abcdef" for c in hexdigits):
+        raise FrontDoorError(
+            f"{FINGERPRINT_ENV}={text!r} is not a SHA-256 fingerprint: write the 64 hex digits "
+            "`make endpoint` prints (colons allowed)"
+        )
+    return hexdigits
+
+
+def colon_fingerprint(hexdigits: str) -> str:
+    """64 hex digits as openssl prints them: AB:CD:..."""
+    return ":".join(hexdigits[i : i + 2] for i in range(0, 64, 2)).upper()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """https://host:port of the proxy and the fingerprint its certificate must have."""
+
+    url: str
+    tls_sha256: str
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme != "https" or not parts.hostname:
+            raise FrontDoorError(
+                f"{ENDPOINT_ENV}={self.url!r}: the node's API is served over TLS only; write "
+                "https://HOST:PORT (through `make tunnel`: https://localhost:8443)"
+            )
+        return parts.hostname, parts.port or 443
+
+
+def connect(endpoint: Endpoint, *, timeout: float) -> http.client.HTTPSConnection:
+    """A TLS connection whose server certificate has the pinned fingerprint, or FrontDoorError.
+
+    The self-signed certificate has no CA to verify it against: the pin replaces the CA check,
+    and it is done right after the handshake, before any request (and its key) is written."""
+    host, port = endpoint.host_port
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the fingerprint below is the check
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    conn = http.client.HTTPSConnection(host, port, context=context, timeout=timeout)
+    try:
+        conn.connect()
+    except (OSError, ssl.SSLError) as exc:
+        conn.close()
+        raise FrontDoorError(
+            f"cannot reach {endpoint.url} ({exc}). Is the node ready (`make wait`)? The default "
+            "deployment opens no port: run `make tunnel` in another terminal and use "
+            "https://localhost:8443, or add your range to [network] allowed_cidrs"
+        ) from None
+    assert conn.sock is not None
+    der = conn.sock.getpeercert(binary_form=True) or b""
+    actual = hashlib.sha256(der).hexdigest()
+    if not hmac.compare_digest(actual, endpoint.tls_sha256):
+        conn.close()
+        raise FrontDoorError(
+            f"{endpoint.url} presented a certificate with SHA-256 {colon_fingerprint(actual)}, "
+            f"not the node's {colon_fingerprint(endpoint.tls_sha256)}: something else answers "
+            "there (or the node rebooted and made a new one: `make endpoint`). Nothing was sent"
+        )
+    return conn
+
+
+def fetch_certificate(endpoint: Endpoint, *, timeout: float = 10.0) -> str:
+    """The proxy's certificate in PEM, checked against the pinned fingerprint."""
+    conn = connect(endpoint, timeout=timeout)
+    try:
+        assert conn.sock is not None
+        der = conn.sock.getpeercert(binary_form=True) or b""
+    finally:
+        conn.close()
+    return ssl.DER_cert_to_PEM_cert(der)
+
+
+# --- where the node is ------------------------------------------------------------------------
+
+
+def _api(api: TpuApi | None) -> TpuApi:
+    return api or TpuApi(log=sys.stderr)
+
+
+def node_addresses(cfg: DeployConfig, project: str, *, api: TpuApi | None = None) -> dict[str, str]:
+    """{"external": ip, "internal": ip} of the node, as far as it has them."""
+    try:
+        node = _api(api).get_node(node_name(cfg, project))
+    except ApiError as exc:
+        raise FrontDoorError(f"cannot read node {cfg.node_id}: {exc.api_message}") from None
+    except QueuedResourceError as exc:  # no credentials
+        raise FrontDoorError(str(exc)) from None
+    if node is None:
+        raise FrontDoorError(
+            f"node {cfg.node_id} does not exist in {cfg.zone}: `make deploy`, then `make wait`"
+        )
+    found: dict[str, str] = {}
+    for endpoint in node.get("networkEndpoints") or []:
+        external = (endpoint.get("accessConfig") or {}).get("externalIp")
+        if external and "external" not in found:
+            found["external"] = str(external)
+        if endpoint.get("ipAddress") and "internal" not in found:
+            found["internal"] = str(endpoint["ipAddress"])
+    return found
+
+
+def published_certificate(
+    cfg: DeployConfig, project: str, *, api: TpuApi | None = None
+) -> dict[str, str]:
+    """{"sha256": hex, "spki": "sha256//..."} as the node published them at boot."""
+    try:
+        values = read_attributes(_api(api), node_name(cfg, project)) or {}
+    except ApiError as exc:
+        raise FrontDoorError(
+            f"cannot read the guest attributes of {cfg.node_id}: {exc.api_message}"
+        ) from None
+    except QueuedResourceError as exc:  # no credentials
+        raise FrontDoorError(str(exc)) from None
+    if "tls-sha256" not in values:
+        raise FrontDoorError(
+            f"node {cfg.node_id} has not published its certificate yet (guest attribute "
+            "tpudeploy/tls-sha256): wait for `make wait` to say ready"
+        )
+    return {
+        "sha256": normalize_fingerprint(values["tls-sha256"]),
+        "spki": values.get("tls-spki", ""),
+    }
+
+
+def resolve_endpoint(cfg: DeployConfig, project: str, *, api: TpuApi | None = None) -> Endpoint:
+    """ENDPOINT (https://host:port) and TLS_SHA256 when set; otherwise the node's address the
+    firewall opens to [network] allowed_cidrs, and the fingerprint the node published."""
+    url = os.environ.get(ENDPOINT_ENV, "").strip().rstrip("/")
+    pinned = os.environ.get(FINGERPRINT_ENV, "").strip()
+    if not url:
+        if not cfg.network.allowed_cidrs:
+            raise FrontDoorError(
+                "the deployment opens no port ([network] allowed_cidrs is empty): run "
+                "`make tunnel` in another terminal, then "
+                f"`{ENDPOINT_ENV}=https://localhost:{cfg.proxy.port} make smoke`"
+            )
+        addresses = node_addresses(cfg, project, api=api)
+        ip = addresses.get("external") or addresses.get("internal")
+        if not ip:
+            raise FrontDoorError(f"node {cfg.node_id} has no IP yet; try `make wait` first")
+        url = f"https://{ip}:{cfg.proxy.port}"
+    sha256 = (
+        normalize_fingerprint(pinned)
+        if pinned
+        else published_certificate(cfg, project, api=api)["sha256"]
+    )
+    endpoint = Endpoint(url, sha256)
+    endpoint.host_port  # noqa: B018 - validates the scheme now, with the message that says why
+    return endpoint
+
+
+# --- make endpoint, make tunnel ---------------------------------------------------------------
+
+
+def endpoint_report(
+    cfg: DeployConfig,
+    project: str,
+    *,
+    api: TpuApi | None = None,
+    cert_out: str = "",
+    out: TextIO | None = None,
+) -> int:
+    """Print where the API is, the certificate to pin and how clients pin it."""
+    out = out or sys.stdout
+    addresses = node_addresses(cfg, project, api=api)
+    cert = published_certificate(cfg, project, api=api)
+    port = cfg.proxy.port
+    print(f"{cfg.node_id}: the API is served over TLS on port {port} (/v1/*, /health)", file=out)
+    if cfg.network.allowed_cidrs:
+        ip = addresses.get("external") or addresses.get("internal")
+        print(f"  from {', '.join(cfg.network.allowed_cidrs)}: https://{ip}:{port}/v1", file=out)
+    else:
+        print("  no address range may reach it ([network] allowed_cidrs is empty)", file=out)
+    if "internal" in addresses:
+        print(
+            f"  inside the VPC: https://{addresses['internal']}:{port}/v1 "
+            "(once the client's range is in allowed_cidrs)",
+            file=out,
+        )
+    print(f"  through IAP: `make tunnel`, then https://localhost:{port}/v1", file=out)
+    print(f"certificate SHA-256: {colon_fingerprint(cert['sha256'])}", file=out)
+    if cert["spki"]:
+        print(f"public key pin:      {cert['spki']}", file=out)
+        print(
+            "  curl --insecure checks no CA (there is none) but --pinnedpubkey still refuses any "
+            "other key:\n"
+            f"  curl --insecure --pinnedpubkey {shlex.quote(cert['spki'])} "
+            f'-H "Authorization: Bearer $KEY" https://localhost:{port}/v1/models',
+            file=out,
+        )
+    if cert_out:
+        url = os.environ.get(ENDPOINT_ENV, "").strip().rstrip("/") or (
+            f"https://{addresses.get('external') or addresses.get('internal')}:{port}"
+        )
+        pem = fetch_certificate(Endpoint(url, cert["sha256"]))
+        with open(cert_out, "w", encoding="ascii") as fh:
+            fh.write(pem)
+        print(
+            f"wrote the pinned certificate to {cert_out}: a CA file for clients that verify "
+            f"(curl --cacert {shlex.quote(cert_out)}, httpx.Client(verify=...)) by address or "
+            "localhost",
+            file=out,
+        )
+    return 0
+
+
+def tunnel_command(cfg: DeployConfig, project: str, local_port: int) -> list[str]:
+    """gcloud's IAP SSH to the node, forwarding local_port to the proxy on the node's loopback.
+    The node's firewall opens port 22 to Google's IAP range only, and no API port at all."""
+    return [
+        "gcloud",
+        "compute",
+        "tpus",
+        "tpu-vm",
+        "ssh",
+        cfg.node_id,
+        f"--zone={cfg.zone}",
+        f"--project={project}",
+        "--tunnel-through-iap",
+        "--",
+        "-N",
+        "-L",
+        f"{local_port}:localhost:{cfg.proxy.port}",
+    ]
+
+
+def run_tunnel(cfg: DeployConfig, project: str, *, out: TextIO | None = None) -> int:
+    import subprocess
+
+    out = out or sys.stdout
+    raw = os.environ.get(LOCAL_PORT_ENV, "").strip() or str(cfg.proxy.port)
+    if not raw.isdigit() or not 1024 <= int(raw) <= 65535:
+        raise FrontDoorError(
+            f"{LOCAL_PORT_ENV}={raw!r} is not a port you can listen on: use 1024-65535"
+        )
+    command = tunnel_command(cfg, project, int(raw))
+    print(
+        f"forwarding https://localhost:{raw} to the node's TLS proxy through IAP "
+        "(Ctrl-C to stop); in another terminal:\n"
+        f"  {ENDPOINT_ENV}=https://localhost:{raw} make smoke\n"
+        f"$ {shlex.join(command)}",
+        file=out,
+        flush=True,
+    )
+    try:
+        done = subprocess.run(command, check=False)
+    except FileNotFoundError:
+        raise FrontDoorError(
+            "gcloud is not installed or not on PATH: install the Google Cloud CLI, then "
+            "`gcloud auth login`"
+        ) from None
+    if done.returncode not in (0, 130):
+        raise FrontDoorError(
+            f"gcloud ended with status {done.returncode}. It needs `gcloud auth login`, the "
+            "IAP-secured Tunnel User role and OS Login on the node; the seed saw `tpu-vm ssh` "
+            "crash with ConnectionResetError in some sandboxed shells: run it from a plain "
+            "terminal"
+        )
+    return 0
