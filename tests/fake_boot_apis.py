@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 Answer = tuple[int, Any]
 
@@ -92,7 +92,7 @@ class LoopbackServer:
     def host(self) -> str:
         return f"127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -346,9 +346,9 @@ def test_a_directory_mixing_both_namings_is_one_sweep(tmp_path: Path) -> None:
     assert all(len(recs) == 3 for recs in cells.values())
     check_tables(report.markdown, cells)
     runs = rows(section(report.markdown, "Runs"))[2:]
-    for *_, rep, _date, source, name in runs:
+    for *_, rep_cell, _date, source, name in runs:
         assert source == ("metadata" if name.startswith("ctx") else "input tokens"), name
-        assert (rep == "3") == (not name.startswith("ctx")), name
+        assert (rep_cell == "3") == (not name.startswith("ctx")), name
 
 
 def test_repetitions_follow_dates_not_names(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import resources
+from tests.conftest import Synthesizer, resources
 from tpudeploy.config import DeployConfig
 from tpudeploy.render import render_shutdown_script
 
@@ -88,7 +88,9 @@ def test_no_secret_value_reaches_the_synthesized_json(default_stacks: dict[str, 
 
 
 @pytest.mark.parametrize("overrides", [{}, SPOT], ids=["flex-start", "spot"])
-def test_node_metadata_carries_both_scripts_and_guest_attributes(synth, overrides) -> None:
+def test_node_metadata_carries_both_scripts_and_guest_attributes(
+    synth: Synthesizer, overrides: dict[str, Any]
+) -> None:
     from tpudeploy.config import parse_config
 
     cfg = parse_config(dict(overrides))

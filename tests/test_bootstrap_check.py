@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT
 
+from tests.conftest import REPO_ROOT
 from tpudeploy import github_environments as ge
 from tpudeploy.bootstrap import load_bootstrap
 
@@ -46,7 +46,8 @@ def protected_env(name: str) -> dict[str, Any]:
     }
 
 
-MAIN_ONLY = {"total_count": 1, "branch_policies": [{"name": "main", "type": "branch"}]}
+MAIN_POLICIES: list[dict[str, Any]] = [{"name": "main", "type": "branch"}]
+MAIN_ONLY: dict[str, Any] = {"total_count": 1, "branch_policies": MAIN_POLICIES}
 
 
 class FakeGitHub:

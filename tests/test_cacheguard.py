@@ -65,7 +65,9 @@ def test_plain_files_and_directories_are_restored_with_fixed_modes(tmp_path: Pat
         ((entry("./xla_cache/jit_decode"), b"again"), "appears twice"),
     ],
 )
-def test_a_bad_member_refuses_the_whole_archive(tmp_path: Path, member, why: str) -> None:
+def test_a_bad_member_refuses_the_whole_archive(
+    tmp_path: Path, member: tuple[tarfile.TarInfo, bytes | None], why: str
+) -> None:
     good = (entry("./xla_cache/jit_decode"), b"compiled")
     src = archive(tmp_path / "bad.tar.gz", good, member)
     dest = tmp_path / "cache"
@@ -89,7 +91,7 @@ def test_a_damaged_archive_is_unreadable_not_a_crash(tmp_path: Path) -> None:
     assert cacheguard.restore(str(src), str(tmp_path)) == cacheguard.DAMAGED
 
 
-def test_an_oversized_archive_is_refused(tmp_path: Path, monkeypatch) -> None:
+def test_an_oversized_archive_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cacheguard, "MAX_TOTAL_BYTES", 10)
     src = archive(tmp_path / "big.tar.gz", (entry("./a"), b"x" * 6), (entry("./b"), b"y" * 6))
     dest = tmp_path / "cache"

@@ -13,7 +13,7 @@ from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, parse_config
 
 # (overrides, key named in the message, a fragment of the seed's reason)
-REFUSED = [
+REFUSED: list[tuple[dict[str, Any], str, str]] = [
     ({"vllm": {"gpu_memory_utilization": 0.95}}, "vllm.gpu_memory_utilization", "691 s"),
     ({"vllm": {"kv_cache_dtype": "int8"}}, "vllm.kv_cache_dtype", "invalid choice"),
     ({"vllm": {"kv_cache_dtype": "nvfp4"}}, "vllm.kv_cache_dtype", "boot"),
@@ -22,7 +22,7 @@ REFUSED = [
     ({"vllm": {"max_num_batched_tokens": 2048}}, "vllm.max_num_batched_tokens", "2496"),
 ]
 
-WARNED = [
+WARNED: list[tuple[dict[str, Any], str, str]] = [
     ({"vllm": {"kv_cache_dtype": "fp8_e4m3"}}, "vllm.kv_cache_dtype", "1.000x"),
     ({"vllm": {"block_size": 32}}, "vllm.block_size", "512"),
     ({"vllm": {"max_num_batched_tokens": 3000}}, "vllm.max_num_batched_tokens", "4096"),
@@ -163,7 +163,7 @@ def test_every_guard_rail_names_a_key_the_config_has() -> None:
             model = fields[part].annotation
         return True
 
-    configs = [o for o, _, _ in REFUSED + WARNED]
+    configs: list[dict[str, Any]] = [o for o, _, _ in REFUSED + WARNED]
     for overrides in configs:
         for finding in policy.findings(parse_config(overrides)):
             assert exists(finding.key), f"{finding.key} is not a config key ({overrides})"

@@ -42,7 +42,9 @@ def qr_resource(stacks: dict[str, Any], cfg: Any) -> dict[str, Any]:
 
 
 def provisioner(qr: dict[str, Any], when: str | None) -> dict[str, Any]:
-    matches = [p["local-exec"] for p in qr["provisioner"] if p["local-exec"].get("when") == when]
+    matches: list[dict[str, Any]] = [
+        p["local-exec"] for p in qr["provisioner"] if p["local-exec"].get("when") == when
+    ]
     assert len(matches) == 1
     return matches[0]
 

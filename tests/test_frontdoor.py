@@ -22,7 +22,9 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> LoopbackCertificate:
     return LoopbackCertificate.create(tmp_path_factory.mktemp("tls"))
 
 
-def test_endpoint_prints_addresses_fingerprint_and_a_pin(monkeypatch, cert) -> None:
+def test_endpoint_prints_addresses_fingerprint_and_a_pin(
+    monkeypatch: pytest.MonkeyPatch, cert: LoopbackCertificate
+) -> None:
     cfg = parse_config({"project": "test-proj", "network": {"allowed_cidrs": ["10.8.0.0/16"]}})
     attributes = {"tls-sha256": cert.sha256, "tls-spki": "sha256//c29tZS1waW4="}
     out = io.StringIO()
@@ -37,7 +39,9 @@ def test_endpoint_prints_addresses_fingerprint_and_a_pin(monkeypatch, cert) -> N
     assert "--pinnedpubkey sha256//c29tZS1waW4=" in text
 
 
-def test_endpoint_writes_the_pinned_certificate(monkeypatch, tmp_path, cert) -> None:
+def test_endpoint_writes_the_pinned_certificate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cert: LoopbackCertificate
+) -> None:
     cfg = parse_config({"project": "test-proj"})
     target = tmp_path / "node.pem"
     with (
@@ -53,7 +57,9 @@ def test_endpoint_writes_the_pinned_certificate(monkeypatch, tmp_path, cert) -> 
     assert "no address range may reach it" in out.getvalue()
 
 
-def test_endpoint_before_the_node_published_its_certificate(monkeypatch, tmp_path, capsys) -> None:
+def test_endpoint_before_the_node_published_its_certificate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = tmp_path / "deploy.toml"
     config.write_text('project = "test-proj"\n')
     monkeypatch.setenv("DEPLOY_CONFIG", str(config))
@@ -64,7 +70,9 @@ def test_endpoint_before_the_node_published_its_certificate(monkeypatch, tmp_pat
     assert err.startswith("error: ") and "tpudeploy/tls-sha256" in err and "make wait" in err
 
 
-def _tunnel(monkeypatch, tmp_path: Path, status: int, **env: str) -> list[list[str]]:
+def _tunnel(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: int, **env: str
+) -> list[list[str]]:
     stub_dir = tmp_path / "stub"
     stub_dir.mkdir(parents=True)
     (stub_dir / "config.json").write_text(json.dumps({"gcloud_status": status}))
@@ -78,14 +86,16 @@ def _tunnel(monkeypatch, tmp_path: Path, status: int, **env: str) -> list[list[s
     return [json.loads(line)["argv"] for line in lines]
 
 
-def test_tunnel_forwards_a_local_port_to_the_proxy_through_iap(monkeypatch, tmp_path) -> None:
+def test_tunnel_forwards_a_local_port_to_the_proxy_through_iap(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     (argv,) = _tunnel(monkeypatch, tmp_path, 0, LOCAL_PORT="9443")
     assert argv[:5] == ["compute", "tpus", "tpu-vm", "ssh", "gemma4-v5e"]
     assert "--tunnel-through-iap" in argv and "--zone=us-west4-a" in argv
     assert argv[argv.index("--") + 1 :] == ["-N", "-L", "9443:localhost:8443"]
 
 
-def test_tunnel_failure_says_what_it_needs(monkeypatch, tmp_path) -> None:
+def test_tunnel_failure_says_what_it_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with pytest.raises(frontdoor.FrontDoorError, match="Tunnel User role and OS Login"):
         _tunnel(monkeypatch, tmp_path, 255)
     with pytest.raises(frontdoor.FrontDoorError, match="LOCAL_PORT='80'"):

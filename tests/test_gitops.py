@@ -221,7 +221,7 @@ def test_cloud_billing_judges_each_node() -> None:
         node("PREEMPTED", hours=3),  # dead spot node holding quota: drift
         node("DELETING", hours=40),  # on its way out
     ]
-    queued = [
+    queued: list[dict[str, object]] = [
         {"name": "projects/p/locations/z/queuedResources/qr-a", "state": {"state": "SUSPENDED"}},
         {"name": "projects/p/locations/z/queuedResources/qr-b", "state": {"state": "ACTIVE"}},
     ]
@@ -236,7 +236,7 @@ def test_cloud_billing_judges_each_node() -> None:
 
 
 def test_cloud_billing_unknown_age_counts_as_old() -> None:
-    bare = {"name": "n", "state": "READY"}
+    bare: dict[str, object] = {"name": "n", "state": "READY"}
     (finding,) = gitops.cloud_billing([bare], [], now=NOW, max_age_hours=12)
     assert finding.level == "error" and "an unknown time" in finding.message
 

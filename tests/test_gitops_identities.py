@@ -14,8 +14,8 @@ import re
 from typing import Any
 
 import celpy
-from conftest import REPO_ROOT, Synthesizer, resources
 
+from tests.conftest import REPO_ROOT, Synthesizer, resources
 from tpudeploy import identities
 from tpudeploy.bootstrap import DEPLOY_ATTRIBUTE, Bootstrap, BootstrapConfig
 from tpudeploy.config import DeployConfig, parse_config
@@ -29,7 +29,10 @@ def cel(expression: str, activation: dict[str, Any]) -> Any:
     """Evaluate one CEL expression; an evaluation error (e.g. a missing claim) is returned, not
     raised, so a test can tell 'refused' from 'broken'."""
     program = _ENV.program(_ENV.compile(expression))
-    return program.evaluate(celpy.json_to_cel(activation))
+    # A dict becomes a CEL map, which evaluate() takes as its activation; the stubs type it as
+    # any CEL value, and json_to_cel is public but missing from celpy's __all__.
+    context: Any = celpy.json_to_cel(activation)  # type: ignore[attr-defined]
+    return program.evaluate(context)
 
 
 def allows(expression: str, resource_name: str, resource_type: str) -> bool:

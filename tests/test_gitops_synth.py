@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, Synthesizer, resources
 
+from tests.conftest import REPO_ROOT, Synthesizer, resources
 from tpudeploy import gitops
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,

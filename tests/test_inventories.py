@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, Synthesizer
 
+from tests.conftest import REPO_ROOT, Synthesizer
 from tests.inventory import WRITE_ENV, assert_inventory, inventory
 from tpudeploy.bootstrap import BOOTSTRAP_STACK
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from boot_sandbox import API_KEY, PROJECT, Node
 
+from tests.boot_sandbox import API_KEY, PROJECT, Node
 from tests.fake_boot_apis import LoopbackServer, chat_answer, weather_call
 from tpudeploy import smoke
 from tpudeploy.config import DeployConfig, parse_config
@@ -89,7 +89,8 @@ class FrontDoor:
 
     @property
     def fingerprint(self) -> str:
-        return dict(self.node.guest_attributes())["tpudeploy/tls-sha256"]
+        fingerprint: str = dict(self.node.guest_attributes())["tpudeploy/tls-sha256"]
+        return fingerprint
 
     def request(
         self, method: str, path: str, key: str | None = None, body: Any = None
@@ -194,7 +195,9 @@ PATHS = [
     ],
     ids=["none", "empty", "scheme-only", "last-char", "lowercase", "basic", "longer", "bare"],
 )
-def test_every_path_without_the_key_gets_401_and_reaches_nothing(door: FrontDoor, key) -> None:
+def test_every_path_without_the_key_gets_401_and_reaches_nothing(
+    door: FrontDoor, key: str | None
+) -> None:
     """Issue 13, defect 1: vLLM's own key guarded /v1, /v2 and /inference only."""
     before = len(door.vllm.requests)
     for method, path in PATHS:

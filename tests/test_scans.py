@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Synthesizer, resources
 
+from tests.conftest import Synthesizer, resources
 from tools.scan import SKIPS, scan
 from tpudeploy.config import parse_config
 from tpudeploy.render import node_metadata

@@ -20,7 +20,7 @@ CFG = parse_config({"project": "test-proj"})
 
 
 @pytest.fixture
-def deploy(monkeypatch, tmp_path: Path) -> Path:
+def deploy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     config = tmp_path / "deploy.toml"
     config.write_text('project = "test-proj"\n')
     monkeypatch.setenv("DEPLOY_CONFIG", str(config))
@@ -41,7 +41,9 @@ def files_text(root: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())
 
 
-def test_secret_from_a_pipe_goes_in_the_body_only(deploy, monkeypatch, capsys) -> None:
+def test_secret_from_a_pipe_goes_in_the_body_only(
+    deploy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
         monkeypatch.setattr("sys.stdin", FakeStdin(TOKEN + "\n", tty=False))
@@ -57,7 +59,9 @@ def test_secret_from_a_pipe_goes_in_the_body_only(deploy, monkeypatch, capsys) -
     assert TOKEN not in files_text(deploy)
 
 
-def test_secret_on_a_terminal_uses_a_hidden_prompt(deploy, monkeypatch, capsys) -> None:
+def test_secret_on_a_terminal_uses_a_hidden_prompt(
+    deploy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     prompts = []
 
     def fake_getpass(prompt: str) -> str:
@@ -74,7 +78,9 @@ def test_secret_on_a_terminal_uses_a_hidden_prompt(deploy, monkeypatch, capsys) 
     assert TOKEN not in "".join(capsys.readouterr())
 
 
-def test_empty_token_is_refused_before_any_call(deploy, monkeypatch, capsys) -> None:
+def test_empty_token_is_refused_before_any_call(
+    deploy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
         monkeypatch.setattr("sys.stdin", FakeStdin("\n", tty=False))
@@ -84,7 +90,9 @@ def test_empty_token_is_refused_before_any_call(deploy, monkeypatch, capsys) -> 
 
 
 @pytest.mark.parametrize("bad", ["api_org_" + "x" * 30, "hf_short", "hf_" + "x" * 20 + "!" * 12])
-def test_a_malformed_token_is_refused_like_the_node_would(deploy, monkeypatch, capsys, bad) -> None:
+def test_a_malformed_token_is_refused_like_the_node_would(
+    deploy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
     """The node fails its boot on a token that is not hf_ + letters and digits: say it now."""
     with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
@@ -95,7 +103,9 @@ def test_a_malformed_token_is_refused_like_the_node_would(deploy, monkeypatch, c
     assert "not a Hugging Face access token" in out and bad not in out
 
 
-def test_api_key_is_strong_stored_and_not_printed(deploy, monkeypatch, capsys) -> None:
+def test_api_key_is_strong_stored_and_not_printed(
+    deploy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeSecretManager({CFG.api_key_secret_id: []}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
         assert cli.main(["api-key"]) == 0
@@ -114,7 +124,9 @@ def test_api_key_is_strong_stored_and_not_printed(deploy, monkeypatch, capsys) -
     assert "checks it on every path but /health" in out.out
 
 
-def test_missing_secret_is_a_clear_error(deploy, monkeypatch, capsys) -> None:
+def test_missing_secret_is_a_clear_error(
+    deploy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     with FakeSecretManager({}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
         assert cli.main(["api-key"]) == 1
@@ -123,7 +135,7 @@ def test_missing_secret_is_a_clear_error(deploy, monkeypatch, capsys) -> None:
     assert "make deploy" in err and "Traceback" not in err
 
 
-def test_access_latest_reads_the_newest_version(monkeypatch) -> None:
+def test_access_latest_reads_the_newest_version(monkeypatch: pytest.MonkeyPatch) -> None:
     with FakeSecretManager({"s": ["old", "new"]}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
         assert SecretStore.from_env("p").access_latest("s") == "new"
@@ -131,7 +143,9 @@ def test_access_latest_reads_the_newest_version(monkeypatch) -> None:
             SecretStore.from_env("p").access_latest("absent")
 
 
-def test_no_emulator_and_no_credentials_is_a_clear_error(monkeypatch, tmp_path) -> None:
+def test_no_emulator_and_no_credentials_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("SECRETMANAGER_EMULATOR_HOST", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))

@@ -6,6 +6,7 @@ import io
 import re
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,9 @@ def run(fake: FakeFrontDoor, cert: LoopbackCertificate, key: str = KEY) -> str:
     return out.getvalue()
 
 
-def test_front_door_then_chat_and_tool_call_pass_and_report_latencies(cert) -> None:
+def test_front_door_then_chat_and_tool_call_pass_and_report_latencies(
+    cert: LoopbackCertificate,
+) -> None:
     with FakeFrontDoor(KEY, cert) as fake:
         out = run(fake, cert)
         requests = list(fake.requests)
@@ -57,7 +60,7 @@ def test_front_door_then_chat_and_tool_call_pass_and_report_latencies(cert) -> N
     assert KEY not in out
 
 
-def test_an_open_front_door_fails_before_the_key_is_sent(cert) -> None:
+def test_an_open_front_door_fails_before_the_key_is_sent(cert: LoopbackCertificate) -> None:
     """Issue 13, defect 1: /invocations and /metrics served without the key."""
     with (
         FakeFrontDoor(KEY, cert, locked=False) as fake,
@@ -67,7 +70,9 @@ def test_an_open_front_door_fails_before_the_key_is_sent(cert) -> None:
     assert not [r for r in fake.requests if "authorization" in r["headers"]]
 
 
-def test_another_certificate_is_refused_before_anything_is_sent(cert, tmp_path: Path) -> None:
+def test_another_certificate_is_refused_before_anything_is_sent(
+    cert: LoopbackCertificate, tmp_path: Path
+) -> None:
     """Issue 13, defect 2: the key crossed the network in clear text; now it goes only to the
     certificate the node published."""
     impostor = LoopbackCertificate.create(tmp_path, "impostor")
@@ -96,7 +101,9 @@ def test_plain_http_is_refused() -> None:
         (dict(tool=chat_answer(None, [weather_call('{"city": "Lyon"}')])), "without city Paris"),
     ],
 )
-def test_bad_answers_fail_clearly(cert, server, message) -> None:
+def test_bad_answers_fail_clearly(
+    cert: LoopbackCertificate, server: dict[str, Any], message: str
+) -> None:
     with (
         FakeFrontDoor(**{"api_key": KEY, "tls": cert, **server}) as fake,
         pytest.raises(smoke.SmokeError, match=re.escape(message)),
@@ -113,7 +120,10 @@ def test_unreachable_endpoint_names_the_tunnel() -> None:
 
 
 def test_cli_pins_the_published_certificate_and_reads_the_key(
-    monkeypatch, tmp_path, capsys, cert
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    cert: LoopbackCertificate,
 ) -> None:
     """ENDPOINT from the tunnel, no TLS_SHA256, no VLLM_API_KEY: the fingerprint from the node's
     guest attributes (TPU API), the key from Secret Manager."""
@@ -141,7 +151,9 @@ def test_cli_pins_the_published_certificate_and_reads_the_key(
     assert KEY not in captured.out + captured.err
 
 
-def test_cli_without_an_open_range_points_at_the_tunnel(monkeypatch, tmp_path, capsys) -> None:
+def test_cli_without_an_open_range_points_at_the_tunnel(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The default deployment opens no port: smoke says how to get in instead of timing out."""
     from tpudeploy import cli
 
@@ -156,7 +168,10 @@ def test_cli_without_an_open_range_points_at_the_tunnel(monkeypatch, tmp_path, c
 
 
 def test_cli_unauthorized_is_an_error_line_not_a_traceback(
-    monkeypatch, tmp_path, capsys, cert
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    cert: LoopbackCertificate,
 ) -> None:
     from tpudeploy import cli
 
@@ -174,7 +189,9 @@ def test_cli_unauthorized_is_an_error_line_not_a_traceback(
     assert "stale-key" not in err
 
 
-def test_a_malformed_fingerprint_is_a_clear_error(monkeypatch, tmp_path, capsys) -> None:
+def test_a_malformed_fingerprint_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tpudeploy import cli
 
     config = tmp_path / "deploy.toml"

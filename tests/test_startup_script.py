@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from boot_sandbox import (
+
+from tests.boot_sandbox import (
     ACCESS_TOKEN,
     API_KEY,
     HF_TOKEN,
@@ -25,7 +26,6 @@ from boot_sandbox import (
     proxy_key_line,
     sha,
 )
-
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.render import (
     compile_cache_key,
@@ -62,7 +62,9 @@ COMPILED = [".", "./xla_cache", "./xla_cache/jit_decode-cache", "./xla_cache/jit
 # --- the seed's command, behind the front door -------------------------------------------------
 
 
-def test_cold_boot_runs_the_seed_command_and_saves_the_cache(tmp_path: Path, cfg) -> None:
+def test_cold_boot_runs_the_seed_command_and_saves_the_cache(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     node = Node(tmp_path, cfg)
     boot = node.run()
     assert boot.returncode == 0, boot.stderr
@@ -88,7 +90,7 @@ def test_cold_boot_runs_the_seed_command_and_saves_the_cache(tmp_path: Path, cfg
     node.assert_no_secret_leaked(boot)
 
 
-def test_no_secret_in_any_docker_argument_or_environment(tmp_path: Path, cfg) -> None:
+def test_no_secret_in_any_docker_argument_or_environment(tmp_path: Path, cfg: DeployConfig) -> None:
     """Issue 13, defect 3: `HF_TOKEN=... docker run -e HF_TOKEN` handed the value to the daemon,
     which keeps it in the container's config.v2.json and shows it in `docker inspect`."""
     node = Node(tmp_path, cfg)
@@ -113,7 +115,7 @@ def test_no_secret_in_any_docker_argument_or_environment(tmp_path: Path, cfg) ->
     node.assert_no_secret_leaked(boot)
 
 
-def test_the_api_key_reaches_the_proxy_as_a_digest_only(tmp_path: Path, cfg) -> None:
+def test_the_api_key_reaches_the_proxy_as_a_digest_only(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg)
     assert node.run().returncode == 0
     assert (node.proxy_dir / "api_key.conf").read_text() == proxy_key_line(API_KEY)
@@ -121,7 +123,9 @@ def test_the_api_key_reaches_the_proxy_as_a_digest_only(tmp_path: Path, cfg) -> 
     assert (Path(src), dst) == (node.proxy_dir, "/etc/tpudeploy-proxy")
 
 
-def test_runtime_dir_on_a_disk_fails_before_any_secret_is_read(tmp_path: Path, cfg) -> None:
+def test_runtime_dir_on_a_disk_fails_before_any_secret_is_read(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     node = Node(tmp_path, cfg)
     # Whatever tmp_path is on, declare only another type to be memory.
     node.env["TPUDEPLOY_MEMORY_FILESYSTEMS"] = (
@@ -147,7 +151,7 @@ def test_runtime_dir_on_a_disk_fails_before_any_secret_is_read(tmp_path: Path, c
     ],
 )
 def test_empty_or_malformed_secret_fails_the_boot(
-    tmp_path: Path, cfg, which: str, value: str, hint: str
+    tmp_path: Path, cfg: DeployConfig, which: str, value: str, hint: str
 ) -> None:
     """Issue 13, defect 4: an API-key version holding "" or "\n" started vLLM with no key."""
     secret_id = cfg.api_key_secret_id if which == "api_key" else cfg.hf_token_secret_id
@@ -165,7 +169,9 @@ def test_empty_or_malformed_secret_fails_the_boot(
     node.assert_no_secret_leaked(boot)
 
 
-def test_a_trailing_newline_is_dropped_like_a_shell_would(tmp_path: Path, cfg) -> None:
+def test_a_trailing_newline_is_dropped_like_a_shell_would(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     """`echo KEY | gcloud secrets versions add` stores a newline no header can carry."""
     secrets = {cfg.hf_token_secret_id: HF_TOKEN + "\n", cfg.api_key_secret_id: API_KEY + "\n"}
     node = Node(tmp_path, cfg, secrets=secrets)
@@ -177,7 +183,7 @@ def test_a_trailing_newline_is_dropped_like_a_shell_would(tmp_path: Path, cfg) -
 
 
 def test_a_proxy_that_lets_requests_through_without_the_key_fails_the_boot(
-    tmp_path: Path, cfg
+    tmp_path: Path, cfg: DeployConfig
 ) -> None:
     node = Node(tmp_path, cfg, proxy_without_key=200)
     boot = node.run()
@@ -186,7 +192,7 @@ def test_a_proxy_that_lets_requests_through_without_the_key_fails_the_boot(
     assert "not 401" in node.reasons()[-1]
 
 
-def test_the_certificate_fingerprint_is_published(tmp_path: Path, cfg) -> None:
+def test_the_certificate_fingerprint_is_published(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, internal_ip="10.182.0.9", external_ip="203.0.113.9")
     assert node.run().returncode == 0
     attributes = dict(node.guest_attributes())
@@ -209,7 +215,9 @@ def test_the_certificate_fingerprint_is_published(tmp_path: Path, cfg) -> None:
 # --- the compile cache ------------------------------------------------------------------------
 
 
-def test_warm_boot_restores_before_docker_run_and_uploads_nothing(tmp_path: Path, cfg) -> None:
+def test_warm_boot_restores_before_docker_run_and_uploads_nothing(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     node = Node(tmp_path, cfg, compiles=["jit_decode-cache"])
     node.seed_bucket({"xla_cache/jit_decode-cache": b"x" * 64})
     before = node.cache_object().read_bytes()
@@ -227,7 +235,9 @@ def test_warm_boot_restores_before_docker_run_and_uploads_nothing(tmp_path: Path
     node.assert_no_secret_leaked(boot)
 
 
-def test_the_archive_is_packed_before_the_front_door_opens(tmp_path: Path, cfg) -> None:
+def test_the_archive_is_packed_before_the_front_door_opens(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     """Issue 13, defect 5: the archive was packed after ready from a directory the container
     (serving requests) can write. Here the proxy's start stands for the first request: a
     program compiled after it must not be in the archive."""
@@ -251,7 +261,7 @@ def test_the_archive_is_packed_before_the_front_door_opens(tmp_path: Path, cfg) 
     assert members(node.cache_object()) == COMPILED
 
 
-def test_packing_keeps_regular_files_only(tmp_path: Path, cfg) -> None:
+def test_packing_keeps_regular_files_only(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, compile_symlink=True)
     assert node.run().returncode == 0
     assert members(node.cache_object()) == COMPILED
@@ -280,7 +290,7 @@ def _hostile(kind: str) -> bytes:
 # The issue's three, and a damaged archive; tests/test_cacheguard.py covers every member type.
 @pytest.mark.parametrize("kind", ["symlink", "setuid", "dotdot", "damaged"])
 def test_a_hostile_or_damaged_archive_boots_cold_with_nothing_extracted(
-    tmp_path: Path, cfg, kind: str
+    tmp_path: Path, cfg: DeployConfig, kind: str
 ) -> None:
     """Issue 13, defect 5: links to host paths and setuid files were restored as root."""
     node = Node(tmp_path, cfg)
@@ -302,7 +312,7 @@ def test_a_hostile_or_damaged_archive_boots_cold_with_nothing_extracted(
     assert "delete the object" in boot.stderr
 
 
-def test_the_cache_is_keyed_by_the_pulled_image_digest(tmp_path: Path, cfg) -> None:
+def test_the_cache_is_keyed_by_the_pulled_image_digest(tmp_path: Path, cfg: DeployConfig) -> None:
     """Issue 13, defect 5: the key hashed the tag (:nightly), so builds shared archives."""
     first = Node(tmp_path / "a", cfg, digests={cfg.vllm.image: "a" * 64})
     assert first.run().returncode == 0
@@ -322,7 +332,7 @@ def test_the_cache_is_keyed_by_the_pulled_image_digest(tmp_path: Path, cfg) -> N
     assert third.cache_object("c" * 64).exists()
 
 
-def test_uploads_are_create_only(tmp_path: Path, cfg) -> None:
+def test_uploads_are_create_only(tmp_path: Path, cfg: DeployConfig) -> None:
     """Issue 13, defect 5: with objectAdmin the node replaced archives after every boot."""
     first = Node(tmp_path / "first", cfg)
     assert first.run().returncode == 0
@@ -341,7 +351,7 @@ def test_uploads_are_create_only(tmp_path: Path, cfg) -> None:
     assert put["status"] == 412
 
 
-def test_cache_key_changes_with_shape_flags_only(cfg) -> None:
+def test_cache_key_changes_with_shape_flags_only(cfg: DeployConfig) -> None:
     base = compile_cache_key(cfg)
     assert len(base) == 16 and int(base, 16) >= 0
     for change in (
@@ -369,7 +379,9 @@ def test_cache_key_changes_with_shape_flags_only(cfg) -> None:
 # --- idempotency and failures ------------------------------------------------------------------
 
 
-def test_second_boot_with_running_container_starts_no_second_vllm(tmp_path: Path, cfg) -> None:
+def test_second_boot_with_running_container_starts_no_second_vllm(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     node = Node(tmp_path, cfg)
     first = node.run()
     assert first.returncode == 0
@@ -385,7 +397,9 @@ def test_second_boot_with_running_container_starts_no_second_vllm(tmp_path: Path
     node.assert_no_secret_leaked(first, second)
 
 
-def test_stopped_container_from_an_earlier_boot_is_replaced(tmp_path: Path, cfg) -> None:
+def test_stopped_container_from_an_earlier_boot_is_replaced(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     node = Node(tmp_path, cfg)
     state = {"containers": {cfg.vllm.container_name: "exited"}}
     (node.stub_dir / "state.json").write_text(json.dumps(state))
@@ -398,7 +412,7 @@ def test_stopped_container_from_an_earlier_boot_is_replaced(tmp_path: Path, cfg)
     assert [c["run"]["name"] for c in node.docker("run")].count(cfg.vllm.container_name) == 1
 
 
-def test_missing_secret_fails_with_the_make_secret_hint(tmp_path: Path, cfg) -> None:
+def test_missing_secret_fails_with_the_make_secret_hint(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, secrets={cfg.api_key_secret_id: API_KEY})
     boot = node.run()
     assert boot.returncode != 0
@@ -409,7 +423,7 @@ def test_missing_secret_fails_with_the_make_secret_hint(tmp_path: Path, cfg) -> 
     node.assert_no_secret_leaked(boot)
 
 
-def test_missing_api_key_points_at_make_api_key(tmp_path: Path, cfg) -> None:
+def test_missing_api_key_points_at_make_api_key(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, secrets={cfg.hf_token_secret_id: HF_TOKEN})
     boot = node.run()
     assert boot.returncode != 0
@@ -417,7 +431,7 @@ def test_missing_api_key_points_at_make_api_key(tmp_path: Path, cfg) -> None:
     node.assert_no_secret_leaked(boot)
 
 
-def test_image_pull_is_retried_then_succeeds(tmp_path: Path, cfg) -> None:
+def test_image_pull_is_retried_then_succeeds(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, pull_failures=2)
     boot = node.run()
     assert boot.returncode == 0, boot.stderr
@@ -425,7 +439,7 @@ def test_image_pull_is_retried_then_succeeds(tmp_path: Path, cfg) -> None:
     assert [c["argv"] for c in node.calls("sleep")][:2] == [["1"], ["2"]]
 
 
-def test_image_pull_gives_up_with_a_reason(tmp_path: Path, cfg) -> None:
+def test_image_pull_gives_up_with_a_reason(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, pull_failures=9)
     assert node.run().returncode != 0
     assert node.phases()[-1] == "failed"
@@ -440,7 +454,9 @@ def test_image_pull_gives_up_with_a_reason(tmp_path: Path, cfg) -> None:
         (["000"], "exited", "exited before vLLM was ready"),
     ],
 )
-def test_readiness_failures_are_reported(tmp_path: Path, cfg, health, container, reason) -> None:
+def test_readiness_failures_are_reported(
+    tmp_path: Path, cfg: DeployConfig, health: list[Any], container: str, reason: str
+) -> None:
     node = Node(tmp_path, cfg, health=health, container_after_run=container)
     boot = node.run()
     assert boot.returncode != 0
@@ -456,7 +472,7 @@ def test_readiness_failures_are_reported(tmp_path: Path, cfg, health, container,
 # --- the shutdown script -----------------------------------------------------------------------
 
 
-def test_shutdown_uploads_what_the_startup_upload_missed(tmp_path: Path, cfg) -> None:
+def test_shutdown_uploads_what_the_startup_upload_missed(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, storage_put_status=503)
     boot = node.run()
     assert boot.returncode == 0, boot.stderr
@@ -474,7 +490,9 @@ def test_shutdown_uploads_what_the_startup_upload_missed(tmp_path: Path, cfg) ->
     node.assert_no_secret_leaked(shutdown)
 
 
-def test_shutdown_packs_nothing_and_skips_when_out_of_time(tmp_path: Path, cfg) -> None:
+def test_shutdown_packs_nothing_and_skips_when_out_of_time(
+    tmp_path: Path, cfg: DeployConfig
+) -> None:
     """Issue 13, defect 8: the shutdown save bounded the upload but not the packing."""
     node = Node(tmp_path, cfg, storage_put_status=503)
     assert node.run().returncode == 0
@@ -491,7 +509,7 @@ def test_shutdown_packs_nothing_and_skips_when_out_of_time(tmp_path: Path, cfg) 
     assert "tar " not in render_shutdown_script(cfg)
 
 
-def test_shutdown_is_best_effort_when_storage_fails(tmp_path: Path, cfg) -> None:
+def test_shutdown_is_best_effort_when_storage_fails(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg, storage_put_status=503)
     assert node.run().returncode == 0
     shutdown = node.run("shutdown.sh")
@@ -502,7 +520,7 @@ def test_shutdown_is_best_effort_when_storage_fails(tmp_path: Path, cfg) -> None
 # --- every request has a time limit ------------------------------------------------------------
 
 
-def test_every_request_has_a_time_limit(tmp_path: Path, cfg) -> None:
+def test_every_request_has_a_time_limit(tmp_path: Path, cfg: DeployConfig) -> None:
     """Issue 13, defect 8: metadata, Secret Manager and cache requests had no time limits."""
     node = Node(tmp_path, cfg, storage_put_status=503)
     assert node.run().returncode == 0
@@ -519,14 +537,14 @@ def test_every_request_has_a_time_limit(tmp_path: Path, cfg) -> None:
     assert len(pulls) == 2 and all('timeout "$PULL_TIMEOUT"' in line for line in pulls)
 
 
-def test_gcloud_is_never_needed(tmp_path: Path, cfg) -> None:
+def test_gcloud_is_never_needed(tmp_path: Path, cfg: DeployConfig) -> None:
     node = Node(tmp_path, cfg)
     assert node.run().returncode == 0
     assert node.run("shutdown.sh").returncode == 0
     assert node.calls("gcloud") == []
 
 
-def test_metadata_enables_guest_attributes_and_the_shutdown_script(cfg) -> None:
+def test_metadata_enables_guest_attributes_and_the_shutdown_script(cfg: DeployConfig) -> None:
     md = node_metadata(cfg)
     assert md["enable-guest-attributes"] == "TRUE"
     assert md["shutdown-script"] == render_shutdown_script(cfg)
@@ -538,7 +556,7 @@ def test_metadata_enables_guest_attributes_and_the_shutdown_script(cfg) -> None:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash")
-def test_shellcheck_passes_on_both_scripts(tmp_path: Path, cfg) -> None:
+def test_shellcheck_passes_on_both_scripts(tmp_path: Path, cfg: DeployConfig) -> None:
     shellcheck = Path(sys.executable).with_name("shellcheck")
     for name, text in (
         ("startup.sh", render_startup_script(cfg)),

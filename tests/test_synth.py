@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Synthesizer, resources, run_main
 
+from tests.conftest import Synthesizer, resources, run_main
 from tpudeploy.config import IAP_SSH_RANGE, parse_config
 from tpudeploy.render import node_metadata
 

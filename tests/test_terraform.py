@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, Synthesizer, terraform_env, without_backend
 
+from tests.conftest import REPO_ROOT, Synthesizer, terraform_env, without_backend
 from tpudeploy.bootstrap import BOOTSTRAP_STACK
 
 GOOGLE_BETA = "registry.terraform.io/hashicorp/google-beta"
@@ -190,7 +190,7 @@ def allowed_expression(expr: str, doc: dict[str, Any]) -> bool:
     if expr in ("var.project", "self.input", "length(var.project) > 0"):
         return True
     m = re.fullmatch(r"([a-z0-9_]+)\.([A-Za-z0-9_-]+)\.[a-z0-9_.\[\]]+", expr)
-    return bool(m) and m.group(2) in doc.get("resource", {}).get(m.group(1), {})
+    return m is not None and m.group(2) in doc.get("resource", {}).get(m.group(1), {})
 
 
 # Every string key a user controls, at values the config accepts.
@@ -218,7 +218,7 @@ def test_only_known_expressions_reach_terraform(synth: Synthesizer, label: str) 
 def test_the_binary_is_the_version_the_project_is_tested_with(
     terraform: str, tmp_path: Path
 ) -> None:
-    from conftest import TERRAFORM_TESTED_VERSION
+    from tests.conftest import TERRAFORM_TESTED_VERSION
 
     out = run_terraform(terraform, ["version", "-json"], tmp_path, tmp_path)
     version = json.loads(out.stdout)["terraform_version"]

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, Synthesizer, terraform_env
 
+from tests.conftest import REPO_ROOT, Synthesizer, terraform_env
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy import queued_resource as qr
 from tpudeploy import recover

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 import itertools
+from pathlib import Path
 
 import pytest
 
 from tests.fake_boot_apis import FakeTpu
-from tpudeploy.config import parse_config
+from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.queued_resource import TpuApi
 from tpudeploy.wait import wait_ready
 
@@ -16,11 +17,13 @@ PROJECT = "test-proj"
 
 
 @pytest.fixture
-def cfg():
+def cfg() -> DeployConfig:
     return parse_config({"project": PROJECT})
 
 
-def run_wait(fake: FakeTpu, cfg, monkeypatch, *, timeout: float = 100.0) -> tuple[int, str]:
+def run_wait(
+    fake: FakeTpu, cfg: DeployConfig, monkeypatch: pytest.MonkeyPatch, *, timeout: float = 100.0
+) -> tuple[int, str]:
     monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
     clock = itertools.count(0, 10)  # each poll is 10 s later
     out = io.StringIO()
@@ -37,7 +40,7 @@ def run_wait(fake: FakeTpu, cfg, monkeypatch, *, timeout: float = 100.0) -> tupl
     return rc, out.getvalue()
 
 
-def test_ready_after_the_phases(cfg, monkeypatch) -> None:
+def test_ready_after_the_phases(cfg: DeployConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     phases = [(None, ""), ("pulling-image", ""), ("starting-vllm", ""), ("starting-vllm", "")]
     with FakeTpu([*phases, ("ready", "")]) as fake:
         rc, out = run_wait(fake, cfg, monkeypatch)
@@ -58,7 +61,9 @@ def test_ready_after_the_phases(cfg, monkeypatch) -> None:
     assert queries and all(q == {"queryPath": "tpudeploy/"} for q in queries)
 
 
-def test_failed_phase_exits_non_zero_with_reason_and_next_commands(cfg, monkeypatch) -> None:
+def test_failed_phase_exits_non_zero_with_reason_and_next_commands(
+    cfg: DeployConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reason = (
         "secret gemma4-v5e-hf-token has no version in project test-proj. Add one with 'make secret'"
     )
@@ -71,7 +76,9 @@ def test_failed_phase_exits_non_zero_with_reason_and_next_commands(cfg, monkeypa
     assert "--tunnel-through-iap" in out
 
 
-def test_timeout_names_the_phase_and_the_next_command(cfg, monkeypatch) -> None:
+def test_timeout_names_the_phase_and_the_next_command(
+    cfg: DeployConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with FakeTpu([("starting-vllm", "")]) as fake:
         rc, out = run_wait(fake, cfg, monkeypatch, timeout=60)
     assert rc == 3
@@ -79,7 +86,9 @@ def test_timeout_names_the_phase_and_the_next_command(cfg, monkeypatch) -> None:
     assert "docker logs -f vllm-gemma4" in out
 
 
-def test_missing_node_is_reported_not_crashed(cfg, monkeypatch) -> None:
+def test_missing_node_is_reported_not_crashed(
+    cfg: DeployConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with FakeTpu([("no-node", "")]) as fake:
         rc, out = run_wait(fake, cfg, monkeypatch, timeout=20)
     assert rc == 3
@@ -87,7 +96,12 @@ def test_missing_node_is_reported_not_crashed(cfg, monkeypatch) -> None:
     assert "Traceback" not in out
 
 
-def test_cli_wait_exits_with_the_boot_result(cfg, monkeypatch, tmp_path, capsys) -> None:
+def test_cli_wait_exits_with_the_boot_result(
+    cfg: DeployConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from tpudeploy import cli
 
     config = tmp_path / "deploy.toml"
@@ -99,7 +113,9 @@ def test_cli_wait_exits_with_the_boot_result(cfg, monkeypatch, tmp_path, capsys)
     assert "ready" in capsys.readouterr().out
 
 
-def test_cli_wait_without_credentials_is_one_error_line(monkeypatch, tmp_path, capsys) -> None:
+def test_cli_wait_without_credentials_is_one_error_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tpudeploy import cli
 
     config = tmp_path / "deploy.toml"
