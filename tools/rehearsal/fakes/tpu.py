@@ -1,4 +1,10 @@
-"""Loopback fake of the TPU v2alpha1 routes the queued-resource client uses (scripted states)."""
+"""Loopback fake of the TPU API: v2alpha1 queued resources (scripted states), v2 / v2alpha1 nodes
+and their guest attributes.
+
+The unit tests script it (states, faults, refusals); the rehearsal gives it the fake cloud's
+inventory, so that a node needs the TPU API enabled and an existing service account, and every
+request lands in the shared request log.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +17,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tools.rehearsal.fakes.inventory import Inventory
+
 _QR_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources/([^/:]+)$")
 _QR_COLLECTION = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources$")
-_NODE_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+)$")
-_OP_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+/operations/[^/:]+)$")
+_NODE_PATH = re.compile(r"^/v2(?:alpha1)?/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+)$")
+_NODE_COLLECTION = re.compile(r"^/v2(?:alpha1)?/(projects/([^/]+)/locations/[^/]+)/nodes$")
+_GUEST_PATH = re.compile(
+    r"^/v2(?:alpha1)?/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+):getGuestAttributes$"
+)
+_OP_PATH = re.compile(r"^/v2(?:alpha1)?/(projects/[^/]+/locations/[^/]+/operations/[^/:]+)$")
+# Seed: flex-start v5litepod-1 was refused in europe-west4-a and -b whatever the quota.
+_FLEX_REFUSED_ZONES = frozenset({"europe-west4-a", "europe-west4-b"})
 
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -71,9 +85,21 @@ class FakeTpuApi:
     sticks). DELETE turns it DELETING and it is gone (404) after `delete_polls` more GETs.
     """
 
-    def __init__(self, *, delete_polls: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        delete_polls: int = 1,
+        inventory: Inventory | None = None,
+        node_ips: tuple[str, str] = ("10.182.0.2", "34.16.0.2"),
+        create_states: list[Any] | None = None,
+    ) -> None:
         self.requests: list[Request] = []
         self.delete_polls = delete_polls
+        # (internal, external) address of every node: the rehearsal's nodes run on this machine.
+        self.node_ips = node_ips
+        self.inventory = inventory
+        self.create_states = create_states or ["ACCEPTED", "ACTIVE"]
+        self._guest: dict[str, dict[str, str]] = {}
         self._resources: dict[str, _QueuedResource] = {}
         self._nodes: dict[str, dict[str, Any]] = {}
         self._scripts: dict[str, list[Any]] = {}
@@ -81,7 +107,7 @@ class FakeTpuApi:
         self._operations: dict[str, dict[str, Any]] = {}
         self._create_op_errors: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         # A short poll interval keeps shutdown (every test's teardown) at ~10 ms instead of 0.5 s.
         self._thread = threading.Thread(
@@ -218,24 +244,40 @@ class FakeTpuApi:
     ) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(Request(method, path, query, body, headers))
-            for fault in self._faults:
-                if fault.remaining > 0 and fault.method == method and fault.path_contains in path:
-                    fault.remaining -= 1
-                    return self._error(fault.status, fault.message)
-            if method == "POST" and (m := _QR_COLLECTION.match(path)):
-                return self._create(m.group(1), query, body)
-            if m := _QR_PATH.match(path):
-                name = f"{m.group(1)}/queuedResources/{m.group(2)}"
-                if method == "GET":
-                    return self._get_qr(name)
-                if method == "DELETE":
-                    return self._delete_qr(name, m.group(1))
-            if method == "GET" and (m := _NODE_PATH.match(path)):
+            status, payload = self._route(method, path, query, body)
+            if self.inventory is not None:
+                with self.inventory.locked() as inv:
+                    inv.record("tpu", method, path, inv.principal(headers) or "?", status)
+            return status, payload
+
+    def _route(
+        self, method: str, path: str, query: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any]]:
+        for fault in self._faults:
+            if fault.remaining > 0 and fault.method == method and fault.path_contains in path:
+                fault.remaining -= 1
+                return self._error(fault.status, fault.message)
+        if method == "POST" and (m := _QR_COLLECTION.match(path)):
+            return self._create(m.group(1), query, body)
+        if m := _QR_PATH.match(path):
+            name = f"{m.group(1)}/queuedResources/{m.group(2)}"
+            if method == "GET":
+                return self._get_qr(name)
+            if method == "DELETE":
+                return self._delete_qr(name, m.group(1))
+        if method == "POST" and (m := _NODE_COLLECTION.match(path)):
+            return self._create_node(m.group(1), m.group(2), query, body)
+        if m := _NODE_PATH.match(path):
+            if method == "GET":
                 return self._get_node(m.group(1), m.group(2))
-            if method == "GET" and (m := _OP_PATH.match(path)):
-                op = self._operations.get(m.group(1))
-                return (200, op) if op else self._error(404, f"operation {m.group(1)} not found")
-            return self._error(404, f"fake TPU API has no route {method} {path}")
+            if method == "DELETE":
+                return self._delete_node(m.group(1), m.group(2))
+        if method in ("GET", "POST") and (m := _GUEST_PATH.match(path)):
+            return self._guest_attributes(m.group(1), m.group(2), query, body)
+        if method == "GET" and (m := _OP_PATH.match(path)):
+            op = self._operations.get(m.group(1))
+            return (200, op) if op else self._error(404, f"operation {m.group(1)} not found")
+        return self._error(404, f"fake TPU API has no route {method} {path}")
 
     def _create(self, parent: str, query: dict[str, str], body: Any) -> tuple[int, dict[str, Any]]:
         qr_id = query.get("queuedResourceId")
@@ -246,7 +288,20 @@ class FakeTpuApi:
             return self._error(409, f"Resource '{name}' already exists")
         if self._create_op_errors:
             return 200, self._new_operation(parent, self._create_op_errors.pop(0))
-        states = self._scripts.pop(name, ["ACCEPTED", "ACTIVE"])
+        for spec in body.get("tpu", {}).get("nodeSpec", []):
+            refused = self._refuse_node(parent, spec.get("node", {}))
+            zone = parent.rsplit("/", 1)[-1]
+            accelerator = spec.get("node", {}).get("acceleratorType", "")
+            flex = body.get("provisioningModel") == "FLEX_START"
+            if refused is None and flex and zone in _FLEX_REFUSED_ZONES:
+                refused = self._error(
+                    400,
+                    "FLEX_START provisioning model is not supported for accelerator type "
+                    f'"{accelerator}"',
+                )
+            if refused is not None:
+                return refused
+        states = self._scripts.pop(name, list(self.create_states))
         self._resources[name] = _QueuedResource(name, json.loads(json.dumps(body)), states)
         return 200, self._new_operation(parent)
 
@@ -279,26 +334,133 @@ class FakeTpuApi:
             qr.deleting_polls = self.delete_polls
         return 200, self._new_operation(parent)
 
-    def _get_node(self, parent: str, node_id: str) -> tuple[int, dict[str, Any]]:
-        standalone = self._nodes.get(f"{parent}/nodes/{node_id}")
-        if standalone is not None:
-            return 200, dict(standalone)
+    # ---- nodes
+
+    def _refuse_node(self, parent: str, node: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """With an inventory: the TPU API must be enabled and the node's account must exist."""
+        if self.inventory is None:
+            return None
+        project = parent.split("/")[1]
+        with self.inventory.locked() as inv:
+            disabled = inv.require_service(project, "tpu.googleapis.com")
+            if disabled is not None:
+                return disabled
+            email = (node.get("serviceAccount") or {}).get("email")
+            if email and not inv.service_account_exists(email):
+                return self._error(400, f"Service account {email} does not exist.")
+        return None
+
+    def _node_view(self, name: str, node: dict[str, Any]) -> dict[str, Any]:
+        internal, external = self.node_ips
+        endpoint: dict[str, Any] = {"ipAddress": internal, "port": 8470}
+        if (node.get("networkConfig") or {}).get("enableExternalIps", True):
+            endpoint["accessConfig"] = {"externalIp": external}
+        view = {
+            **node,
+            "name": name,
+            "state": "READY",
+            "health": "HEALTHY",
+            "apiVersion": "V2",
+            "networkEndpoints": [endpoint],
+        }
+        copied: dict[str, Any] = json.loads(json.dumps(view))
+        return copied
+
+    def _create_node(
+        self, parent: str, project: str, query: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any]]:
+        node_id = query.get("nodeId")
+        if not node_id or not isinstance(body, dict):
+            return self._error(400, "nodeId and a JSON body are required")
+        name = f"{parent}/nodes/{node_id}"
+        if name in self._nodes or self._derived_node(parent, node_id) is not None:
+            return self._error(409, f"Resource '{name}' already exists")
+        refused = self._refuse_node(parent, body)
+        if refused is not None:
+            return refused
+        self._nodes[name] = self._node_view(name, body)
+        return 200, self._new_operation(parent)
+
+    def _delete_node(self, parent: str, node_id: str) -> tuple[int, dict[str, Any]]:
+        name = f"{parent}/nodes/{node_id}"
+        if self._nodes.pop(name, None) is None:
+            if self._derived_node(parent, node_id) is not None:
+                return self._error(
+                    400, f"node {name} belongs to a queued resource: delete the queued resource"
+                )
+            return self._error(404, f"Resource '{name}' was not found")
+        self._guest.pop(name, None)
+        return 200, self._new_operation(parent)
+
+    def _derived_node(self, parent: str, node_id: str) -> dict[str, Any] | None:
+        """The VM of an ACTIVE queued resource (gone once the QR is deleting or gone)."""
         for qr in self._resources.values():
             specs = qr.body.get("tpu", {}).get("nodeSpec", [])
             if (
                 specs
                 and specs[0].get("nodeId") == node_id
+                and specs[0].get("parent", parent) == parent
                 and qr.deleting_polls is None
                 and qr.current_state().get("state") == "ACTIVE"
             ):
-                node = dict(specs[0].get("node", {}))
-                node.update(
-                    name=f"{parent}/nodes/{node_id}",
-                    state="READY",
-                    health="HEALTHY",
-                    networkEndpoints=[
-                        {"ipAddress": "10.182.0.2", "accessConfig": {"externalIp": "34.16.0.2"}}
-                    ],
-                )
-                return 200, node
-        return self._error(404, f"Resource '{parent}/nodes/{node_id}' was not found")
+                name = f"{parent}/nodes/{node_id}"
+                return self._node_view(name, dict(specs[0].get("node", {})))
+        return None
+
+    def _get_node(self, parent: str, node_id: str) -> tuple[int, dict[str, Any]]:
+        name = f"{parent}/nodes/{node_id}"
+        standalone = self._nodes.get(name)
+        if standalone is not None:
+            return 200, dict(standalone)
+        derived = self._derived_node(parent, node_id)
+        if derived is not None:
+            return 200, derived
+        self._guest.pop(name, None)
+        return self._error(404, f"Resource '{name}' was not found")
+
+    def _guest_attributes(
+        self, parent: str, node_id: str, query: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any]]:
+        status, node = self._get_node(parent, node_id)
+        if status != 200:
+            return status, node
+        name = f"{parent}/nodes/{node_id}"
+        prefix = query.get("queryPath", "")
+        if not prefix and isinstance(body, dict):
+            prefix = str(body.get("queryPath", ""))
+        items = [
+            {"namespace": key.split("/", 1)[0], "key": key.split("/", 1)[1], "value": value}
+            for key, value in sorted(self._guest.get(name, {}).items())
+            if key.startswith(prefix)
+        ]
+        if not items:
+            return self._error(404, f"no guest attributes under {prefix!r} on {name}")
+        return 200, {"guestAttributes": [{"queryPath": prefix, "queryValue": {"items": items}}]}
+
+    # ---- what the metadata server and the rehearsal need
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        """The node `projects/P/locations/Z/nodes/N` as the API shows it, or None."""
+        parent, _, node_id = name.rpartition("/nodes/")
+        with self._lock:
+            status, node = self._get_node(parent, node_id)
+        return node if status == 200 else None
+
+    def set_guest_attribute(self, name: str, key: str, value: str) -> bool:
+        """What the guest agent does for a PUT to the metadata server's guest-attributes/."""
+        with self._lock:
+            if self.node(name) is None:
+                return False
+            self._guest.setdefault(name, {})[key] = value
+            return True
+
+    def billing(self) -> list[str]:
+        """Queued resources and nodes that exist: what would still bill."""
+        with self._lock:
+            names = sorted(self._resources) + sorted(self._nodes)
+            for qr in self._resources.values():
+                for spec in qr.body.get("tpu", {}).get("nodeSpec", []):
+                    parent = spec.get("parent", qr.name.split("/queuedResources/")[0])
+                    if self._derived_node(parent, spec.get("nodeId", "")) is not None:
+                        names.append(f"{parent}/nodes/{spec.get('nodeId')}")
+            return names

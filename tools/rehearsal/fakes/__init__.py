@@ -1,0 +1,92 @@
+"""Loopback fakes of the Google APIs behind the stacks, sharing one inventory (FakeCloud)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.rehearsal.fakes.compute import FakeCompute
+from tools.rehearsal.fakes.iam import FakeIam
+from tools.rehearsal.fakes.inventory import Inventory
+from tools.rehearsal.fakes.secretmanager import FakeSecretManager
+from tools.rehearsal.fakes.serviceusage import FakeServiceUsage
+from tools.rehearsal.fakes.storage import FakeStorage
+from tools.rehearsal.fakes.tpu import FakeTpuApi
+
+# The variable each client reads to find its API: the product's own (TPU, Secret Manager), the
+# Cloud Storage client libraries' convention, and the same convention for the rest (read by the
+# stand-in provider only).
+EMULATOR_ENV = {
+    "tpu": "TPU_EMULATOR_HOST",
+    "secretmanager": "SECRETMANAGER_EMULATOR_HOST",
+    "storage": "STORAGE_EMULATOR_HOST",
+    "compute": "COMPUTE_EMULATOR_HOST",
+    "iam": "IAM_EMULATOR_HOST",
+    "serviceusage": "SERVICEUSAGE_EMULATOR_HOST",
+}
+
+
+class FakeCloud:
+    """Every API fake on its own loopback port, all over one inventory."""
+
+    def __init__(self) -> None:
+        self.inventory = Inventory()
+        inv = self.inventory
+        # The rehearsal's node runs on this machine: its addresses are loopback. A queued
+        # resource is ACTIVE at its first look and gone at the first look after its delete.
+        self.tpu = FakeTpuApi(
+            inventory=inv,
+            node_ips=("127.0.0.1", "127.0.0.1"),
+            create_states=["ACTIVE"],
+            delete_polls=0,
+        )
+        self.secretmanager = FakeSecretManager(inv)
+        self.storage = FakeStorage(inv)
+        self.compute = FakeCompute(inv)
+        self.iam = FakeIam(inv)
+        self.serviceusage = FakeServiceUsage(inv)
+        self._servers: list[Any] = [
+            self.tpu,
+            self.secretmanager,
+            self.storage,
+            self.compute,
+            self.iam,
+            self.serviceusage,
+        ]
+
+    def __enter__(self) -> FakeCloud:
+        for server in self._servers:
+            server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in self._servers:
+            server.stop()
+
+    def environment(self) -> dict[str, str]:
+        """host:port of each API, under the variable its client reads."""
+        return {
+            EMULATOR_ENV["tpu"]: self.tpu.host,
+            EMULATOR_ENV["secretmanager"]: self.secretmanager.host,
+            EMULATOR_ENV["storage"]: self.storage.host,
+            EMULATOR_ENV["compute"]: self.compute.host,
+            EMULATOR_ENV["iam"]: self.iam.host,
+            EMULATOR_ENV["serviceusage"]: self.serviceusage.host,
+        }
+
+    def billing(self) -> list[str]:
+        """TPU nodes and queued resources that still exist."""
+        return self.tpu.billing()
+
+    def leftovers(self) -> list[str]:
+        """Everything still in the inventory besides enabled services and billing resources."""
+        with self.inventory.locked() as inv:
+            return sorted(key for key in inv.objects if "/operations/" not in key)
+
+    def mutations(self, since: int = 0) -> list[str]:
+        """Changing requests (any API) logged after the first `since` calls."""
+        with self.inventory.locked() as inv:
+            return [f"{c.api} {c.method} {c.path}" for c in inv.calls[since:] if c.mutating]
+
+    def call_count(self) -> int:
+        with self.inventory.locked() as inv:
+            return len(inv.calls)

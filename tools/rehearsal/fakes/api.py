@@ -1,0 +1,59 @@
+"""The shape of every inventory-backed API fake: a route table over one shared inventory."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
+from tools.rehearsal.fakes.inventory import Inventory
+
+# (path match, query, body, principal) -> answer
+Handler = Callable[[re.Match[str], dict[str, str], Any, str], Answer]
+
+
+class ApiFake(LoopbackServer):
+    """A loopback server whose routes read and write `inventory` under the lock, and whose
+    every request is logged there with the caller's identity and the answer's status."""
+
+    api = "api"
+
+    def __init__(self, inventory: Inventory | None = None) -> None:
+        self.inventory = inventory if inventory is not None else Inventory()
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        self.routes()
+        super().__init__(self._dispatch)
+
+    def routes(self) -> None:
+        """Register the API's routes with `self.route`."""
+
+    def route(self, method: str, pattern: str, handler: Handler) -> None:
+        self._routes.append((method, re.compile(pattern), handler))
+
+    def _dispatch(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
+        url = urlsplit(path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        with self.inventory.locked() as inv:
+            principal = inv.principal(headers)
+            answer: Answer
+            if principal is None:
+                answer = api_error(401, "Request had invalid authentication credentials.")
+            else:
+                answer = self._find(method, unquote(url.path), query, body, principal)
+            inv.record(self.api, method, url.path, principal or "?", answer[0])
+        return answer
+
+    def _find(
+        self, method: str, path: str, query: dict[str, str], body: Any, principal: str
+    ) -> Answer:
+        for verb, pattern, handler in self._routes:
+            if verb == method and (m := pattern.fullmatch(path)):
+                return handler(m, query, body, principal)
+        return api_error(404, f"the fake {self.api} API has no route {method} {path}")
+
+    def operation(self, name: str, response: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A long-running operation that is already done (the fakes never make you wait)."""
+        op_id = self.inventory.next_id()
+        return {"name": f"{name}/operations/op-{op_id}", "done": True, "response": response or {}}

@@ -1,0 +1,116 @@
+"""A ThreadingHTTPServer on 127.0.0.1 that records each request and answers through one route
+function: the shape every loopback fake of a Google API here shares (tests and rehearsal)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Answer = tuple[int, Any]
+Route = Callable[[str, str, Any, dict[str, str]], Answer]
+
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ALREADY_EXISTS",
+    412: "FAILED_PRECONDITION",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+def api_error(status: int, message: str) -> Answer:
+    """The JSON error body every Google REST API answers with."""
+    return status, {
+        "error": {"code": status, "message": message, "status": _STATUS_NAMES.get(status)}
+    }
+
+
+class LoopbackServer:
+    """Routes every request to `route(method, path_with_query, body, headers)`.
+
+    A JSON request body arrives parsed, any other body as bytes; an answer payload of bytes is
+    sent as is, anything else as JSON. `requests` keeps what was asked, in order.
+    """
+
+    def __init__(self, route: Route) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self._route = route
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        # A short poll interval keeps shutdown (every test's teardown) at ~10 ms instead of 0.5 s.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+
+    @property
+    def host(self) -> str:
+        """host:port, the value for the *_EMULATOR_HOST variables."""
+        return f"127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> LoopbackServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body: Any = raw or None
+                if raw and "json" in (self.headers.get("Content-Type") or "json"):
+                    try:
+                        body = json.loads(raw)
+                    except ValueError:
+                        body = raw
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with fake._lock:
+                    fake.requests.append(
+                        {
+                            "method": self.command,
+                            "path": self.path,
+                            "body": body,
+                            "headers": headers,
+                        }
+                    )
+                    status, payload = fake._route(self.command, self.path, body, headers)
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                kind = (
+                    "application/octet-stream" if isinstance(payload, bytes) else "application/json"
+                )
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = _serve
+            do_POST = _serve
+            do_PUT = _serve
+            do_PATCH = _serve
+            do_DELETE = _serve
+
+        return Handler

@@ -1,0 +1,118 @@
+"""Loopback fake of Compute Engine firewall rules (google_compute_firewall) and networks."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tools.rehearsal.fakes.api import ApiFake
+from tools.rehearsal.fakes.base import Answer, api_error
+
+_PROJECT = r"/compute/v1/projects/(?P<project>[^/]+)/global"
+_FIREWALLS = _PROJECT + r"/firewalls"
+_FIREWALL = _FIREWALLS + r"/(?P<name>[^/]+)"
+_NETWORK = _PROJECT + r"/networks/(?P<name>[^/]+)"
+_OPERATION = _PROJECT + r"/operations/(?P<name>[^/]+)"
+# Every new project gets the auto-mode "default" network (DESIGN: it allows SSH from anywhere).
+DEFAULT_NETWORKS = ("default",)
+
+
+class FakeCompute(ApiFake):
+    api = "compute"
+
+    def routes(self) -> None:
+        self.route("POST", _FIREWALLS, self._insert)
+        self.route("GET", _FIREWALL, self._get)
+        self.route("PATCH", _FIREWALL, self._patch)
+        self.route("DELETE", _FIREWALL, self._delete)
+        self.route("GET", _NETWORK, self._network)
+        self.route("GET", _OPERATION, self._get_operation)
+
+    def _base(self, project: str) -> str:
+        return f"http://{self.host}/compute/v1/projects/{project}/global"
+
+    def _op(self, project: str, target: str, kind: str) -> dict[str, Any]:
+        op_id = f"operation-{self.inventory.next_id()}"
+        op = {
+            "kind": "compute#operation",
+            "name": op_id,
+            "operationType": kind,
+            "targetLink": target,
+            "status": "DONE",
+            "progress": 100,
+            "selfLink": f"{self._base(project)}/operations/{op_id}",
+        }
+        self.inventory.put(self.api, f"projects/{project}/global/operations/{op_id}", op)
+        return op
+
+    def _network_exists(self, project: str, network: str) -> bool:
+        name = network.rstrip("/").rsplit("/", 1)[-1]
+        return name in DEFAULT_NETWORKS or (
+            self.inventory.get(self.api, f"projects/{project}/global/networks/{name}") is not None
+        )
+
+    def _insert(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        project = m["project"]
+        disabled = self.inventory.require_service(project, "compute.googleapis.com")
+        if disabled:
+            return disabled
+        rule = dict(body or {})
+        name = str(rule.get("name", ""))
+        key = f"projects/{project}/global/firewalls/{name}"
+        if self.inventory.get(self.api, key) is not None:
+            return api_error(409, f"The resource '{key}' already exists")
+        network = str(rule.get("network", "default"))
+        if not self._network_exists(project, network):
+            return api_error(
+                404,
+                f"The resource 'projects/{project}/global/networks/"
+                f"{network.rsplit('/', 1)[-1]}' was not found",
+            )
+        if not rule.get("allowed") and not rule.get("denied"):
+            return api_error(400, "Invalid value for field 'resource': one of allowed or denied")
+        rule.update(
+            id=str(self.inventory.next_id()),
+            kind="compute#firewall",
+            selfLink=f"{self._base(project)}/firewalls/{name}",
+            network=f"{self._base(project)}/networks/{network.rsplit('/', 1)[-1]}",
+            creationTimestamp="2026-08-09T09:00:00.000-07:00",
+            direction=rule.get("direction", "INGRESS"),
+            priority=rule.get("priority", 1000),
+        )
+        self.inventory.put(self.api, key, rule)
+        return 200, self._op(project, rule["selfLink"], "insert")
+
+    def _get(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        key = f"projects/{m['project']}/global/firewalls/{m['name']}"
+        rule = self.inventory.get(self.api, key)
+        return (200, rule) if rule else api_error(404, f"The resource '{key}' was not found")
+
+    def _patch(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        key = f"projects/{m['project']}/global/firewalls/{m['name']}"
+        rule = self.inventory.get(self.api, key)
+        if rule is None:
+            return api_error(404, f"The resource '{key}' was not found")
+        rule.update({k: v for k, v in (body or {}).items() if k not in ("name", "selfLink", "id")})
+        return 200, self._op(m["project"], rule["selfLink"], "patch")
+
+    def _delete(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        key = f"projects/{m['project']}/global/firewalls/{m['name']}"
+        rule = self.inventory.delete(self.api, key)
+        if rule is None:
+            return api_error(404, f"The resource '{key}' was not found")
+        return 200, self._op(m["project"], rule["selfLink"], "delete")
+
+    def _network(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        if not self._network_exists(m["project"], m["name"]):
+            return api_error(404, f"The resource 'networks/{m['name']}' was not found")
+        return 200, {
+            "name": m["name"],
+            "selfLink": f"{self._base(m['project'])}/networks/{m['name']}",
+            "autoCreateSubnetworks": True,
+        }
+
+    def _get_operation(
+        self, m: re.Match[str], query: dict[str, str], body: Any, who: str
+    ) -> Answer:
+        op = self.inventory.get(self.api, f"projects/{m['project']}/global/operations/{m['name']}")
+        return (200, op) if op else api_error(404, f"operation {m['name']} not found")

@@ -1,0 +1,193 @@
+"""What exists in the fake cloud: one inventory that every loopback API fake reads and writes.
+
+Shared because the real APIs are not independent either: a secret cannot be created before
+Secret Manager is enabled in the project, a grant cannot name a service account that does not
+exist, and the node reads its secrets with the identity the TPU API gave it. Each object is kept
+under `<api>/<resource name>` with the JSON the API answers for it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.rehearsal.fakes.base import Answer, api_error
+
+# Whoever calls without a bearer token is the person running the deploy: like every Google
+# emulator, the fakes take "no credentials" to mean the project owner.
+OWNER = "user:owner"
+
+# Service -> the API title the real "has not been used ... or it is disabled" error names.
+API_TITLES = {
+    "compute.googleapis.com": "Compute Engine API",
+    "iam.googleapis.com": "Identity and Access Management (IAM) API",
+    "secretmanager.googleapis.com": "Secret Manager API",
+    "storage.googleapis.com": "Cloud Storage JSON API",
+    "tpu.googleapis.com": "Cloud TPU API",
+    "cloudscheduler.googleapis.com": "Cloud Scheduler API",
+}
+
+# Roles that carry a permission the fakes check, as the predefined roles grant them.
+ROLE_PERMISSIONS = {
+    "roles/owner": {"*"},
+    "roles/secretmanager.admin": {"secretmanager.*"},
+    "roles/secretmanager.secretAccessor": {"secretmanager.versions.access"},
+    "roles/secretmanager.secretVersionAdder": {"secretmanager.versions.add"},
+    "roles/storage.admin": {"storage.*"},
+    "roles/storage.objectAdmin": {
+        "storage.objects.get",
+        "storage.objects.create",
+        "storage.objects.delete",
+        "storage.objects.list",
+    },
+    "roles/storage.objectViewer": {"storage.objects.get", "storage.objects.list"},
+    "roles/storage.objectCreator": {"storage.objects.create"},
+    "roles/storage.objectUser": {
+        "storage.objects.get",
+        "storage.objects.create",
+        "storage.objects.delete",
+        "storage.objects.list",
+    },
+}
+
+
+@dataclass
+class Call:
+    """One request as an API fake saw it: enough to tell reads from changes afterwards."""
+
+    api: str
+    method: str
+    path: str
+    principal: str
+    status: int
+
+    @property
+    def mutating(self) -> bool:
+        """A request that changes something (reads and IAM-policy reads do not)."""
+        if self.status >= 400 or self.method in ("GET", "HEAD"):
+            return False
+        return not self.path.split("?")[0].endswith(("getIamPolicy", ":access"))
+
+
+@dataclass
+class Inventory:
+    """Objects, IAM policies, enabled services and access tokens of one fake cloud."""
+
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    enabled: dict[str, set[str]] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    @contextmanager
+    def locked(self) -> Iterator[Inventory]:
+        with self.lock:
+            yield self
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    # ---- objects
+
+    def get(self, api: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get(f"{api}/{name}")
+
+    def put(self, api: str, name: str, obj: dict[str, Any]) -> None:
+        self.objects[f"{api}/{name}"] = obj
+
+    def delete(self, api: str, name: str) -> dict[str, Any] | None:
+        self.policies.pop(f"{api}/{name}", None)
+        return self.objects.pop(f"{api}/{name}", None)
+
+    def names(self, api: str, prefix: str = "") -> list[str]:
+        start = f"{api}/{prefix}"
+        return sorted(k.removeprefix(f"{api}/") for k in self.objects if k.startswith(start))
+
+    # ---- services
+
+    def enable(self, project: str, service: str) -> None:
+        self.enabled.setdefault(project, set()).add(service)
+
+    def require_service(self, project: str, service: str) -> Answer | None:
+        """None when `service` is enabled in `project`, else the API's SERVICE_DISABLED error."""
+        if service in self.enabled.get(project, set()):
+            return None
+        title = API_TITLES.get(service, service)
+        return api_error(
+            403,
+            f"{title} has not been used in project {project} before or it is disabled. Enable it "
+            f"by visiting https://console.developers.google.com/apis/api/{service}/overview?"
+            f"project={project} then retry. (SERVICE_DISABLED)",
+        )
+
+    # ---- identities
+
+    def mint_token(self, principal: str) -> str:
+        """An opaque OAuth access token for `principal` (the metadata server hands these out)."""
+        token = "ya29.rehearsal-" + secrets.token_urlsafe(24)
+        self.tokens[token] = principal
+        return token
+
+    def principal(self, headers: dict[str, str]) -> str | None:
+        """The caller: OWNER without credentials, the token's identity, or None (bad token)."""
+        auth = headers.get("authorization", "")
+        if not auth:
+            return OWNER
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        return self.tokens.get(token.strip())
+
+    def service_account_exists(self, email: str) -> bool:
+        return any(
+            obj.get("email") == email
+            for key, obj in self.objects.items()
+            if key.startswith("iam/") and "/serviceAccounts/" in key
+        )
+
+    def check_members(self, bindings: list[dict[str, Any]]) -> Answer | None:
+        """The real setIamPolicy refuses a service account that does not exist."""
+        for binding in bindings:
+            for member in binding.get("members", []):
+                kind, _, email = str(member).partition(":")
+                if kind == "serviceAccount" and not self.service_account_exists(email):
+                    return api_error(400, f"Service account {email} does not exist.")
+        return None
+
+    # ---- IAM
+
+    def policy(self, api: str, name: str) -> list[dict[str, Any]]:
+        return self.policies.setdefault(f"{api}/{name}", [])
+
+    def allowed(self, principal: str, api: str, name: str, permission: str) -> bool:
+        """Owner always; otherwise a role on the resource itself granting `permission`."""
+        if principal == OWNER:
+            return True
+        service = permission.split(".", 1)[0]
+        for binding in self.policies.get(f"{api}/{name}", []):
+            if principal not in binding.get("members", []):
+                continue
+            granted = ROLE_PERMISSIONS.get(str(binding.get("role")), set())
+            if permission in granted or "*" in granted or f"{service}.*" in granted:
+                return True
+        return False
+
+    # ---- the request log
+
+    def record(self, api: str, method: str, path: str, principal: str, status: int) -> None:
+        self.calls.append(Call(api, method, path, principal, status))
+
+    def billing(self) -> list[str]:
+        """What would still bill: TPU nodes and queued resources."""
+        return [
+            key
+            for key in sorted(self.objects)
+            if key.startswith("tpu/") and ("/nodes/" in key or "/queuedResources/" in key)
+        ]
