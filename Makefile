@@ -29,9 +29,10 @@ help: ## List the targets
 
 install: $(VENV_STAMP) $(NODE_STAMP) ## Create .venv with the pinned packages and the local cdktf CLI
 
-$(VENV_STAMP): requirements.txt
+$(VENV_STAMP): requirements.txt requirements-nodeps.txt
 	$(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
