@@ -76,8 +76,11 @@ destroy: install ## Destroy the node stack only: stops the billing, keeps the se
 	  echo "bill. Fix the error above and run 'make destroy' again; 'make status' shows it." >&2; \
 	  exit 1; fi
 
-destroy-all: install ## Destroy everything, including the secret and its versions
+# The compile-cache bucket keeps force_destroy = false (a replacement never drops the cache
+# silently) and Cloud Storage refuses to delete a bucket with objects: empty it first, confirmed.
+destroy-all: install ## Destroy everything: the secrets and their versions, the compile cache
 	@$(PY) -m tpudeploy check --destroy
+	@$(PY) -m tpudeploy empty-cache $(if $(AUTO_APPROVE),--yes)
 	@rc=0; TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS)) \
 	  $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || rc=1; \

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tpudeploy import planner, policy
 from tpudeploy import queued_resource as qr
+from tpudeploy.cachebucket import CacheBucketError
 from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
 from tpudeploy.frontdoor import FrontDoorError
@@ -154,6 +155,14 @@ def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return secretstore.store_hf_token(cfg, store, sys.stdin, sys.stdout)
 
 
+def _empty_cache(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import cachebucket
+
+    project = require_project(cfg, source=str(config_path()))
+    store = cachebucket.CacheBucket.from_env()
+    return cachebucket.empty_cache(cfg, project, store, assume_yes=args.yes)
+
+
 def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import secretstore
 
@@ -231,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "api-key", help="generate a vLLM API key and store it in Secret Manager (not printed)"
     ).set_defaults(func=_api_key)
+    empty = sub.add_parser(
+        "empty-cache",
+        help="delete every compile-cache archive version (the first step of make destroy-all)",
+    )
+    empty.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    empty.set_defaults(func=_empty_cache)
     wait_p = sub.add_parser("wait", help="follow the boot phases until vLLM is ready (no SSH)")
     wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
     wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
@@ -261,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    except (SecretStoreError, SmokeError, FrontDoorError, qr.QueuedResourceError) as exc:
+    except (
+        SecretStoreError,
+        SmokeError,
+        FrontDoorError,
+        CacheBucketError,
+        qr.QueuedResourceError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
