@@ -2,8 +2,10 @@
 
 import os
 import sys
+from pathlib import Path
 
-from tpudeploy import policy
+from tpudeploy import policy, synthcache
+from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, config_path, load_config
 
 # The Makefile's destroy targets set TPUDEPLOY_COMMAND=destroy for the cdktf CLI's own synth.
@@ -22,11 +24,21 @@ def main() -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    # The cdktf CLI passes its output directory in CDKTF_OUTDIR; `make synth` uses the default.
+    outdir = os.environ.get("CDKTF_OUTDIR") or "cdktf.out"
+    key = synthcache.input_key(path, Path(outdir))
+    if synthcache.fresh(Path(outdir), key):
+        # deploy, diff and destroy each synthesize first: skip the 7-12 s jsii load when the
+        # config, the code and the pins are those of the JSON already there, untouched.
+        print(f"deployment {cfg.name!r} from {path}: unchanged since the last synth of {outdir}")
+        print()
+        print("\n".join(summary_lines(cfg)))
+        return 0
     # Imported only now: loading cdktf's jsii assembly takes seconds, a bad config fails in ms.
     from stacks.app import synth
 
-    # The cdktf CLI passes its output directory in CDKTF_OUTDIR; `make synth` uses the default.
-    synth(cfg, outdir=os.environ.get("CDKTF_OUTDIR") or "cdktf.out", source=str(path))
+    synth(cfg, outdir=outdir, source=str(path))
+    synthcache.record(Path(outdir), key)
     return 0
 
 

@@ -1,0 +1,95 @@
+"""Reuse the last synthesis when nothing that shapes it changed.
+
+`cdktf deploy`, `diff` and `destroy` synthesize first, and loading the google-beta bindings costs
+7-12 s of every run (DESIGN: the 33 MB jsii assembly). The output is a pure function of the
+config file, the code and templates that build the stacks, the pinned packages and the output
+directory, so `main.py` keeps a fingerprint of those inputs and of what it wrote next to the
+output; an identical fingerprint and untouched output mean the JSON on disk is what a new synth
+would write. `TPUDEPLOY_SYNTH_CACHE=0` synthesizes every time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+STAMP = ".tpudeploy-synth.json"
+DISABLE_ENV = "TPUDEPLOY_SYNTH_CACHE"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Everything the cdktf app reads: its entry point, the stacks, the domain package (rendering,
+# config, specs), the boot-script templates and the pins of the packages that synthesize.
+SOURCES = (
+    "main.py",
+    "cdktf.json",
+    "requirements.txt",
+    "requirements-nodeps.txt",
+    "stacks",
+    "tpudeploy",
+    "templates",
+)
+# Read by config loading or passed by the cdktf CLI into the app.
+ENV_INPUTS = ("GOOGLE_CLOUD_PROJECT", "CDKTF_CONTEXT_JSON")
+
+
+def _files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for name in SOURCES:
+        path = root / name
+        if path.is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += [
+                p for p in sorted(path.rglob("*")) if p.is_file() and "__pycache__" not in p.parts
+            ]
+    return found
+
+
+def input_key(config: Path, outdir: Path, *, root: Path = REPO_ROOT) -> str:
+    """A digest of every input of a synthesis into `outdir` from `config`."""
+    digest = hashlib.sha256()
+
+    def add(label: str, data: bytes) -> None:
+        digest.update(f"{label}\0{len(data)}\0".encode())
+        digest.update(data)
+
+    add("python", sys.version.encode())
+    add("outdir", str(outdir.resolve()).encode())
+    add("config-path", str(config.resolve()).encode())
+    add("config", config.read_bytes() if config.is_file() else b"<missing>")
+    for name in ENV_INPUTS:
+        add(f"env:{name}", os.environ.get(name, "").encode())
+    for path in _files(root):
+        add(str(path.relative_to(root)), path.read_bytes())
+    return digest.hexdigest()
+
+
+def _outputs(outdir: Path) -> str:
+    """A digest of what a synthesis left in `outdir` (manifest and every stack's JSON)."""
+    digest = hashlib.sha256()
+    manifest = outdir / "manifest.json"
+    paths = [manifest, *sorted(outdir.glob("stacks/*/cdk.tf.json"))]
+    for path in paths:
+        if not path.is_file():
+            return ""
+        digest.update(str(path.relative_to(outdir)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def fresh(outdir: Path, key: str) -> bool:
+    """True when `outdir` holds, untouched, the output of a synthesis with inputs `key`."""
+    if os.environ.get(DISABLE_ENV, "1") == "0":
+        return False
+    try:
+        stamp = json.loads((outdir / STAMP).read_text())
+    except (OSError, ValueError):
+        return False
+    outputs = _outputs(outdir)
+    return bool(outputs) and stamp == {"inputs": key, "outputs": outputs}
+
+
+def record(outdir: Path, key: str) -> None:
+    """Remember that `outdir` now holds the output of a synthesis with inputs `key`."""
+    (outdir / STAMP).write_text(json.dumps({"inputs": key, "outputs": _outputs(outdir)}) + "\n")
