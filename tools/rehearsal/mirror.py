@@ -4,7 +4,9 @@ that only the rehearsal's own processes read (TF_CLI_CONFIG_FILE), never the use
 
 from __future__ import annotations
 
+import json
 import shlex
+import subprocess
 from pathlib import Path
 
 from tools.rehearsal.schema import PROVIDER_SOURCE, PROVIDER_VERSION
@@ -46,3 +48,42 @@ def write_mirror(root: Path, *, python: str, repo: Path, schema: Path) -> Path:
         "}\n"
     )
     return config
+
+
+def lock_file(root: Path, *, env: dict[str, str]) -> Path:
+    """A .terraform.lock.hcl for the mirrored provider, computed offline (-fs-mirror).
+
+    The cdktf CLI runs `terraform providers lock` before a stack's first init, and that command
+    asks the origin registry whatever the CLI config says; a lock file already in the stack's
+    directory that matches the pinned version makes it skip the call.
+    """
+    work = root / "lock"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "main.tf.json").write_text(
+        json.dumps(
+            {
+                "terraform": {
+                    "required_providers": {
+                        "google-beta": {
+                            "source": "hashicorp/google-beta",
+                            "version": PROVIDER_VERSION,
+                        }
+                    }
+                }
+            }
+        )
+    )
+    subprocess.run(
+        [
+            "terraform",
+            "providers",
+            "lock",
+            f"-fs-mirror={root / 'mirror'}",
+            f"-platform={PLATFORM}",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    return work / ".terraform.lock.hcl"

@@ -385,8 +385,9 @@ def generate(resource_types: Iterable[str], tarball: Path) -> Json:
     }
 
 
-def load(resource_types: Iterable[str], *, cache_dir: Path = CACHE_DIR) -> Json:
-    """The schemas for `resource_types`, from the cache when the tarball and the list match."""
+def ensure(resource_types: Iterable[str], *, cache_dir: Path = CACHE_DIR) -> Path:
+    """The schema file for `resource_types`, generated unless the cache holds it already (keyed
+    by the tarball, the list and this generator)."""
     types = sorted(set(resource_types))
     tarball = assembly_tarball()
     digest = hashlib.sha256()
@@ -396,13 +397,17 @@ def load(resource_types: Iterable[str], *, cache_dir: Path = CACHE_DIR) -> Json:
     digest.update(json.dumps(types).encode())
     digest.update(Path(__file__).read_bytes())
     path = cache_dir / f"google-beta-{PROVIDER_VERSION}-{digest.hexdigest()[:16]}.json"
-    if path.exists():
-        cached: Json = json.loads(path.read_text())
-        return cached
-    schema = generate(types, tarball)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    # Several rehearsals may generate at once: write aside, then rename (atomic on one fs).
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(schema, sort_keys=True))
-    tmp.replace(path)
-    return schema
+    if not path.exists():
+        schema = generate(types, tarball)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        # Several rehearsals may generate at once: write aside, then rename (atomic on one fs).
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(schema, sort_keys=True))
+        tmp.replace(path)
+    return path
+
+
+def load(resource_types: Iterable[str], *, cache_dir: Path = CACHE_DIR) -> Json:
+    """The schemas for `resource_types` (see `ensure`)."""
+    loaded: Json = json.loads(ensure(resource_types, cache_dir=cache_dir).read_text())
+    return loaded

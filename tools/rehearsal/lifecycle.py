@@ -1,0 +1,358 @@
+"""The dress rehearsal: the README's deploy path, `make deploy-secrets` to `make destroy-all`, run
+for real (the cdktf CLI, Terraform, the project's own clients) against the loopback fake cloud,
+in a scratch copy of the repository."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from tools.rehearsal import schema
+from tools.rehearsal.fakes import FakeCloud
+from tools.rehearsal.fakes.metadata import FakeMetadata
+from tools.rehearsal.mirror import lock_file, write_mirror
+from tools.rehearsal.resources import RESOURCES
+from tools.rehearsal.sandbox import BootSandbox, sha256
+from tools.rehearsal.scratch import (
+    REHEARSAL_PROJECT,
+    copy_repository,
+    free_port,
+    install_post_synth,
+    write_config,
+)
+from tpudeploy.config import DeployConfig, load_config
+
+PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
+# Issue 16 adds preemption and deadline scenarios; the lifecycle is the one there is.
+SCENARIOS = ("lifecycle",)
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+# The targets run with the outer `make rehearse`'s install as is: never reinstall the shared
+# .venv or node_modules from a scratch copy.
+MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed", "-o", "node_modules/.installed"]
+DEAD_PROXY = "http://127.0.0.1:9"
+_DROPPED_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GOOGLE_CLOUD_PROJECT", "DEPLOY_CONFIG")
+
+
+class StageFailure(Exception):
+    """A stage did not do what it must; the message says what was expected."""
+
+
+@dataclass
+class Stage:
+    name: str
+    run: Callable[[], str]
+
+
+@dataclass
+class Rehearsal:
+    provisioning: str
+    workdir: Path
+    out: TextIO = sys.stdout
+    scenario: str = "lifecycle"
+    post_synth: str | None = None
+    repo: Path = REPO_ROOT
+    scratch: Path = field(init=False)
+    logs: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.provisioning not in PROVISIONING_MODELS:
+            raise ValueError(
+                f"PROVISIONING={self.provisioning!r} is not a provisioning model: use one of "
+                f"{', '.join(PROVISIONING_MODELS)}"
+            )
+        if self.scenario not in SCENARIOS:
+            raise ValueError(
+                f"SCENARIO={self.scenario!r} is not rehearsed yet: use one of "
+                f"{', '.join(SCENARIOS)}"
+            )
+        self.scratch = self.workdir / "repo"
+        self.logs = self.workdir / "logs"
+        self._token = "hf_" + secrets.token_urlsafe(24)
+        self._env: dict[str, str] = {}
+        self._cloud: FakeCloud | None = None
+        self._sandbox: BootSandbox | None = None
+        self._cfg: DeployConfig | None = None
+        self._step = 0
+        self._api_keys: list[bytes] = []
+
+    # ---- running
+
+    def run(self) -> int:
+        """Every stage in order; 0 when all pass, 1 at the first that fails."""
+        start = time.monotonic()
+        print(
+            f"rehearsal: {self.provisioning} {self.scenario} in {self.workdir}",
+            file=self.out,
+            flush=True,
+        )
+        try:
+            with FakeCloud() as cloud:
+                self._cloud = cloud
+                for stage in self._stages():
+                    if not self._run_stage(stage):
+                        print(
+                            f"rehearsal FAILED at stage {stage.name} ({self.provisioning}); logs "
+                            f"and the scratch copy are kept in {self.workdir}",
+                            file=self.out,
+                            flush=True,
+                        )
+                        return 1
+        finally:
+            if self._sandbox is not None:
+                self._sandbox.stop()
+        print(
+            f"rehearsal passed: {self.provisioning} {self.scenario}, "
+            f"{self._step} stages in {time.monotonic() - start:.1f} s",
+            file=self.out,
+            flush=True,
+        )
+        return 0
+
+    def _run_stage(self, stage: Stage) -> bool:
+        self._step += 1
+        start = time.monotonic()
+        try:
+            note = stage.run()
+        except StageFailure as exc:
+            elapsed = time.monotonic() - start
+            print(f"  {stage.name:<15} FAILED {elapsed:6.1f} s  {exc}", file=self.out, flush=True)
+            return False
+        elapsed = time.monotonic() - start
+        print(f"  {stage.name:<15} ok     {elapsed:6.1f} s  {note}", file=self.out, flush=True)
+        return True
+
+    def _stages(self) -> list[Stage]:
+        return [
+            Stage("prepare", self._prepare),
+            Stage("deploy-secrets", self._deploy_secrets),
+            Stage("secret", self._secret),
+            Stage("api-key", self._api_key),
+            Stage("deploy", self._deploy),
+            Stage("boot", self._boot),
+            Stage("wait", lambda: self._make("wait")),
+            Stage("smoke", lambda: self._make("smoke")),
+            Stage("status", self._status),
+            Stage("deploy-again", self._deploy_again),
+            Stage("destroy", self._destroy),
+            Stage("destroy-all", self._destroy_all),
+            Stage("no-secret-left", self._no_secret_left),
+        ]
+
+    @property
+    def cloud(self) -> FakeCloud:
+        assert self._cloud is not None
+        return self._cloud
+
+    @property
+    def cfg(self) -> DeployConfig:
+        assert self._cfg is not None
+        return self._cfg
+
+    def _make(self, target: str, *, stdin: str | None = None, approve: bool = False) -> str:
+        """`make TARGET` in the scratch copy; its output goes to logs/NN-TARGET.log."""
+        command = [*MAKE, target, *(["AUTO_APPROVE=1"] if approve else [])]
+        shown = f"make {target}" + (" AUTO_APPROVE=1" if approve else "")
+        log = self.logs / f"{self._step:02d}-{target}.log"
+        with open(log, "w") as handle:
+            proc = subprocess.run(
+                command,
+                cwd=self.scratch,
+                env=self._env,
+                input=stdin,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+        if proc.returncode != 0:
+            raise StageFailure(f"`{shown}` exited {proc.returncode}; log: {log}\n{_tail(log)}")
+        return shown
+
+    # ---- stages
+
+    def _prepare(self) -> str:
+        for folder in (self.scratch, self.logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        copy_repository(self.repo, self.scratch)
+        port = free_port()
+        config = write_config(self.scratch, provisioning=self.provisioning, port=port)
+        self._cfg = load_config(config)
+        python = str(self.scratch / ".venv" / "bin" / "python")
+        if self.post_synth:
+            install_post_synth(self.scratch, self.post_synth, python)
+        schema_file = schema.ensure(RESOURCES)
+        cli_config = write_mirror(
+            self.workdir / "terraform", python=python, repo=self.scratch, schema=schema_file
+        )
+        env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+        env = {k: v for k, v in env.items() if not k.startswith("TF_VAR_")}
+        env.update(self.cloud.environment())
+        env.update(
+            DEPLOY_CONFIG=str(config),
+            TF_CLI_CONFIG_FILE=str(cli_config),
+            TF_IN_AUTOMATION="1",
+            CHECKPOINT_DISABLE="1",
+            DISABLE_VERSION_CHECK="1",
+            CI="1",
+        )
+        # Belt and braces: an HTTPS request (the registry, a real Google API) goes to a closed
+        # loopback port instead of the network; Terraform, Node and Python clients read these.
+        # The fakes speak plain HTTP on loopback, which needs no proxy variable at all.
+        for name in ("HTTPS_PROXY", "https_proxy"):
+            env[name] = DEAD_PROXY
+        for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+            env.pop(name, None)
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost,::1"
+        self._env = env
+        lock = lock_file(self.workdir / "terraform", env=env)
+        for stack in (self.cfg.secrets_stack_name, self.cfg.node_stack_name):
+            folder = self.scratch / "cdktf.out" / "stacks" / stack
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy(lock, folder / ".terraform.lock.hcl")
+        return f"scratch copy, stand-in google-beta from {schema_file.name}, vLLM port {port}"
+
+    def _deploy_secrets(self) -> str:
+        shown = self._make("deploy-secrets", approve=True)
+        cfg, inv = self.cfg, self.cloud.inventory
+        expected = [
+            ("iam", f"projects/{REHEARSAL_PROJECT}/serviceAccounts/{self._account()}"),
+            ("secretmanager", f"projects/{REHEARSAL_PROJECT}/secrets/{cfg.hf_token_secret_id}"),
+            ("secretmanager", f"projects/{REHEARSAL_PROJECT}/secrets/{cfg.api_key_secret_id}"),
+            ("storage", f"b/{cfg.compile_cache_bucket(REHEARSAL_PROJECT)}"),
+        ]
+        missing = [f"{api}/{name}" for api, name in expected if inv.get(api, name) is None]
+        if missing:
+            raise StageFailure(f"`{shown}` passed but the fake cloud lacks {missing}")
+        return shown
+
+    def _account(self) -> str:
+        return f"{self.cfg.service_account_id}@{REHEARSAL_PROJECT}.iam.gserviceaccount.com"
+
+    def _secret(self) -> str:
+        shown = self._make("secret", stdin=self._token + "\n")
+        stored = self.cloud.secretmanager.values(REHEARSAL_PROJECT, self.cfg.hf_token_secret_id)
+        if stored[-1:] != [self._token.encode()]:
+            raise StageFailure(f"`{shown}` did not store the token piped to it")
+        return f"{shown} (token on stdin)"
+
+    def _api_key(self) -> str:
+        shown = self._make("api-key")
+        self._api_keys = self.cloud.secretmanager.values(
+            REHEARSAL_PROJECT, self.cfg.api_key_secret_id
+        )
+        if not self._api_keys:
+            raise StageFailure(f"`{shown}` stored no API key version")
+        return shown
+
+    def _deploy(self) -> str:
+        shown = self._make("deploy", approve=True)
+        node = self.cloud.tpu.node(self._node_name())
+        if node is None:
+            raise StageFailure(
+                f"`{shown}` passed but the fake TPU API has no node {self._node_name()}"
+            )
+        return f"{shown}: {', '.join(self.cloud.billing())}"
+
+    def _node_name(self) -> str:
+        return f"projects/{REHEARSAL_PROJECT}/locations/{self.cfg.zone}/nodes/{self.cfg.node_id}"
+
+    def _boot(self) -> str:
+        node = self.cloud.tpu.node(self._node_name()) or {}
+        script = (node.get("metadata") or {}).get("startup-script")
+        if not script:
+            raise StageFailure(f"node {self._node_name()} has no startup-script in its metadata")
+        self._sandbox = BootSandbox(self.workdir / "node")
+        with FakeMetadata(
+            inventory=self.cloud.inventory, tpu=self.cloud.tpu, node_name=self._node_name()
+        ) as metadata:
+            assert isinstance(metadata, FakeMetadata)
+            result = self._sandbox.boot(
+                script,
+                metadata_url=metadata.url,
+                secretmanager_host=self.cloud.secretmanager.host,
+                storage_host=self.cloud.storage.host,
+                hf_token_sha256=sha256(self._token),
+            )
+        if result.returncode != 0:
+            raise StageFailure(
+                f"the node's startup script exited {result.returncode}; log: {result.log}\n"
+                f"{_tail(result.log)}"
+            )
+        return "startup script from the node's metadata: vLLM ready, compile cache saved"
+
+    def _status(self) -> str:
+        shown = self._make("status")
+        text = (self.logs / f"{self._step:02d}-status.log").read_text()
+        wanted = "ACTIVE" if self.provisioning == "flex-start" else "READY"
+        if wanted not in text:
+            raise StageFailure(f"`{shown}` did not report the node {wanted}")
+        return shown
+
+    def _deploy_again(self) -> str:
+        before = self.cloud.call_count()
+        shown = self._make("deploy", approve=True)
+        changed = self.cloud.mutations(before)
+        text = _plain((self.logs / f"{self._step:02d}-deploy.log").read_text())
+        planned = [line.strip() for line in text.splitlines() if re.search(r"Plan: \d", line)]
+        unchanged = [
+            stack
+            for stack in (self.cfg.secrets_stack_name, self.cfg.node_stack_name)
+            if re.search(rf"^{re.escape(stack)}\s+No changes\.", text, re.M)
+        ]
+        if changed or planned or len(unchanged) != 2:
+            raise StageFailure(
+                f"the second `{shown}` was not a no-op: plans {planned or 'none shown'}, "
+                f"'No changes.' for {unchanged or 'no stack'}, API changes {changed[:5] or 'none'}"
+            )
+        return f"{shown}: no changes planned, no API call changed anything"
+
+    def _destroy(self) -> str:
+        shown = self._make("destroy", approve=True)
+        if self._sandbox is not None:
+            self._sandbox.stop()  # the VM is gone, and its container with it
+        left = self.cloud.billing()
+        if left:
+            raise StageFailure(f"`{shown}` passed but these still bill: {left}")
+        return f"{shown}: no queued resource, no node"
+
+    def _destroy_all(self) -> str:
+        shown = self._make("destroy-all", approve=True)
+        left = self.cloud.leftovers()
+        if left:
+            raise StageFailure(f"`{shown}` passed but the fake cloud still holds {left}")
+        return f"{shown}: nothing left but the enabled APIs"
+
+    def _no_secret_left(self) -> str:
+        values = [self._token.encode(), *self._api_keys]
+        found = []
+        for path in self.workdir.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                data = path.read_bytes()
+                if any(value in data for value in values):
+                    found.append(str(path.relative_to(self.workdir)))
+        if found:
+            raise StageFailure(f"a secret value was written to {found}")
+        return "no token or API key in any file, log, state or argument record"
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _plain(text: str) -> str:
+    """Without the terminal colour codes Terraform and the cdktf CLI print."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def _tail(log: Path, lines: int = 25) -> str:
+    text = _plain(log.read_text(errors="replace")).splitlines() if log.exists() else []
+    return "\n".join(f"      | {line}" for line in text[-lines:])

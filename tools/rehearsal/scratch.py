@@ -1,0 +1,94 @@
+"""A scratch copy of the repository for one rehearsal: its own deploy.toml, state and cdktf.out.
+
+The user's state files and deploy.toml are never read or written: the copy gets the tracked
+(and untracked, not ignored) files of the working tree, links to the installed .venv and
+node_modules, and a config file of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+# Never copied: the user's deployment, its state and everything generated.
+_SKIP_NAMES = {"deploy.toml"}
+_SKIP_DIRS = {".git", ".venv", "node_modules", "cdktf.out", "build", "bench-results"}
+REHEARSAL_PROJECT = "tpudeploy-rehearsal"
+
+
+def _tracked(repo: Path) -> list[str]:
+    try:
+        listing = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=repo,
+            capture_output=True,
+            check=True,
+        ).stdout
+        return sorted({p for p in listing.decode().split("\0") if p})
+    except (OSError, subprocess.CalledProcessError):
+        found = []
+        for root, dirs, files in os.walk(repo):
+            dirs[:] = [d for d in dirs if d not in _SKIP_DIRS and not d.startswith(".")]
+            found += [os.path.relpath(Path(root, f), repo) for f in files]
+        return sorted(found)
+
+
+def copy_repository(repo: Path, dest: Path) -> None:
+    """Copy the working tree's files to `dest`; link .venv and node_modules to the installed
+    ones."""
+    for rel in _tracked(repo):
+        parts = Path(rel).parts
+        if rel in _SKIP_NAMES or parts[0] in _SKIP_DIRS or rel.endswith((".tfstate", ".backup")):
+            continue
+        source = repo / rel
+        if not source.exists() and not source.is_symlink():
+            continue  # deleted in the working tree
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # copy2 keeps modification times, so make sees the same dependency order as in `repo`.
+        shutil.copy2(source, target, follow_symlinks=False)
+    for link in (".venv", "node_modules"):
+        installed = (repo / link).resolve()
+        if not installed.is_dir():
+            raise FileNotFoundError(f"{repo / link} is not installed: run `make install` first")
+        (dest / link).symlink_to(installed)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (for the node's vLLM)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def write_config(dest: Path, *, provisioning: str, port: int) -> Path:
+    """The rehearsed deployment: the seed's defaults, this provisioning model, a fake project,
+    vLLM on a free loopback port and the firewall opened to loopback (the smoke test's caller)."""
+    path = dest / "deploy.toml"
+    path.write_text(
+        "# Written by `make rehearse` for its scratch copy: the seed's deployment with\n"
+        "# the provisioning model asked for, in the fake cloud's project.\n"
+        f'project = "{REHEARSAL_PROJECT}"\n'
+        f'provisioning = "{provisioning}"\n'
+        "\n[network]\n"
+        'allowed_cidrs = ["127.0.0.1/32"]\n'
+        "\n[vllm]\n"
+        f"port = {port}\n"
+    )
+    return path
+
+
+def install_post_synth(dest: Path, hook: str, python: str) -> None:
+    """Run `hook` (module:function) on cdktf.out after every synth of the scratch copy: how the
+    tests break the synthesized JSON on purpose without touching the product."""
+    config_path = dest / "cdktf.json"
+    config = json.loads(config_path.read_text())
+    wrapper = f"{shlex.quote(python)} -m tools.rehearsal.post_synth {shlex.quote(hook)}"
+    config["app"] = f"{wrapper} -- {config['app']}"
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
