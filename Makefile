@@ -22,7 +22,8 @@ STACKS = $(PY) -m tpudeploy stacks
 
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	capacity cost status bench bench-quick bench-plan report readme \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel \
+	rehearse test-fast
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -137,8 +138,20 @@ report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make r
 	@test -n "$(RESULTS)" || { echo "usage: make report RESULTS=<dir of vllm bench serve JSON files>" >&2; exit 2; }
 	$(PY) -m tpudeploy.bench report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
 
-test: install ## Run the offline test suite
+test: install ## Run the offline test suite, the dress rehearsal included
 	$(PY) -m pytest -q
+
+test-fast: install ## The offline test suite without the rehearsal tier
+	$(PY) -m pytest -q -m "not rehearsal"
+
+# The whole lifecycle, make deploy-secrets to make destroy-all, run for real (cdktf CLI,
+# Terraform, the project's clients) against loopback fakes of the Google APIs, in a scratch copy
+# of the repository: never your state or deploy.toml. PROVISIONING=all runs the three side by
+# side. SCENARIO names what to rehearse (only the lifecycle so far).
+PROVISIONING ?= flex-start
+SCENARIO ?= lifecycle
+rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|spot|on-demand|all
+	$(PY) -m tools.rehearsal --provisioning $(PROVISIONING) --scenario $(SCENARIO) $(if $(KEEP),--keep)
 
 lint: $(VENV_STAMP) ## ruff and mypy
 	$(PY) -m ruff check .

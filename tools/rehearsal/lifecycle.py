@@ -200,6 +200,9 @@ class Rehearsal:
         env.update(
             DEPLOY_CONFIG=str(config),
             TF_CLI_CONFIG_FILE=str(cli_config),
+            # The cdktf CLI points Terraform at ~/.terraform.d/plugin-cache unless told
+            # otherwise: the stand-in must never land in the user's provider cache.
+            TF_PLUGIN_CACHE_DIR=str(self.workdir / "terraform" / "plugin-cache"),
             TF_IN_AUTOMATION="1",
             CHECKPOINT_DISABLE="1",
             DISABLE_VERSION_CHECK="1",
@@ -214,6 +217,7 @@ class Rehearsal:
             env.pop(name, None)
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost,::1"
         self._env = env
+        (self.workdir / "terraform" / "plugin-cache").mkdir(parents=True, exist_ok=True)
         lock = lock_file(self.workdir / "terraform", env=env)
         for stack in (self.cfg.secrets_stack_name, self.cfg.node_stack_name):
             folder = self.scratch / "cdktf.out" / "stacks" / stack

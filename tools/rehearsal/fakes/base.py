@@ -81,7 +81,9 @@ class LoopbackServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body: Any = raw or None
-                if raw and "json" in (self.headers.get("Content-Type") or "json"):
+                kind = self.headers.get("Content-Type") or "json"
+                # JSON unless the client said otherwise (curl --data-binary says form data).
+                if raw and ("json" in kind or "form-urlencoded" in kind):
                     try:
                         body = json.loads(raw)
                     except ValueError:

@@ -1,0 +1,107 @@
+"""Deliberate breaks for the rehearsal: post-synth hooks that edit the synthesized JSON the way a
+real defect would, so that tests/test_rehearsal.py can show the rehearsal failing on each.
+
+Each takes cdktf.out and runs after every synth of the scratch copy (tools/rehearsal/post_synth.py);
+all but `label_every_synth_differently` are idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Stack = dict[str, Any]
+
+
+def _edit(outdir: Path, suffix: str, change: Callable[[Stack], None]) -> None:
+    (path,) = [p for p in outdir.glob("stacks/*/cdk.tf.json") if p.parent.name.endswith(suffix)]
+    stack = json.loads(path.read_text())
+    change(stack)
+    path.write_text(json.dumps(stack, indent=2))
+
+
+def bind_to_google_ga(outdir: Path) -> None:
+    """A resource without `provider`: Terraform maps google_* to hashicorp/google (issue 10)."""
+    _edit(
+        outdir,
+        "-secrets",
+        lambda s: s["resource"]["google_service_account"]["node-sa"].pop("provider", None),
+    )
+
+
+def reference_missing_resource(outdir: Path) -> None:
+    """An interpolation naming a resource the stack does not declare."""
+
+    def change(stack: Stack) -> None:
+        grant = stack["resource"]["google_storage_bucket_iam_member"]["compile-cache-writer"]
+        grant["member"] = "serviceAccount:${google_service_account.node-account.email}"
+
+    _edit(outdir, "-secrets", change)
+
+
+def invalid_expression(outdir: Path) -> None:
+    """An interpolation Terraform cannot parse."""
+
+    def change(stack: Stack) -> None:
+        secret = stack["resource"]["google_secret_manager_secret"]["hf-token"]
+        secret["secret_id"] = "${lower(var.project}-hf-token"  # noqa: S105 - an id, no secret
+
+    _edit(outdir, "-secrets", change)
+
+
+def unescape_boot_script(outdir: Path) -> None:
+    """The boot script's bash `${...}` handed to Terraform as it is (no `$${` escape)."""
+
+    def unescape(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace("$${", "${")
+        if isinstance(value, list):
+            return [unescape(v) for v in value]
+        if isinstance(value, dict):
+            return {k: unescape(v) for k, v in value.items()}
+        return value
+
+    def change(stack: Stack) -> None:
+        for resources in stack["resource"].values():
+            for name, resource in resources.items():
+                for key in ("input", "triggers_replace", "metadata"):
+                    if key in resource:
+                        resource[key] = unescape(resource[key])
+                resources[name] = resource
+
+    _edit(outdir, "-node", change)
+
+
+def keep_queued_resource_on_destroy(outdir: Path) -> None:
+    """The flex-start queued resource without its destroy-time provisioner."""
+
+    def change(stack: Stack) -> None:
+        qr = stack["resource"]["terraform_data"]["queued-resource"]
+        qr["provisioner"] = [
+            p for p in qr["provisioner"] if p["local-exec"].get("when") != "destroy"
+        ]
+
+    _edit(outdir, "-node", change)
+
+
+def label_every_synth_differently(outdir: Path) -> None:
+    """A value that changes at every synth: the second deploy plans an update."""
+
+    def change(stack: Stack) -> None:
+        bucket = stack["resource"]["google_storage_bucket"]["compile-cache"]
+        bucket["labels"]["synthesized"] = str(time.time_ns())
+
+    _edit(outdir, "-secrets", change)
+
+
+def grant_viewer_instead_of_accessor(outdir: Path) -> None:
+    """The node's grant on the token secret lets it see the secret, not read its versions."""
+
+    def change(stack: Stack) -> None:
+        grant = stack["resource"]["google_secret_manager_secret_iam_member"]["hf-token-accessor"]
+        grant["role"] = "roles/secretmanager.viewer"
+
+    _edit(outdir, "-secrets", change)

@@ -1,0 +1,100 @@
+"""The dress rehearsal (`make rehearse`): the lifecycle passes for each provisioning model, and
+fails, at the stage that matters, on each defect it exists to catch.
+
+Every run is a real `python -m tools.rehearsal` (the cdktf CLI, Terraform, the stand-in provider,
+the boot sandbox) in its own scratch copy; the module starts them all at once, three at a time,
+and each test waits for its own. The breaks are post-synth hooks (tests/rehearsal_breaks.py) that
+edit the synthesized JSON after every synth; the product is not changed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tools.rehearsal.lifecycle import PROVISIONING_MODELS
+from tools.rehearsal.parallel import Run, Runner
+
+pytestmark = pytest.mark.rehearsal
+
+STAGES = [
+    "prepare",
+    "deploy-secrets",
+    "secret",
+    "api-key",
+    "deploy",
+    "boot",
+    "wait",
+    "smoke",
+    "status",
+    "deploy-again",
+    "destroy",
+    "destroy-all",
+    "no-secret-left",
+]
+
+# (hook in tests/rehearsal_breaks.py, the stage that must fail, a phrase its report must hold)
+BREAKS = {
+    "provider": ("bind_to_google_ga", "deploy-secrets", "hashicorp/google"),
+    "reference": ("reference_missing_resource", "deploy-secrets", "undeclared resource"),
+    "expression": ("invalid_expression", "deploy-secrets", "cdk.tf.json"),
+    "escape": ("unescape_boot_script", "deploy", "`make deploy AUTO_APPROVE=1` exited"),
+    "destroy": ("keep_queued_resource_on_destroy", "destroy", "still bill"),
+    "no-op": ("label_every_synth_differently", "deploy-again", "not a no-op"),
+    "grant": ("grant_viewer_instead_of_accessor", "boot", "may not read secret"),
+}
+
+
+@pytest.fixture(scope="module")
+def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iterator[Runner]:
+    """Every run of this module, started together (three at a time on two cores)."""
+    root = tmp_path_factory.mktemp("rehearsals")
+    runner = Runner(parallel=3)
+    for model in PROVISIONING_MODELS:
+        runner.start(model, ["--provisioning", model], root / model)
+    for label, (hook, _, _) in BREAKS.items():
+        args = ["--provisioning", "flex-start", "--post-synth", f"tests.rehearsal_breaks:{hook}"]
+        runner.start(f"break-{label}", args, root / label)
+    yield runner
+    runner.wait_all()
+
+
+def stage_lines(run: Run) -> dict[str, str]:
+    found = {}
+    for line in run.lines:
+        m = re.match(r"^  (\S+)\s+(ok|FAILED)\s+[\d.]+ s  ", line)
+        if m:
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+@pytest.mark.parametrize("model", PROVISIONING_MODELS)
+def test_the_lifecycle_passes(rehearsals: Runner, model: str) -> None:
+    run = rehearsals.wait(model, timeout=900)
+    assert run.returncode == 0, run.output
+    # Every stage ran, in the README's order, each with its own timed line.
+    assert list(stage_lines(run)) == STAGES, run.output
+    assert set(stage_lines(run).values()) == {"ok"}
+    assert run.lines[-1].startswith(f"rehearsal passed: {model} lifecycle")
+    # A pass cleans its scratch copy (state, logs, the fake node's disk) away.
+    assert not run.workdir.exists()
+
+
+@pytest.mark.parametrize("label", BREAKS)
+def test_each_deliberate_break_fails_at_its_stage(rehearsals: Runner, label: str) -> None:
+    _, stage, phrase = BREAKS[label]
+    run = rehearsals.wait(f"break-{label}", timeout=900)
+    assert run.returncode == 1, run.output
+    stages = stage_lines(run)
+    # The stages before it passed; the one that must catch the defect is the one that failed.
+    assert list(stages)[-1] == stage, run.output
+    assert stages[stage] == "FAILED"
+    assert all(result == "ok" for name, result in stages.items() if name != stage)
+    report = run.output[run.output.index(f"  {stage} ") :]
+    assert phrase in report, report
+    assert f"rehearsal FAILED at stage {stage} (flex-start)" in run.output
+    # A failed run keeps its logs for whoever reads the report.
+    assert any(Path(run.workdir, "logs").iterdir())
