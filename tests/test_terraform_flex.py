@@ -270,3 +270,30 @@ def test_a_suspended_queued_resource_is_replaced_by_the_next_deploy(
     assert len(fake.calls("POST")) == posts + 1, "the queued resource was created again"
     assert fake.exists(name)
     assert ws.run("plan", "-detailed-exitcode").returncode == 0
+
+
+def test_the_first_deploy_has_no_state_and_nothing_to_recover(
+    terraform: str,
+    synth: Synthesizer,
+    fake: FakeTpuApi,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the rehearsal: before the first apply there is no state file, and `terraform
+    state list` fails on that; recovery must let the first deploy create the queued resource."""
+    ws = workspace(terraform, synth, fake, tmp_path, OK)
+    monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", ws.env["TF_CLI_CONFIG_FILE"])
+    out = io.StringIO()
+    finding = recover.recover(
+        parse_config(OK),
+        PROJECT,
+        api=qr.TpuApi(retry_base_delay=0.001, log=out),
+        stack_dir=lambda: ws.folder,
+        terraform=terraform,
+        out=out,
+    )
+    assert finding.state == "NOT_FOUND"
+    assert "is not in Terraform's state; the deploy creates it" in out.getvalue()
+    assert ws.run("apply", "-auto-approve").returncode == 0
+    assert fake.exists(qr_name(OK))

@@ -100,14 +100,22 @@ class Terraform:
             raise RecoverError(f"{self.binary} is not on PATH; install Terraform") from None
         if result.returncode != 0:
             detail = (result.stderr or result.stdout).strip().splitlines()
-            raise RecoverError(f"terraform {args[0]} failed: " + " / ".join(detail[-3:]))
+            raise RecoverError(
+                f"terraform {args[0]} failed: " + " / ".join(detail[:1] + detail[-3:])
+            )
         return result.stdout
 
     def init(self) -> None:
         self._run("init", "-input=false")
 
     def state_list(self) -> list[str]:
-        return self._run("state", "list").split()
+        try:
+            return self._run("state", "list").split()
+        except RecoverError as exc:
+            # A stack's first deploy has no state file yet: nothing in it to replace.
+            if "No state file was found" in str(exc):
+                return []
+            raise
 
     def taint(self, address: str) -> None:
         self._run("taint", address)
