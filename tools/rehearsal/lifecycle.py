@@ -181,6 +181,12 @@ class Rehearsal:
     # ---- stages
 
     def _prepare(self) -> str:
+        for tool in ("terraform", "curl", "bash", "make"):
+            if shutil.which(tool) is None:
+                raise StageFailure(
+                    f"{tool} is not on PATH: the rehearsal runs the real one (Terraform 1.11.4; "
+                    "curl, as the node's boot script does)"
+                )
         for folder in (self.scratch, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
         copy_repository(self.repo, self.scratch)
