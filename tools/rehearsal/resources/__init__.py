@@ -1,0 +1,37 @@
+"""What the stand-in provider does for each google-beta resource type: the REST calls the real
+provider makes (same API, same resource names), sent to the loopback fakes.
+
+Each class maps Terraform attributes to one API's request bodies and reads back the values the
+real provider reports as computed. Adding a resource type (issue 16: a Cloud Scheduler job, a
+service account IAM binding) means one class here and its routes in a fake; its schema is
+generated from the bindings like the others (tools/rehearsal/schema.py).
+"""
+
+from __future__ import annotations
+
+from tools.rehearsal.resources.base import ApiError, ProviderConfig, Resource
+from tools.rehearsal.resources.compute import ComputeFirewall
+from tools.rehearsal.resources.iam import ServiceAccount
+from tools.rehearsal.resources.secretmanager import (
+    SecretManagerSecret,
+    SecretManagerSecretIamMember,
+)
+from tools.rehearsal.resources.serviceusage import ProjectService
+from tools.rehearsal.resources.storage import StorageBucket, StorageBucketIamMember
+from tools.rehearsal.resources.tpu import TpuV2Vm
+
+__all__ = ["RESOURCES", "ApiError", "ProviderConfig", "Resource"]
+
+RESOURCES: dict[str, type[Resource]] = {
+    cls.type_name: cls
+    for cls in (
+        ProjectService,
+        ServiceAccount,
+        SecretManagerSecret,
+        SecretManagerSecretIamMember,
+        StorageBucket,
+        StorageBucketIamMember,
+        ComputeFirewall,
+        TpuV2Vm,
+    )
+}
