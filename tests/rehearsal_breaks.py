@@ -7,6 +7,7 @@ all but `label_every_synth_differently` are idempotent.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -75,14 +76,25 @@ def unescape_boot_script(outdir: Path) -> None:
     _edit(outdir, "-node", change)
 
 
-def keep_queued_resource_on_destroy(outdir: Path) -> None:
-    """The flex-start queued resource without its destroy-time provisioner."""
+def add_a_queued_resource_without_its_delete(outdir: Path) -> None:
+    """A second flex-start queued resource declared with its create provisioner only: nothing
+    on the destroy path deletes it (`make destroy`'s clean-up deletes the configured one by name,
+    not this one), so it would bill on after `make destroy`."""
 
     def change(stack: Stack) -> None:
-        qr = stack["resource"]["terraform_data"]["queued-resource"]
-        qr["provisioner"] = [
-            p for p in qr["provisioner"] if p["local-exec"].get("when") != "destroy"
+        resources = stack["resource"]["terraform_data"]
+        spare = copy.deepcopy(resources["queued-resource"])
+        spec = json.loads(spare["input"])
+        spec["queued_resource_id"] += "-spare"
+        spec["node_id"] += "-spare"
+        text = json.dumps(spec, sort_keys=True)
+        spare["input"] = text
+        spare["triggers_replace"] = [text]
+        spare["provisioner"] = [
+            p for p in spare["provisioner"] if p["local-exec"].get("when") != "destroy"
         ]
+        spare["//"]["metadata"]["path"] += "-spare"
+        resources["queued-resource-spare"] = spare
 
     _edit(outdir, "-node", change)
 

@@ -42,7 +42,11 @@ BREAKS = {
     "reference": ("reference_missing_resource", "deploy-secrets", "undeclared resource"),
     "expression": ("invalid_expression", "deploy-secrets", "cdk.tf.json"),
     "escape": ("unescape_boot_script", "deploy", "`make deploy AUTO_APPROVE=1` exited"),
-    "destroy": ("keep_queued_resource_on_destroy", "destroy", "still bill"),
+    "destroy": (
+        "add_a_queued_resource_without_its_delete",
+        "destroy",
+        "queuedResources/gemma4-v5e-qr-spare",
+    ),
     "no-op": ("label_every_synth_differently", "deploy-again", "not a no-op"),
     "grant": ("grant_viewer_instead_of_accessor", "boot", "may not read secret"),
 }

@@ -288,7 +288,7 @@ def test_the_first_deploy_has_no_state_and_nothing_to_recover(
     finding = recover.recover(
         parse_config(OK),
         PROJECT,
-        api=qr.TpuApi(retry_base_delay=0.001, log=out),
+        api=qr.TpuApi(log=out),
         stack_dir=lambda: ws.folder,
         terraform=terraform,
         out=out,

@@ -30,6 +30,7 @@ from tools.rehearsal.scratch import (
     write_config,
 )
 from tpudeploy.config import DeployConfig, load_config
+from tpudeploy.names import service_account_email
 
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # Issue 16 adds preemption and deadline scenarios; the lifecycle is the one there is.
@@ -246,7 +247,7 @@ class Rehearsal:
         return shown
 
     def _account(self) -> str:
-        return f"{self.cfg.service_account_id}@{REHEARSAL_PROJECT}.iam.gserviceaccount.com"
+        return service_account_email(self.cfg.service_account_id, REHEARSAL_PROJECT)
 
     def _secret(self) -> str:
         shown = self._make("secret", stdin=self._token + "\n")

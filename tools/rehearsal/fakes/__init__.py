@@ -78,9 +78,11 @@ class FakeCloud:
         return self.tpu.billing()
 
     def leftovers(self) -> list[str]:
-        """Everything still in the inventory besides enabled services and billing resources."""
+        """Everything that still exists, enabled APIs aside: accounts, secrets, buckets,
+        firewalls (the inventory) and TPU nodes or queued resources (the TPU fake)."""
         with self.inventory.locked() as inv:
-            return sorted(key for key in inv.objects if "/operations/" not in key)
+            kept = sorted(key for key in inv.objects if "/operations/" not in key)
+        return kept + self.billing()
 
     def mutations(self, since: int = 0) -> list[str]:
         """Changing requests (any API) logged after the first `since` calls."""

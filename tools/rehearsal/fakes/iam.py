@@ -7,11 +7,10 @@ from typing import Any
 
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
+from tpudeploy.names import SERVICE_ACCOUNT_ID_RE, service_account_email
 
 _COLLECTION = r"/v1/projects/(?P<project>[^/]+)/serviceAccounts"
 _ACCOUNT = _COLLECTION + r"/(?P<email>[^/:]+)"
-# Service account ids: 6-30 characters, lowercase letters, digits and dashes, a letter first.
-_ACCOUNT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 
 class FakeIam(ApiFake):
@@ -29,9 +28,11 @@ class FakeIam(ApiFake):
         if disabled:
             return disabled
         account_id = str((body or {}).get("accountId", ""))
-        if not _ACCOUNT_ID.match(account_id):
-            return api_error(400, f"accountId {account_id!r} must match {_ACCOUNT_ID.pattern}")
-        email = f"{account_id}@{project}.iam.gserviceaccount.com"
+        if not SERVICE_ACCOUNT_ID_RE.fullmatch(account_id):
+            return api_error(
+                400, f"accountId {account_id!r} must match {SERVICE_ACCOUNT_ID_RE.pattern}"
+            )
+        email = service_account_email(account_id, project)
         name = f"projects/{project}/serviceAccounts/{email}"
         if self.inventory.get(self.api, name) is not None:
             return api_error(409, f"Service account {account_id} already exists within project.")

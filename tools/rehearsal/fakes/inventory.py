@@ -183,11 +183,3 @@ class Inventory:
 
     def record(self, api: str, method: str, path: str, principal: str, status: int) -> None:
         self.calls.append(Call(api, method, path, principal, status))
-
-    def billing(self) -> list[str]:
-        """What would still bill: TPU nodes and queued resources."""
-        return [
-            key
-            for key in sorted(self.objects)
-            if key.startswith("tpu/") and ("/nodes/" in key or "/queuedResources/" in key)
-        ]
