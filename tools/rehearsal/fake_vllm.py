@@ -1,10 +1,11 @@
 """A small OpenAI-compatible server in place of the vLLM container (standard library only).
 
 Started by the stand-in `docker run` with the container's own command line
-(`vllm serve MODEL --port P ...`) and environment. Like vLLM: it needs HF_TOKEN to "download"
-the gated weights (and, given --hf-token-sha256, the right one), binds only once loaded,
-answers /health, and guards /v1 with VLLM_API_KEY. The chat answers are canned: the rehearsal
-proves the deployment's wiring, not the model.
+(`vllm serve MODEL --port P ...`) and environment. Like vLLM: it needs the Hugging Face token
+(HF_TOKEN_PATH, the file the node mounts, or HF_TOKEN) to "download" the gated weights (and,
+given --hf-token-sha256, the right one), binds 127.0.0.1 only once loaded, answers /health, and
+guards /v1 with VLLM_API_KEY only when that is set (behind the node's proxy it is not). The chat
+answers are canned: the rehearsal proves the deployment's wiring, not the model.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def _answer(model: str, body: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     args, model, port = _parse(argv)
     token = os.environ.get("HF_TOKEN", "")
+    path = os.environ.get("HF_TOKEN_PATH", "")
+    if not token and path and os.path.isfile(path):
+        with open(path) as handle:
+            token = handle.read().strip()
     if not token:
         print(f"401 Client Error: {model} is a gated repo and HF_TOKEN is empty", flush=True)
         return 1

@@ -21,7 +21,7 @@ from tools.rehearsal.fakes import FakeCloud
 from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.resources import RESOURCES
-from tools.rehearsal.sandbox import BootSandbox, sha256
+from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
 from tools.rehearsal.scratch import (
     REHEARSAL_PROJECT,
     copy_repository,
@@ -182,17 +182,24 @@ class Rehearsal:
     # ---- stages
 
     def _prepare(self) -> str:
-        for tool in ("terraform", "curl", "bash", "make"):
+        for tool in ("terraform", "curl", "openssl", "timeout", "bash", "make"):
             if shutil.which(tool) is None:
                 raise StageFailure(
                     f"{tool} is not on PATH: the rehearsal runs the real one (Terraform 1.11.4; "
-                    "curl, as the node's boot script does)"
+                    "curl and openssl, as the node's boot script does)"
                 )
+        if nginx_binary() is None:
+            raise StageFailure(
+                "nginx is not installed: the node's front door runs for real (apt-get install "
+                "nginx, as .ci/system-packages does)"
+            )
         for folder in (self.scratch, self.logs):
             folder.mkdir(parents=True, exist_ok=True)
         copy_repository(self.repo, self.scratch)
-        port = free_port()
-        config = write_config(self.scratch, provisioning=self.provisioning, port=port)
+        port, proxy_port = free_port(), free_port()
+        config = write_config(
+            self.scratch, provisioning=self.provisioning, port=port, proxy_port=proxy_port
+        )
         self._cfg = load_config(config)
         python = str(self.scratch / ".venv" / "bin" / "python")
         if self.post_synth:
@@ -230,7 +237,10 @@ class Rehearsal:
             folder = self.scratch / "cdktf.out" / "stacks" / stack
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy(lock, folder / ".terraform.lock.hcl")
-        return f"scratch copy, stand-in google-beta from {schema_file.name}, vLLM port {port}"
+        return (
+            f"scratch copy, stand-in google-beta from {schema_file.name}, vLLM on port {port} "
+            f"behind the proxy on {proxy_port}"
+        )
 
     def _deploy_secrets(self) -> str:
         shown = self._make("deploy-secrets", approve=True)
@@ -299,7 +309,10 @@ class Rehearsal:
                 f"the node's startup script exited {result.returncode}; log: {result.log}\n"
                 f"{_tail(result.log)}"
             )
-        return "startup script from the node's metadata: vLLM ready, compile cache saved"
+        return (
+            "startup script from the node's metadata: vLLM ready behind the TLS proxy, "
+            "compile cache saved"
+        )
 
     def _status(self) -> str:
         shown = self._make("status")

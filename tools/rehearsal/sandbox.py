@@ -1,6 +1,7 @@
 """The node's boot, on this machine: the startup script from the created node's metadata, run
 under bash against the fake metadata server, Secret Manager and Cloud Storage, with the real
-curl and a stand-in `docker` whose `run` starts tools/rehearsal/fake_vllm.py on loopback."""
+curl, openssl and coreutils and a stand-in `docker` whose `run` starts tools/rehearsal/fake_vllm.py
+for the vLLM container and Debian's nginx, on the rendered config, for the proxy container."""
 
 from __future__ import annotations
 
@@ -8,15 +9,23 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STAND_IN = HERE / "stubs" / "stand_in.py"
 FAKE_VLLM = HERE / "fake_vllm.py"
+# A real tmpfs for the node's /run: the startup script refuses to write its secrets elsewhere.
+SHM = Path("/dev/shm")  # noqa: S108 - only ever a mkdtemp (0700, unique) below it
+
+
+def nginx_binary() -> str | None:
+    return shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
 
 
 @dataclass
@@ -33,8 +42,12 @@ class BootSandbox:
         self.home = root / "home"
         self.stub_dir = root / "stub"
         self.bin = root / "bin"
-        self.run_dir = root / "run" / "tpudeploy"
-        for folder in (self.home, self.stub_dir, self.bin, self.run_dir.parent):
+        # The node's /run: a tmpfs like the VM's (the secrets and the proxy's key live there and
+        # nowhere else), removed by stop().
+        memory = SHM if SHM.is_dir() and os.access(SHM, os.W_OK) else None
+        self.run_root = Path(tempfile.mkdtemp(prefix="tpudeploy-rehearsal-", dir=memory))
+        self.run_dir = self.run_root / "tpudeploy"
+        for folder in (self.home, self.stub_dir, self.bin):
             folder.mkdir(parents=True, exist_ok=True)
         # Only docker is a stand-in; curl, tar, sleep and the rest are the machine's own.
         (self.bin / "docker").symlink_to(STAND_IN)
@@ -50,16 +63,17 @@ class BootSandbox:
         hf_token_sha256: str,
     ) -> BootResult:
         """Run the startup script once, like the guest agent does at boot."""
+        nginx = nginx_binary()
+        if nginx is None:
+            raise FileNotFoundError("nginx is not installed (apt-get install nginx)")
+        engine = [os.path.realpath(sys.executable), "-S", str(FAKE_VLLM)]
         (self.stub_dir / "config.json").write_text(
             json.dumps(
                 {
-                    "serve": [
-                        os.path.realpath(sys.executable),
-                        "-S",
-                        str(FAKE_VLLM),
-                        "--hf-token-sha256",
-                        hf_token_sha256,
-                    ]
+                    "serve": {
+                        "vllm": [*engine, "--hf-token-sha256", hf_token_sha256],
+                        "nginx": nginx,
+                    }
                 }
             )
         )
@@ -79,7 +93,17 @@ class BootSandbox:
             "TPUDEPLOY_BACKOFF_SECONDS": "1",
             "TPUDEPLOY_READY_TIMEOUT": "60",
             "TPUDEPLOY_POLL_SECONDS": "1",
+            "TPUDEPLOY_PULL_TIMEOUT": "60",
         }
+        if self.run_root.parent != SHM:
+            # No /dev/shm here: say which filesystem stands in for memory (as tests do).
+            fs = subprocess.run(
+                ["stat", "-f", "-c", "%T", str(self.run_root)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            env["TPUDEPLOY_MEMORY_FILESYSTEMS"] = fs
         with open(log, "wb") as out:
             proc = subprocess.run(
                 ["bash", str(path)],
@@ -93,14 +117,13 @@ class BootSandbox:
         return BootResult(proc.returncode, log)
 
     def stop(self) -> None:
-        """The VM is gone: stop what its container started."""
+        """The VM is gone: stop what its containers started, and its memory with it."""
         state_path = self.stub_dir / "state.json"
-        if not state_path.exists():
-            return
-        pid = json.loads(state_path.read_text()).get("pid")
-        if pid:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGTERM)
+        if state_path.exists():
+            for pid in json.loads(state_path.read_text()).get("pids", {}).values():
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGTERM)
+        shutil.rmtree(self.run_root, ignore_errors=True)
 
 
 def sha256(value: str) -> str:

@@ -67,9 +67,10 @@ def free_port() -> int:
         return port
 
 
-def write_config(dest: Path, *, provisioning: str, port: int) -> Path:
+def write_config(dest: Path, *, provisioning: str, port: int, proxy_port: int) -> Path:
     """The rehearsed deployment: the seed's defaults, this provisioning model, a fake project,
-    vLLM on a free loopback port and the firewall opened to loopback (the smoke test's caller)."""
+    vLLM and its proxy on free loopback ports and the firewall opened to loopback (the smoke
+    test's caller)."""
     path = dest / "deploy.toml"
     path.write_text(
         "# Written by `make rehearse` for its scratch copy: the seed's deployment with\n"
@@ -80,6 +81,8 @@ def write_config(dest: Path, *, provisioning: str, port: int) -> Path:
         'allowed_cidrs = ["127.0.0.1/32"]\n'
         "\n[vllm]\n"
         f"port = {port}\n"
+        "\n[proxy]\n"
+        f"port = {proxy_port}\n"
     )
     return path
 

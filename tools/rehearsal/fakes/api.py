@@ -22,6 +22,8 @@ class ApiFake(LoopbackServer):
 
     def __init__(self, inventory: Inventory | None = None) -> None:
         self.inventory = inventory if inventory is not None else Inventory()
+        # The headers of the request being answered (handlers run one at a time, under the lock).
+        self.headers: dict[str, str] = {}
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         self.routes()
         super().__init__(self._dispatch)
@@ -36,6 +38,7 @@ class ApiFake(LoopbackServer):
         url = urlsplit(path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         with self.inventory.locked() as inv:
+            self.headers = headers
             principal = inv.principal(headers)
             answer: Answer
             if principal is None:

@@ -60,6 +60,12 @@ class FakeMetadata(LoopbackServer):
             return 200, json.dumps(
                 {"access_token": token, "expires_in": 3599, "token_type": "Bearer"}
             ).encode()
+        endpoint = (node.get("networkEndpoints") or [{}])[0]
+        if key == "instance/network-interfaces/0/ip" and endpoint.get("ipAddress"):
+            return 200, str(endpoint["ipAddress"]).encode()
+        external = (endpoint.get("accessConfig") or {}).get("externalIp")
+        if key == "instance/network-interfaces/0/access-configs/0/external-ip" and external:
+            return 200, str(external).encode()
         if key == "instance/service-accounts/default/email":
             return 200, str((node.get("serviceAccount") or {}).get("email", "")).encode()
         if key.startswith("instance/attributes/"):

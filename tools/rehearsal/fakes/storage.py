@@ -160,7 +160,10 @@ class FakeStorage(ApiFake):
             return 404, b"<Error><Code>NoSuchBucket</Code></Error>"
         key = f"b/{m['bucket']}"
         existing = bucket["_objects"].get(m["object"])
-        # Replacing an object needs delete as well as create (hence objectAdmin for the cache).
+        # Create-only uploads: the precondition fails before any permission is looked at.
+        if existing and self.headers.get("x-goog-if-generation-match") == "0":
+            return 412, b"<Error><Code>PreconditionFailed</Code></Error>"
+        # Replacing an object needs delete as well as create (objectCreator cannot).
         needed = ["storage.objects.create"] + (["storage.objects.delete"] if existing else [])
         if not all(self.inventory.allowed(who, self.api, key, p) for p in needed):
             return 403, b"<Error><Code>AccessDenied</Code></Error>"

@@ -6,13 +6,24 @@ $STUB_DIR/calls.jsonl: the command, its argv, and the name and sha256 of every e
 variable (never a value), so a test can prove no secret reached a command or its environment.
 Scripted answers come from $STUB_DIR/config.json (written by the test) and mutable state lives in
 $STUB_DIR/state.json.
+
+With `serve` in config.json (the rehearsal), `docker run` starts each container's program as a
+real process on this machine: the vLLM container's `vllm serve ...` through serve.vllm (a fake
+engine), the proxy container's nginx as the real nginx (serve.nginx) on the rendered config,
+listening on loopback only. A container's paths and `-e` values are mapped to the host paths
+mounted there; `docker ps` and `docker rm` then look at and stop that process.
 """
 
+import contextlib
 import hashlib
 import json
 import os
+import re
+import signal
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 STUB_DIR = Path(os.environ["STUB_DIR"])
 # Stands in for what `docker image inspect` reports as the pulled manifest's digest.
@@ -22,7 +33,7 @@ SECRETMANAGER = "http://secretmanager.test/v1"
 STORAGE = "http://storage.test"
 
 
-def load(name, default):
+def load(name: str, default: Any) -> Any:
     path = STUB_DIR / name
     return json.loads(path.read_text()) if path.exists() else default
 
@@ -31,15 +42,15 @@ CONFIG = load("config.json", {})
 STATE = load("state.json", {})
 
 
-def save_state():
+def save_state() -> None:
     (STUB_DIR / "state.json").write_text(json.dumps(STATE))
 
 
-def sha256(data):
+def sha256(data: str | bytes) -> str:
     return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()
 
 
-def record(cmd, extra=None):
+def record(cmd: str, extra: dict[str, Any] | None = None) -> None:
     entry = {
         "cmd": cmd,
         "argv": sys.argv[1:],
@@ -54,7 +65,7 @@ def record(cmd, extra=None):
 # ---- docker
 
 
-def run_options(args):
+def run_options(args: list[str]) -> dict[str, Any]:
     """Name, image, mounts and -e values of `docker run ARGS` (the flags the scripts use)."""
     with_value = {
         "--name",
@@ -68,7 +79,14 @@ def run_options(args):
         "--entrypoint",
         "--user",
     }
-    opts = {"name": None, "mounts": [], "env": {}, "image": None}
+    opts: dict[str, Any] = {
+        "name": None,
+        "mounts": [],
+        "env": {},
+        "image": None,
+        "entrypoint": None,
+        "command": [],
+    }
     i = 0
     while i < len(args):
         arg = args[i]
@@ -82,16 +100,78 @@ def run_options(args):
             elif arg == "-e":
                 key, _, val = value.partition("=")
                 opts["env"][key] = val
+            elif arg == "--entrypoint":
+                opts["entrypoint"] = value
             i += 2
         elif arg.startswith("-"):
             i += 1
         else:
             opts["image"] = arg
+            opts["command"] = args[i + 1 :]
             break
     return opts
 
 
-def docker(args):
+# ---- serving containers for real (the rehearsal)
+
+
+def host_path(value: str, mounts: list[tuple[str, str]]) -> str:
+    """A path inside the container -> the host path mounted there (unchanged otherwise)."""
+    for src, dst in mounts:
+        if value == dst or value.startswith(dst.rstrip("/") + "/"):
+            return src + value[len(dst.rstrip("/")) :]
+    return value
+
+
+def alive(name: str) -> bool:
+    pid = STATE.get("pids", {}).get(name)
+    if pid is None:
+        return True  # not a served container: the scripted state decides
+    stat = Path(f"/proc/{pid}/stat")
+    # Gone, or a zombie nobody reaped: either way not running.
+    return stat.exists() and not stat.read_text().rsplit(") ", 1)[-1].startswith("Z")
+
+
+def stop(name: str) -> None:
+    pid = STATE.get("pids", {}).pop(name, None)
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGTERM)
+
+
+def serve(opts: dict[str, Any], vllm: bool) -> None:
+    """Start the container's program: the fake engine, or nginx bound to loopback."""
+    mounts = opts["mounts"]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env.update({key: host_path(value, mounts) for key, value in opts["env"].items()})
+    if vllm:
+        argv = [*CONFIG["serve"]["vllm"], *opts["command"]]
+    else:
+        argv = [CONFIG["serve"]["nginx"], *[host_path(a, mounts) for a in opts["command"]]]
+        conf = Path(argv[argv.index("-c") + 1])
+        # The node's proxy listens on every address; here, on loopback only.
+        local = conf.with_name("nginx.loopback.conf")
+        text = re.sub(
+            r"^( *)listen (\d+) ssl;", r"\1listen 127.0.0.1:\2 ssl;", conf.read_text(), flags=re.M
+        )
+        local.write_text(text)
+        argv[argv.index("-c") + 1] = str(local)
+        prefix = STUB_DIR / f"{opts['name']}-tmp"
+        prefix.mkdir(exist_ok=True)
+        argv[argv.index("-p") + 1] = f"{prefix}/"
+    with open(STUB_DIR / f"{opts['name']}.log", "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    STATE.setdefault("pids", {})[opts["name"]] = proc.pid
+
+
+def docker(args: list[str]) -> int:
     sub = args[0]
     containers = STATE.setdefault("containers", {})
     if sub == "run":
@@ -106,7 +186,7 @@ def docker(args):
         record("docker")
     if sub == "ps":
         name = next(a for a in args if a.startswith("name=")).removeprefix("name=^/").rstrip("$")
-        if containers.get(name) == "running":
+        if containers.get(name) == "running" and alive(name):
             print("3f2a1b0c9d8e")
         return 0
     if sub == "pull":
@@ -132,6 +212,7 @@ def docker(args):
         if containers.get(name):
             STATE["removed"] = STATE.get("removed", 0) + 1
             containers.pop(name)
+            stop(name)
             save_state()
             return 0
         return 1
@@ -142,6 +223,8 @@ def docker(args):
             return 125
         is_vllm = any(dst == "/root/.cache/vllm" for _, dst in opts["mounts"])
         containers[name] = CONFIG.get("container_after_run", "running") if is_vllm else "running"
+        if CONFIG.get("serve"):
+            serve(opts, is_vllm)
         if not is_vllm and CONFIG.get("compile_on_proxy_start") and STATE.get("cache_dir"):
             # A first request through the proxy makes vLLM compile one more program.
             late = Path(STATE["cache_dir"]) / "xla_cache" / CONFIG["compile_on_proxy_start"]
@@ -167,8 +250,8 @@ def docker(args):
 # ---- curl
 
 
-def parse_curl(args):
-    opts = {
+def parse_curl(args: list[str]) -> dict[str, Any]:
+    opts: dict[str, Any] = {
         "headers": [],
         "method": None,
         "data": None,
@@ -214,11 +297,11 @@ def parse_curl(args):
     return opts
 
 
-def bearer_ok(opts):
+def bearer_ok(opts: dict[str, Any]) -> bool:
     return f"Authorization: Bearer {CONFIG['access_token']}" in opts["headers"]
 
 
-def curl_answer(opts):
+def curl_answer(opts: dict[str, Any]) -> tuple[int, bytes]:
     """(status, body bytes) for one request; status 0 means connection refused."""
     url, method = opts["url"], opts["method"] or ("PUT" if opts["upload"] else "GET")
     if url.startswith(METADATA):
@@ -298,7 +381,7 @@ def curl_answer(opts):
     return 0, b""
 
 
-def curl(args):
+def curl(args: list[str]) -> int:
     opts = parse_curl(args)
     status, body = curl_answer(opts)
     record("curl", {"url": opts["url"], "status": status})
@@ -318,7 +401,7 @@ def curl(args):
     return 0
 
 
-def main():
+def main() -> int:
     cmd = Path(sys.argv[0]).name
     args = sys.argv[1:]
     if cmd == "docker":
