@@ -29,6 +29,7 @@ from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.resources import RESOURCES
 
 PROJECT = "rehearsal-unit"
+MODEL = "google/gemma-4-E2B-it"
 SA = f"node-account@{PROJECT}.iam.gserviceaccount.com"
 
 
@@ -45,7 +46,9 @@ def block(schemas: dict[str, Any], rtype: str) -> dict[str, Any]:
     return found
 
 
-def test_every_resource_type_the_stacks_use_has_a_schema_and_a_fake(schemas) -> None:
+def test_every_resource_type_the_stacks_use_has_a_schema_and_a_fake(
+    schemas: dict[str, Any],
+) -> None:
     used = {
         "google_project_service",
         "google_service_account",
@@ -61,7 +64,7 @@ def test_every_resource_type_the_stacks_use_has_a_schema_and_a_fake(schemas) -> 
     assert schemas["provider_version"] == "6.50.0"
 
 
-def test_tpu_v2_vm_schema_is_the_real_providers(schemas) -> None:
+def test_tpu_v2_vm_schema_is_the_real_providers(schemas: dict[str, Any]) -> None:
     """Facts of google-beta 6.50.0's google_tpu_v2_vm (its documentation): required name and
     runtime, computed endpoints with nested access configs, one-element config blocks."""
     vm = block(schemas, "google_tpu_v2_vm")
@@ -88,7 +91,7 @@ def test_tpu_v2_vm_schema_is_the_real_providers(schemas) -> None:
     assert "spot" in blocks["scheduling_config"]["block"]["attributes"]
 
 
-def test_sets_lists_and_the_provider_block(schemas) -> None:
+def test_sets_lists_and_the_provider_block(schemas: dict[str, Any]) -> None:
     firewall = block(schemas, "google_compute_firewall")
     # allow/deny and source_ranges are sets in the real provider (order does not matter).
     assert firewall["block_types"]["allow"]["nesting_mode"] == "set"
@@ -285,7 +288,9 @@ def node_with_secret(cloud: FakeCloud, *, role: str) -> tuple[str, str]:
     ("role", "status"),
     [("roles/secretmanager.secretAccessor", 200), ("roles/secretmanager.viewer", 403)],
 )
-def test_the_node_reads_a_secret_only_with_an_accessor_grant(cloud, role, status) -> None:
+def test_the_node_reads_a_secret_only_with_an_accessor_grant(
+    cloud: FakeCloud, role: str, status: int
+) -> None:
     _, token = node_with_secret(cloud, role=role)
     path = f"/v1/projects/{PROJECT}/secrets/s/versions/latest:access"
     got, body = call(cloud.secretmanager.host, "GET", path, token=token)
@@ -418,32 +423,73 @@ def start_vllm(port: int, env: dict[str, str], expected_token: str) -> subproces
     )
 
 
-def test_fake_vllm_needs_the_stored_token_and_guards_v1_with_the_key() -> None:
+def post(port: int, body: dict[str, Any], key: str = "") -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers=headers,
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status), json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def wait_for(port: int) -> None:
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing answered on port {port}")
+
+
+def test_fake_vllm_needs_the_stored_token_and_answers_chat_and_tool_calls(
+    tmp_path: Path,
+) -> None:
     token = "hf_" + "unitTestTokenNotReal"
-    wrong = start_vllm(free_port(), {"HF_TOKEN": "hf_other", "VLLM_API_KEY": "k"}, token)
+    wrong = start_vllm(free_port(), {"HF_TOKEN": "hf_other"}, token)
     assert wrong.wait(timeout=10) == 1
     assert b"not the stored token" in (wrong.stdout.read() if wrong.stdout else b"")
+    absent = start_vllm(free_port(), {}, token)
+    assert absent.wait(timeout=10) == 1
 
+    # As on the node: the token is a file mounted into the container (HF_TOKEN_PATH).
+    token_file = tmp_path / "hf_token"
+    token_file.write_text(token)
     port = free_port()
-    server = start_vllm(port, {"HF_TOKEN": token, "VLLM_API_KEY": "k"}, token)
+    server = start_vllm(port, {"HF_TOKEN_PATH": str(token_file)}, token)
+    keyed_port = free_port()
+    keyed = start_vllm(keyed_port, {"HF_TOKEN": token, "VLLM_API_KEY": "k"}, token)
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        from tpudeploy import smoke
-
-        with pytest.raises(smoke.SmokeError, match="401"):
-            smoke.chat(f"http://127.0.0.1:{port}", "wrong", "google/gemma-4-E2B-it")
-        content, _ = smoke.chat(f"http://127.0.0.1:{port}", "k", "google/gemma-4-E2B-it")
-        assert content
-        call_, _ = smoke.tool_call(f"http://127.0.0.1:{port}", "k", "google/gemma-4-E2B-it")
-        assert call_["arguments"] == {"city": "Paris"}
+        wait_for(port)
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "Say hi."}]}
+        status, answer = post(port, chat)
+        assert status == 200 and answer["choices"][0]["message"]["content"]
+        tool = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "What is the weather in Paris right now?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather"}}],
+        }
+        status, answer = post(port, tool)
+        (call_,) = answer["choices"][0]["message"]["tool_calls"]
+        assert call_["function"]["name"] == "get_weather"
+        assert json.loads(call_["function"]["arguments"]) == {"city": "Paris"}
+        assert post(port, {**chat, "model": "other"})[0] == 404
+        # With VLLM_API_KEY (not on the node, where the proxy checks the key) /v1 needs it.
+        wait_for(keyed_port)
+        assert post(keyed_port, chat)[0] == 401
+        assert post(keyed_port, chat, key="k")[0] == 200
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        for proc in (server, keyed):
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 # ---- the rehearsal's own errors
