@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import shutil
+import string
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ from tools.rehearsal.scratch import (
     write_config,
 )
 from tpudeploy.config import DeployConfig, load_config
+from tpudeploy.config.secretshape import HF_TOKEN_RE
 from tpudeploy.names import service_account_email
 
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
@@ -77,7 +79,11 @@ class Rehearsal:
             )
         self.scratch = self.workdir / "repo"
         self.logs = self.workdir / "logs"
-        self._token = "hf_" + secrets.token_urlsafe(24)
+        # A token of the real format (tpudeploy.config.secretshape): make secret and the node
+        # refuse anything else.
+        alphabet = string.ascii_letters + string.digits
+        self._token = "hf_" + "".join(secrets.choice(alphabet) for _ in range(34))
+        assert HF_TOKEN_RE.match(self._token)
         self._env: dict[str, str] = {}
         self._cloud: FakeCloud | None = None
         self._sandbox: BootSandbox | None = None
