@@ -65,8 +65,10 @@ def _rows(model: type[BaseModel], table: str) -> list[tuple[str, str, str]]:
             else:
                 rows += _rows(annotation, f"{table}.{key}" if table else key)
             continue
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        shown = extra.get("shown_default")
         default = field.get_default(call_default_factory=True)
-        rows.append((name, f"`{_toml(default)}`", field.description or ""))
+        rows.append((name, str(shown) if shown else f"`{_toml(default)}`", field.description or ""))
     return rows
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-# Flex-start's max run duration is capped at 7 days by the TPU API; the seed's runs used 4h.
+# Flex-start's max run duration is capped at 7 days by the TPU API; the seed's runs used 4h. A
+# spot or on-demand deadline (and `make extend`) keeps to the same week: a node nobody looked at
+# for seven days was forgotten.
 MAX_DURATION_SECONDS = 7 * 24 * 3600
 
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -43,6 +45,7 @@ def parse_duration(text: str | int, *, name: str = "duration") -> int:
     if seconds > MAX_DURATION_SECONDS:
         raise ValueError(
             f"{name}: {text!r} is {seconds} s, over the 7-day maximum "
-            f"({MAX_DURATION_SECONDS} s) that flex-start accepts; use at most '7d'"
+            f"({MAX_DURATION_SECONDS} s; flex-start accepts no longer run, and a deadline stays "
+            "within a week); use at most '7d'"
         )
     return seconds

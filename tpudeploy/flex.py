@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.schema import DEFAULT_RUN_DURATION
+from tpudeploy.durations import parse_duration
 from tpudeploy.names import service_account_email
 from tpudeploy.queued_resource import DEFAULT_SCOPES, QueuedResourceSpec
 from tpudeploy.render import node_metadata
@@ -41,5 +43,8 @@ def queued_resource_spec(cfg: DeployConfig, project: str) -> QueuedResourceSpec:
         description=node_description(cfg),
         # The VM path sets shielded secure boot; the flex-start node is the same node.
         enable_secure_boot=True,
-        max_run_duration_seconds=cfg.max_run_duration_seconds,
+        # A spot or on-demand deployment's spec only names its node (make status, recover);
+        # one with no end ("none") still needs a valid run duration to build it.
+        max_run_duration_seconds=cfg.max_run_duration_seconds
+        or parse_duration(DEFAULT_RUN_DURATION["flex-start"]),
     )

@@ -70,3 +70,12 @@ DEPLOY_ACCOUNT_SUFFIX: Final = "-apply"
 
 def deploy_account_id(deployment: str) -> str:
     return f"{deployment}{DEPLOY_ACCOUNT_SUFFIX}"
+
+
+# The identity of each deployment's deadline job (spot, on-demand): "<name>-stop", at most
+# 24 + 5 = 29 characters; it never collides with "-node" or "-apply".
+STOP_ACCOUNT_SUFFIX: Final = "-stop"
+
+
+def stop_account_id(deployment: str) -> str:
+    return f"{deployment}{STOP_ACCOUNT_SUFFIX}"

@@ -26,14 +26,12 @@ from tpudeploy.config.schema import (
     PRICE_KEYS,
     PROVISIONING_MODELS,
     RESERVED_LABEL_KEYS,
-    BenchConfig,
-    BenchTable,
     DeployConfig,
-    LoadConfig,
     VllmConfig,
     normalize_provisioning,
 )
 from tpudeploy.config.serveflags import DENIED_SERVE_FLAGS, MODELLED_SERVE_FLAGS
+from tpudeploy.config.workload import BenchConfig, BenchTable, LoadConfig
 from tpudeploy.facts import IAP_SSH_RANGE
 
 __all__ = [

@@ -82,6 +82,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                     "allow_untested_flex_zone = true to try anyway",
                 )
             )
+    problems += _run_end_problems(cfg)
     public = public_addresses(cfg.network.allowed_cidrs)
     over = [v for v in (4, 6) if public[v] > PUBLIC_ADDRESS_LIMIT[v]]
     if over and not cfg.network.allow_public_endpoint:
@@ -106,6 +107,33 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 cfg.proxy.port,
                 "is also [vllm] port: vLLM listens on it on loopback, the proxy on every address",
                 f"use another port, e.g. {8443 if cfg.vllm.port != 8443 else 9443}",
+            )
+        )
+    return problems
+
+
+def _run_end_problems(cfg: DeployConfig) -> list[str]:
+    """What ends a node's billing, and what brings it back, must fit the provisioning model."""
+    problems = []
+    if cfg.provisioning == "flex-start" and cfg.max_run_duration_seconds is None:
+        problems.append(
+            problem(
+                "max_run_duration",
+                cfg.max_run_duration,
+                "flex-start always ends: its queued resource takes a run duration of at most 7 "
+                "days, and only spot and on-demand may run with no end",
+                'write a duration such as "4h", or choose provisioning = "spot" or "on-demand"',
+            )
+        )
+    if cfg.auto_recover and cfg.provisioning == "flex-start":
+        problems.append(
+            problem(
+                "auto_recover",
+                True,
+                "flex-start is never preempted: its run ends (SUSPENDED) when max_run_duration "
+                "is over, and that end is the billing stop, which only a deliberate make deploy "
+                "starts again",
+                'remove auto_recover, or use provisioning = "spot"',
             )
         )
     return problems

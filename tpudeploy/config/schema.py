@@ -8,9 +8,10 @@ lives in tpudeploy.config.loading; the guard rails in tpudeploy.policy.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from types import MappingProxyType
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from tpudeploy import facts, names
 from tpudeploy.config.base import Strict
@@ -24,10 +25,17 @@ from tpudeploy.config.network import (
 from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.secretshape import redact
 from tpudeploy.config.serveflags import extra_arg_problem
+from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration
 
 DEFAULT_NAME = "gemma4-v5e"
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
+# max_run_duration when unset. Flex-start: the build log's 4h runs. Spot and on-demand bill until
+# deleted (build log: "no automatic stop"), so they get a deadline the cloud enforces (a Cloud
+# Scheduler job deleting the node): one forgotten weekend on spot costs about $35.
+DEFAULT_RUN_DURATION = MappingProxyType({"flex-start": "4h", "spot": "8h", "on-demand": "8h"})
+# The explicit opt-out: a spot or on-demand node with no deadline (billing until `make destroy`).
+NO_END = "none"
 # Keys a [prices] table may set: the provisioning models and the commitment rows of the cost
 # table (tpudeploy.facts.PRICES).
 PRICE_KEYS = tuple(next(iter(facts.PRICES.values())).per_chip_hour)
@@ -213,72 +221,6 @@ class VllmConfig(Strict):
         return {**self.tpu_inference_env(), "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0"}
 
 
-class LoadConfig(Strict):
-    """The load you expect; the planner warns when it does not fit the KV pool."""
-
-    expected_clients: int | None = Field(default=None, gt=0)
-    """the clients you plan for (checked against the KV pool)"""
-    expected_context: int | None = Field(default=None, gt=0)
-    """their context length in tokens"""
-
-
-PositiveInt = Annotated[int, Field(gt=0)]
-
-
-class BenchTable(Strict):
-    """`[bench]` and `[bench.quick]` keys; unset keys take the profile's own defaults (the full
-    profile is the build log's 12-cell sweep, tpudeploy.bench)."""
-
-    contexts: list[PositiveInt] | None = Field(default=None, min_length=1)
-    """context lengths of the sweep"""
-    clients: list[PositiveInt] | None = Field(default=None, min_length=1)
-    """concurrent clients of the sweep"""
-    repetitions: PositiveInt | None = None
-    """repetitions of every cell"""
-    output_len: PositiveInt | None = None
-    """output tokens per request"""
-    prompts_per_client: PositiveInt | None = None
-    """requests each client sends per cell"""
-    min_prompts: PositiveInt | None = None
-    """fewest requests per cell"""
-    port: PositiveInt | None = None
-    """the server's port inside the node"""
-    model: str | None = Field(default=None, min_length=1)
-    """model name sent by the benchmark client"""
-    container: str | None = Field(default=None, min_length=1)
-    """serving container the sweep runs in"""
-    host: str | None = Field(default=None, min_length=1)
-    """the server's address inside the node"""
-    save_detailed: bool | None = None
-    """save per-request details"""
-
-    @field_validator("contexts", "clients")
-    @classmethod
-    def _distinct(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and len(set(v)) != len(v):
-            raise ValueError(f"{v!r} repeats a value; list each once")
-        return v
-
-
-class BenchConfig(BenchTable):
-    """`make bench`: which profile runs, and the keys that change it."""
-
-    profile: Literal["full", "quick"] = "full"
-    """full (the build log's 12 cells x 3) or quick (4 cells x 1)"""
-    quick: BenchTable = Field(default_factory=BenchTable)
-    """[bench.quick]: the same keys, for the quick profile"""
-
-    def table(self) -> dict[str, Any]:
-        """The keys the user set, as the sweep reads them ([bench.quick] nested)."""
-        data = self.model_dump(exclude_none=True, exclude={"quick", "profile"})
-        quick = self.quick.model_dump(exclude_none=True)
-        if quick:
-            data["quick"] = quick
-        if "profile" in self.model_fields_set:
-            data["profile"] = self.profile
-        return data
-
-
 class DeployConfig(Strict):
     """One deployment. An empty file gives the seed's deployment."""
 
@@ -291,11 +233,17 @@ class DeployConfig(Strict):
     name: str = DEFAULT_NAME
     """3-24 characters; prefixes the node, its account, secrets and stacks"""
     # Flex-start is the default: the only model that stops billing on its own, for 3.8% more
-    # than spot (seed). Spot and on-demand bill until `make destroy`.
+    # than spot (seed). Spot and on-demand get a deadline job instead (max_run_duration).
     provisioning: Literal["flex-start", "spot", "on-demand"] = "flex-start"
-    """flex-start (stops billing itself), spot or on-demand"""
-    max_run_duration: str | int = "4h"
-    """flex-start run length: 4h, 90m, 2d or seconds; at most 7 days"""
+    """flex-start (stops billing itself), spot or on-demand (stopped by a deadline job)"""
+    max_run_duration: str | int | None = Field(
+        default=None,
+        json_schema_extra={"shown_default": '"4h" flex-start, "8h" spot and on-demand'},
+    )
+    """how long a node bills: 4h, 90m, 2d or seconds, at most 7d; "none" opts out (not flex)"""
+    # A preempted spot node cannot restart; the recover workflow replaces it (README, GitOps).
+    auto_recover: bool = False
+    """spot, on-demand: the GitOps recover workflow replaces a preempted node by itself"""
     # How long `deploy` waits for flex-start capacity before giving up (not an error until then).
     flex_start_timeout: str | int = "1h"
     """how long a deploy waits for flex-start capacity"""
@@ -329,13 +277,21 @@ class DeployConfig(Strict):
     bench: BenchConfig = Field(default_factory=BenchConfig)
     """[bench] table: the benchmark sweep"""
 
-    @field_validator("max_run_duration", "flex_start_timeout")
+    # Before type checks: a value of neither type (true, 1.5) gets one message with the fix,
+    # not one per member of the union.
+    @field_validator("max_run_duration", "flex_start_timeout", mode="before")
     @classmethod
-    def _duration(cls, v: str | int) -> str | int:
+    def _duration(cls, v: object, info: ValidationInfo) -> object:
+        if info.field_name == "max_run_duration" and (
+            v is None or (isinstance(v, str) and v.strip().lower() == NO_END)
+        ):
+            return v
         try:
-            parse_duration(v)
+            parse_duration(v)  # type: ignore[arg-type]
         except ValueError as exc:
             reason, _, fix = str(exc).partition("; ")
+            if info.field_name == "max_run_duration":
+                fix += f'; or "{NO_END}" (spot, on-demand) to bill until make destroy'
             raise ValueError(f"{reason.split(': ', 1)[-1]}; {fix}") from None
         return v
 
@@ -363,8 +319,37 @@ class DeployConfig(Strict):
         return v
 
     @property
-    def max_run_duration_seconds(self) -> int:
-        return parse_duration(self.max_run_duration, name="max_run_duration")
+    def max_run_duration_seconds(self) -> int | None:
+        """Seconds a node bills before it is stopped; None for "none" (spot, on-demand only)."""
+        value = self.max_run_duration
+        if value is None:
+            value = DEFAULT_RUN_DURATION[self.provisioning]
+        if isinstance(value, str) and value.strip().lower() == NO_END:
+            return None
+        return parse_duration(value, name="max_run_duration")
+
+    @property
+    def deadline_seconds(self) -> int | None:
+        """Spot and on-demand: how long after a deploy the deadline job deletes the node. None
+        for flex-start (its queued resource carries the run duration) and for "none"."""
+        return None if self.provisioning == "flex-start" else self.max_run_duration_seconds
+
+    @property
+    def deadline_job_name(self) -> str:
+        """The Cloud Scheduler job that deletes the node at its deadline (node stack)."""
+        return f"{self.name}-deadline"
+
+    @property
+    def stop_account_id(self) -> str:
+        """The deadline job's identity: may delete TPU nodes and nothing else."""
+        return names.stop_account_id(self.name)
+
+    @property
+    def stop_role_id(self) -> str:
+        """The custom role holding tpu.nodes.delete for a local (non-GitOps) deployment. One per
+        deployment (role ids allow letters, digits, '_' and '.'): two deployments of one project
+        must not fight over one role. The GitOps bootstrap defines a shared one instead."""
+        return "tpudeployNodeStop_" + self.name.replace("-", "_")
 
     @property
     def flex_start_timeout_seconds(self) -> int:
