@@ -8,6 +8,10 @@ the billing part.
 from __future__ import annotations
 
 from cdktf import TerraformOutput, TerraformStack
+from cdktf_cdktf_provider_google_beta.google_project_iam_custom_role import (
+    GoogleProjectIamCustomRole,
+)
+from cdktf_cdktf_provider_google_beta.google_project_iam_member import GoogleProjectIamMember
 from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
 from cdktf_cdktf_provider_google_beta.google_secret_manager_secret import (
     GoogleSecretManagerSecret,
@@ -31,9 +35,11 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email
+from tpudeploy import identities
 from tpudeploy.config import DeployConfig
 
 REQUIRED_SERVICES = (
+    "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
     "iam.googleapis.com",
     "secretmanager.googleapis.com",
@@ -43,6 +49,12 @@ REQUIRED_SERVICES = (
 
 
 NODE_ACCOUNT_DESCRIPTION = "Runs the vLLM TPU node; reads only its own secrets."
+STOP_ACCOUNT_DESCRIPTION = "The deadline job's identity: deletes TPU nodes, nothing else."
+
+
+def stop_account_display_name(cfg: DeployConfig) -> str:
+    """Shared with the GitOps bootstrap, which creates the same account for pipeline deployments."""
+    return f"TPU node {cfg.name} deadline"
 
 
 def node_account_display_name(cfg: DeployConfig) -> str:
@@ -51,10 +63,12 @@ def node_account_display_name(cfg: DeployConfig) -> str:
 
 
 class SecretsStack(TerraformStack):
-    """Creates: project services, the node service account (both left to the GitOps bootstrap for
-    a pipeline deployment), the HF-token and API-key secrets (no values), secretAccessor on those
-    two secrets for that one account, and the compile-cache bucket where that account may read
-    and create objects, never replace or delete them."""
+    """Creates: project services, the node service account and, for spot and on-demand with a
+    deadline, the deadline job's account with a custom role holding tpu.nodes.delete only (all
+    three left to the GitOps bootstrap for a pipeline deployment), the HF-token and API-key
+    secrets (no values), secretAccessor on those two secrets for the node's account, and the
+    compile-cache bucket where that account may read and create objects, never replace or
+    delete them."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -140,10 +154,41 @@ class SecretsStack(TerraformStack):
             member=f"serviceAccount:{self.service_account_email}",
         )
 
+        if cfg.deadline_seconds is not None and not cfg.gitops_managed:
+            self._stop_identity(cfg, project, services)
+
         TerraformOutput(self, "service_account_email", value=self.service_account_email)
         TerraformOutput(self, "hf_token_secret", value=self.hf_token.secret_id)
         TerraformOutput(self, "api_key_secret", value=self.api_key.secret_id)
         TerraformOutput(self, "compile_cache_bucket", value=self.compile_cache.name)
+
+    def _stop_identity(
+        self, cfg: DeployConfig, project: str, services: list[GoogleProjectService]
+    ) -> None:
+        """The account the node stack's deadline job acts as, holding tpu.nodes.delete and
+        nothing else. Long-lived like the node's account: `make destroy` keeps it (the job goes).
+        Cloud TPU has no IAM conditions and no per-node policy, so this is project-wide (README,
+        residual risks); a pipeline deployment gets the same from the GitOps bootstrap."""
+        account = GoogleServiceAccount(
+            self,
+            "stop-sa",
+            account_id=cfg.stop_account_id,
+            display_name=stop_account_display_name(cfg),
+            description=STOP_ACCOUNT_DESCRIPTION,
+            depends_on=services,
+        )
+        role = GoogleProjectIamCustomRole(
+            self,
+            "stop-role",
+            role_id=cfg.stop_role_id,
+            title=cfg.stop_role_id,
+            description=f"Delete TPU nodes: the deadline job of {cfg.name}",
+            permissions=list(identities.NODE_STOP_PERMISSIONS),
+            depends_on=services,
+        )
+        GoogleProjectIamMember(
+            self, "stop-grant", project=project, role=role.id, member=account.member
+        )
 
     def _node_secret(
         self,

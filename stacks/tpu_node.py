@@ -22,6 +22,7 @@ from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
+from stacks.deadline import declare_deadline
 from tpudeploy.addresses import QUEUED_RESOURCE_ID, VM_ID
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.flex import node_description, node_labels, queued_resource_spec
@@ -50,10 +51,11 @@ def queued_resource_input(cfg: DeployConfig, project: str) -> str:
 
 
 class TpuNodeStack(TerraformStack):
-    """Creates: the TPU v2 VM (spot or on-demand) or the flex-start queued resource running the
-    seed's vLLM launch behind its TLS proxy; for the node's network tag a deny-all ingress rule
-    per IP version, an allow for SSH from Google's IAP range and, only when allowed_cidrs is set,
-    an allow for the proxy's port per IP version."""
+    """Creates: the TPU v2 VM (spot or on-demand, with the Cloud Scheduler job deleting it at its
+    deadline) or the flex-start queued resource running the seed's vLLM launch behind its TLS
+    proxy; for the node's network tag a deny-all ingress rule per IP version, an allow for SSH
+    from Google's IAP range and, only when allowed_cidrs is set, an allow for the proxy's port
+    per IP version."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -180,11 +182,17 @@ class TpuNodeStack(TerraformStack):
         TerraformOutput(self, "ip", value=ip)
         # TLS with the node's own certificate: `make endpoint` prints the fingerprint to pin.
         TerraformOutput(self, "endpoint", value=f"https://{ip}:{cfg.proxy.port}/v1")
-        TerraformOutput(
-            self,
-            "billing",
-            value=f"{cfg.provisioning}: nothing stops the billing but `make destroy`",
-        )
+        # Spot and on-demand bill until deleted (build log): a deadline job deletes the node,
+        # unless max_run_duration = "none" opted out.
+        if cfg.deadline_seconds is not None:
+            declare_deadline(self, cfg, project, node, cfg.deadline_seconds)
+        else:
+            TerraformOutput(
+                self,
+                "billing",
+                value=f"{cfg.provisioning}: nothing stops the billing but `make destroy` "
+                '(max_run_duration = "none")',
+            )
 
     def _queued_resource(self, cfg: DeployConfig, project: str) -> None:
         """Flex-start: Terraform's google_tpu_v2_queued_resource has no metadata, service account,

@@ -68,7 +68,15 @@ KEYS: dict[str, tuple[str, ...]] = {
         "workload_identity_pool_provider_id",
         "attribute_condition",
     ),
-    "google_cloud_scheduler_job": ("name", "schedule", "time_zone", "http_target"),
+    "google_cloud_scheduler_job": (
+        "name",
+        "region",
+        "schedule",
+        "time_zone",
+        "paused",
+        "http_target",
+        "depends_on",
+    ),
 }
 # The queued resource's spec, as the TPU API receives it: the fields a reviewer checks.
 SPEC_KEYS = (
@@ -91,6 +99,11 @@ SPEC_KEYS = (
 
 
 def _resource(rtype: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    if rtype == "terraform_data" and not str(attrs.get("input", "")).startswith("{"):
+        # A value Terraform computes (the deadline of a spot or on-demand node): its expression
+        # and how long it is kept.
+        keep = ("input", "lifecycle", "triggers_replace")
+        return {"provider": attrs.get("provider"), **{k: attrs[k] for k in keep if k in attrs}}
     if rtype == "terraform_data":
         spec = json.loads(attrs["input"])
         return {

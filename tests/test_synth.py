@@ -103,8 +103,9 @@ def test_one_tpu_vm_as_the_seed_creates_it(
 def test_node_runs_as_the_dedicated_service_account(synth: Synthesizer) -> None:
     stacks = synth(SPOT)
     vm = only(stacks[NODE], "google_tpu_v2_vm")
-    sa = only(stacks[SECRETS], "google_service_account")
-    assert sa["account_id"] == f"{NAME}-node"
+    # Spot also gets the deadline job's account (tests/test_deadline_synth.py).
+    accounts = resources(stacks[SECRETS], "google_service_account").values()
+    (sa,) = [a for a in accounts if a["account_id"] == f"{NAME}-node"]
     email = vm["service_account"]["email"]
     assert email == f"{sa['account_id']}@${{var.project}}.iam.gserviceaccount.com"
     assert vm["service_account"]["scope"] == ["https://www.googleapis.com/auth/cloud-platform"]
@@ -286,11 +287,22 @@ def test_secret_level_iam_for_the_node_account_only(secrets_stack: dict[str, Any
         assert not rtype.endswith(("_iam_binding", "_iam_policy")), rtype
 
 
-def test_no_project_level_iam_anywhere(synth: Synthesizer) -> None:
+def test_the_only_project_level_iam_is_the_deadline_jobs_delete(synth: Synthesizer) -> None:
+    """Secrets and the cache bucket are granted on themselves. A spot or on-demand node's
+    deadline job needs tpu.nodes.delete, which Cloud TPU grants at project level only: one
+    custom role with that permission, bound to the stop account, and nothing else."""
     for overrides in ALL:
         for name, stack in synth(overrides).items():
-            iam = [t for t in stack.get("resource", {}) if t.startswith("google_project_iam")]
-            assert not iam, f"{name}: {iam}"
+            found = stack.get("resource", {})
+            iam = sorted(t for t in found if t.startswith("google_project_iam"))
+            if not iam:
+                continue
+            assert iam == ["google_project_iam_custom_role", "google_project_iam_member"], name
+            (role,) = found["google_project_iam_custom_role"].values()
+            assert role["permissions"] == ["tpu.nodes.delete"], name
+            (grant,) = found["google_project_iam_member"].values()
+            account = grant["member"].split(".")[1]
+            assert found["google_service_account"][account]["account_id"] == f"{NAME}-stop"
 
 
 def test_required_services_kept_on_destroy(secrets_stack: dict[str, Any]) -> None:
@@ -410,7 +422,9 @@ def test_names_derive_from_the_deployment_name(synth: Synthesizer) -> None:
     names += [
         s["secret_id"] for s in resources(stacks[SECRETS], "google_secret_manager_secret").values()
     ]
-    names.append(only(stacks[SECRETS], "google_service_account")["account_id"])
+    names += [
+        a["account_id"] for a in resources(stacks[SECRETS], "google_service_account").values()
+    ]
     for n in names:
         # The deployment's name itself (the node), or it with a suffix: never random.
         assert re.fullmatch(rf"{NAME}(-[a-z0-9-]+)?", n), n

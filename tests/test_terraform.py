@@ -184,11 +184,27 @@ def expressions(doc: dict[str, Any]) -> set[str]:
     return found
 
 
+# The deadline of a spot or on-demand node (stacks/deadline.py): computed from the apply's time
+# or `make extend`'s variable, and the job's cron line from it. Config strings never enter them.
+_DEADLINE_EXPRESSIONS = (
+    re.compile(
+        r'var\.extended_deadline != "" \? var\.extended_deadline : '
+        r'formatdate\("YYYY-MM-DD\'T\'hh:mm:00Z", timeadd\(timestamp\(\), "[0-9]+s"\)\)'
+    ),
+    re.compile(r'var\.extended_deadline == "" \|\| can\(timeadd\(var\.extended_deadline, "0s"\)\)'),
+    re.compile(r'formatdate\("m h D M \'\*\'", (terraform_data\.[a-z-]+\.output)\)'),
+)
+
+
 def allowed_expression(expr: str, doc: dict[str, Any]) -> bool:
-    """var.project (and its validation), self.input (the provisioners), or an attribute of a
-    resource this stack declares."""
+    """var.project (and its validation), self.input (the provisioners), the deadline's own
+    expressions, or an attribute of a resource this stack declares."""
     if expr in ("var.project", "self.input", "length(var.project) > 0"):
         return True
+    for pattern in _DEADLINE_EXPRESSIONS:
+        m = pattern.fullmatch(expr)
+        if m:
+            return not m.groups() or allowed_expression(m.group(1), doc)
     m = re.fullmatch(r"([a-z0-9_]+)\.([A-Za-z0-9_-]+)\.[a-z0-9_.\[\]]+", expr)
     return m is not None and m.group(2) in doc.get("resource", {}).get(m.group(1), {})
 

@@ -9,3 +9,13 @@ QUEUED_RESOURCE_ID = "queued-resource"
 
 VM_ADDRESS = f"google_tpu_v2_vm.{VM_ID}"
 QUEUED_RESOURCE_ADDRESS = f"terraform_data.{QUEUED_RESOURCE_ID}"
+
+# Spot and on-demand: the deadline fixed at deploy time and the Cloud Scheduler job enforcing it
+# (stacks/deadline.py, tpudeploy/deadline.py).
+DEADLINE_ID = "deadline-time"
+DEADLINE_JOB_ID = "deadline-job"
+DEADLINE_ADDRESS = f"terraform_data.{DEADLINE_ID}"
+DEADLINE_JOB_ADDRESS = f"google_cloud_scheduler_job.{DEADLINE_JOB_ID}"
+# Every deployed node stack holds its deny-all rule, whatever the node's state: the mark that the
+# stack is deployed (recover never brings back a node that `make destroy` removed).
+DENY_ALL_ADDRESS = "google_compute_firewall.deny-all"

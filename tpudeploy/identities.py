@@ -21,6 +21,12 @@ STATE_BUCKET = "state bucket"
 NODE_ACCOUNT = "node service account"
 DEPLOY_ACCOUNT = "deploy service account"
 PLAN_ACCOUNT = "plan service account"
+STOP_ACCOUNT = "stop service account"
+
+# The deadline job's identity (spot, on-demand): it calls the TPU API's nodes.delete, whose only
+# required permission is tpu.nodes.delete (TPU REST reference, projects.locations.nodes.delete);
+# Cloud Scheduler does not poll the operation the delete returns, so no get is needed either.
+NODE_STOP_PERMISSIONS = ("tpu.nodes.delete",)
 
 # Custom roles (project-level definitions, granted per deployment with a condition). Predefined
 # roles that would do (secretmanager.admin, storage.admin, compute.securityAdmin, tpu.admin) also
@@ -89,6 +95,20 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
             "tpu.queuedResources.get",
         ),
     ),
+    # google_cloud_scheduler_job: the deadline job of a spot or on-demand node. enable: the
+    # provider resumes a job someone paused (the stack declares paused = false).
+    "tpudeployScheduler": (
+        "A deployment's deadline job (Cloud Scheduler has no IAM conditions)",
+        (
+            "cloudscheduler.jobs.create",
+            "cloudscheduler.jobs.delete",
+            "cloudscheduler.jobs.enable",
+            "cloudscheduler.jobs.get",
+            "cloudscheduler.jobs.update",
+        ),
+    ),
+    # The deadline job's own identity (<name>-stop), granted to that account only.
+    "tpudeployNodeStop": ("Delete TPU nodes: the deadline jobs' identity", NODE_STOP_PERMISSIONS),
     # Terraform and the flex-start client poll the operations they start. Read-only.
     "tpudeployOperations": (
         "Poll Compute and TPU operations",
@@ -113,6 +133,22 @@ UNSCOPABLE_ROLES = {
         "and delete any TPU node or queued resource in the project (never run one as another "
         "deployment's account: actAs is on its own node account only)"
     ),
+    "tpudeployNodeStop": (
+        "the same for the deadline job's account: it can delete any TPU node in the project; "
+        "only Cloud Scheduler jobs whose creator may act as it obtain its token"
+    ),
+    "tpudeployScheduler": (
+        "Cloud Scheduler is not among the services that evaluate resource attributes in IAM "
+        "Conditions and jobs have no IAM policy of their own, so a deploy identity can change or "
+        "delete any Cloud Scheduler job in the project (another deployment's deadline job "
+        "included); a job it creates can only act as accounts it holds actAs on"
+    ),
+}
+# The services each unscopable role may touch, nothing else (tests/test_gitops_identities.py).
+UNSCOPABLE_SERVICES = {
+    "tpudeployTpu": "tpu.",
+    "tpudeployNodeStop": "tpu.",
+    "tpudeployScheduler": "cloudscheduler.",
 }
 
 
@@ -207,8 +243,9 @@ def deploy_grants(
             who,
             "roles/iam.workloadIdentityUser",
             DEPLOY_ACCOUNT,
-            "GitHub Actions jobs of this deployment's environment, on main, from deploy.yml or "
-            "destroy.yml, may act as this account (the provider's attribute.deploy_environment)",
+            "GitHub Actions jobs of this deployment's environment, on main, from deploy.yml, "
+            "destroy.yml or recover.yml, may act as this account (the provider's "
+            "attribute.deploy_environment)",
         ),
         Grant(
             who,
@@ -272,6 +309,32 @@ def deploy_grants(
             "residual risks)",
         ),
         Grant(who, "tpudeployOperations", PROJECT, "poll the operations it starts (read-only)"),
+        Grant(
+            who,
+            "roles/iam.serviceAccountUser",
+            STOP_ACCOUNT,
+            "actAs on this deployment's deadline-job account only, to attach it to the job",
+        ),
+        Grant(
+            who,
+            "tpudeployScheduler",
+            PROJECT,
+            "create, update and delete its deadline job (spot, on-demand); not scoped (see "
+            "residual risks)",
+        ),
+    ]
+
+
+def stop_grants(dep: DeployConfig) -> list[Grant]:
+    """The deadline job's account (<name>-stop): the TPU API's nodes.delete and nothing else."""
+    return [
+        Grant(
+            f"stop:{dep.name}",
+            "tpudeployNodeStop",
+            PROJECT,
+            "the deadline job deletes the spot or on-demand node when its max_run_duration is "
+            "over; not scoped (see residual risks)",
+        )
     ]
 
 
@@ -279,6 +342,7 @@ PLAN_PROJECT_ROLES = (
     ("roles/tpu.viewer", "refresh TPU nodes"),
     ("roles/compute.networkViewer", "refresh firewall rules"),
     ("roles/secretmanager.viewer", "refresh secret metadata and IAM (never a version's payload)"),
+    ("roles/cloudscheduler.viewer", "refresh deadline jobs; the recover workflow reads them"),
 )
 
 
@@ -320,13 +384,15 @@ def grant_table(project_number_hint: str = "PROJECT_NUMBER") -> str:
     grants = deploy_grants(
         sample, project="PROJECT", project_number=project_number_hint, state_bucket="STATE"
     )
-    for g in [*grants, *plan_grants()]:
+    for g in [*grants, *stop_grants(sample), *plan_grants()]:
         role = f"`{g.role}`" + (f" ({', '.join(g.permissions())})" if g.custom else "")
         cond = (
             f"`{g.condition.expression.replace('name-x', 'NAME').replace('|', '&#124;')}`"
             if g.condition
             else ("**none: not scopable**" if g.role in UNSCOPABLE_ROLES else "-")
         )
-        who = "deploy (`NAME-apply`)" if g.identity.startswith("deploy:") else "plan"
+        who = {"deploy": "deploy (`NAME-apply`)", "stop": "deadline job (`NAME-stop`)"}.get(
+            g.identity.partition(":")[0], "plan"
+        )
         rows.append(f"| {who} | {role} | {g.scope} | {cond} | {g.reason} |")
     return "\n".join(rows)

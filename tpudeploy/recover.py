@@ -1,29 +1,48 @@
-"""Before a deploy: notice a node that only comes back by being created again, and mark it.
+"""Bring back a node that only comes back by being created again, and renew a passed deadline.
 
-Terraform plans nothing for a flex-start queued resource whose run ended (SUSPENDED: the spec
-did not change) or for a preempted spot VM (the provider only records the state), so `make
-deploy` would leave a dead endpoint. This looks at the live resource through the TPU API and,
-when it is dead, taints its Terraform address so the deploy that follows replaces it.
+Terraform plans nothing for a preempted spot VM (the provider only records the state), for a
+flex-start queued resource whose run ended (SUSPENDED: the spec did not change) or for a spot
+or on-demand deployment whose deadline job already fired, so `make deploy` would leave a dead
+endpoint. This looks at the live node (or queued resource) and the deadline job first, then:
+
+- `make deploy` (mode "deploy") marks what is dead for replacement (`terraform taint`) and, after
+  the deadline passed, the deadline too: a deploy is a deliberate new run;
+- `make recover` (mode "recover", what the schedule runs) replaces only what died before its
+  time (a PREEMPTED or TERMINATED VM, a FAILED queued resource, a node missing while its run is
+  not over) with Terraform's `-replace` of that one resource, and never restarts a run that
+  ended on purpose (the deadline fired, a flex-start run SUSPENDED): that end is the billing stop.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from tpudeploy import deadline
 from tpudeploy import queued_resource as qr
-from tpudeploy.addresses import QUEUED_RESOURCE_ADDRESS, VM_ADDRESS
+from tpudeploy.addresses import (
+    DEADLINE_ADDRESS,
+    DENY_ALL_ADDRESS,
+    QUEUED_RESOURCE_ADDRESS,
+    VM_ADDRESS,
+)
 from tpudeploy.config import DeployConfig
 from tpudeploy.flex import queued_resource_spec
+from tpudeploy.queued_resource.states import state_of
+from tpudeploy.scheduler import SchedulerApi, job_name
+from tpudeploy.tfrun import Terraform, TerraformError
 
 # A spot VM that was preempted cannot be restarted; it must be deleted and created again
 # (Cloud TPU documentation), and it holds quota until then.
 DEAD_NODE_STATES = frozenset({"PREEMPTED", "TERMINATED"})
+NOT_FOUND = "NOT_FOUND"
+DEPLOY, RECOVER = "deploy", "recover"
+
+__all__ = ["DEAD_NODE_STATES", "Decision", "Live", "RecoverError", "Terraform", "decide"]
 
 
 class RecoverError(Exception):
@@ -31,94 +50,138 @@ class RecoverError(Exception):
 
 
 @dataclass(frozen=True)
-class Finding:
-    """What the live resource looks like, and the address to replace (None: nothing to do)."""
+class Live:
+    """The deployment as the APIs show it."""
 
-    what: str
-    state: str
-    address: str | None
-    # A missing queued resource needs replacing only when Terraform still thinks it exists.
-    only_if_in_state: bool = False
-
-    def describe(self) -> str:
-        if self.address is None:
-            return f"{self.what}: {self.state}; nothing to replace"
-        if self.only_if_in_state:
-            return f"{self.what}: {self.state}; replacing it if Terraform's state still has it"
-        return f"{self.what}: {self.state}; it cannot come back by itself: replacing it"
+    what: str  # "spot node gemma4-v5e", "queued resource gemma4-v5e-qr"
+    state: str  # the node's or queued resource's state, or NOT_FOUND
+    deadline: deadline.JobView | None = None  # spot and on-demand with a deadline
 
 
-def inspect(cfg: DeployConfig, project: str, api: qr.TpuApi) -> Finding:
-    """Look at the deployment's live node or queued resource."""
+@dataclass(frozen=True)
+class Decision:
+    """What to do: taint (deploy) or replace (recover) `replace`, create `create` (recover),
+    each only when the node stack is deployed (its state holds `when_in_state`)."""
+
+    summary: str
+    replace: tuple[str, ...] = ()
+    create: tuple[str, ...] = ()
+    when_in_state: str | None = None
+
+    @property
+    def acts(self) -> bool:
+        return bool(self.replace or self.create)
+
+
+def inspect(
+    cfg: DeployConfig,
+    project: str,
+    api: qr.TpuApi,
+    scheduler: Callable[[], SchedulerApi] | None = None,
+    *,
+    now: datetime | None = None,
+) -> Live:
+    """Look at the deployment's live node or queued resource, and at its deadline job."""
+    now = now or datetime.now(UTC)
+    spec = queued_resource_spec(cfg, project)
     try:
-        return _inspect(cfg, project, api)
+        if cfg.provisioning == "flex-start":
+            found = api.get_queued_resource(spec.name)
+            state = state_of(found) if found is not None else NOT_FOUND
+            return Live(f"queued resource {spec.queued_resource_id}", state)
+        node = api.get_node(spec.node_name)
     except qr.ApiError as exc:
         # Before the first deploy the secrets stack has not enabled the TPU API yet: then
         # nothing of this deployment can exist, and there is nothing to replace.
         if exc.status == 403 and "disabled" in exc.api_message.lower():
-            return Finding("TPU API", "not enabled yet (first deploy)", None)
-        raise qr.QueuedResourceError(f"{exc}") from None
+            return Live("TPU API", "not enabled yet (first deploy)")
+        raise
+    state = str(node.get("state", "STATE_UNSPECIFIED")) if node is not None else NOT_FOUND
+    view = None
+    if cfg.deadline_seconds is not None and scheduler is not None:
+        name = job_name(project, cfg.effective_region, cfg.deadline_job_name)
+        try:
+            job = scheduler().get_job(name)
+        except qr.ApiError as exc:
+            if exc.status == 403 and "disabled" in exc.api_message.lower():
+                job = None
+            else:
+                raise
+        view = deadline.job_view(job, now)
+    return Live(f"{cfg.provisioning} node {spec.node_id}", state, view)
 
 
-def _inspect(cfg: DeployConfig, project: str, api: qr.TpuApi) -> Finding:
-    spec = queued_resource_spec(cfg, project)
+def decide(cfg: DeployConfig, live: Live, mode: str, now: datetime) -> Decision:
+    """The pure decision, for every state either API can report."""
     if cfg.provisioning == "flex-start":
-        found = api.get_queued_resource(spec.name)
-        what = f"queued resource {spec.queued_resource_id}"
-        if found is None:
-            return Finding(what, "NOT_FOUND", QUEUED_RESOURCE_ADDRESS, only_if_in_state=True)
-        state = str((found.get("state") or {}).get("state", "STATE_UNSPECIFIED"))
-        return Finding(what, state, QUEUED_RESOURCE_ADDRESS if state in qr.DEAD_STATES else None)
-    node = api.get_node(spec.node_name)
-    what = f"{cfg.provisioning} node {spec.node_id}"
-    if node is None:
-        # The provider drops a VM that answers 404 from state and plans a create by itself.
-        return Finding(what, "NOT_FOUND", None)
-    state = str(node.get("state", "STATE_UNSPECIFIED"))
-    return Finding(what, state, VM_ADDRESS if state in DEAD_NODE_STATES else None)
+        return _decide_queued(live, mode)
+    return _decide_vm(cfg, live, mode, now)
 
 
-class Terraform:
-    """The few Terraform commands recovery needs, run in one synthesized stack folder."""
+def _decide_queued(live: Live, mode: str) -> Decision:
+    head = f"{live.what}: {live.state}"
+    if live.state == NOT_FOUND:
+        return Decision(
+            f"{head}; creating it again if Terraform's state still has it",
+            replace=(QUEUED_RESOURCE_ADDRESS,),
+            when_in_state=QUEUED_RESOURCE_ADDRESS,
+        )
+    if live.state in ("SUSPENDED", "SUSPENDING") and mode == RECOVER:
+        return Decision(
+            f"{head}: its run ended (max_run_duration), which is the billing stop; not "
+            "restarted. `make deploy` starts a new run"
+        )
+    if live.state in qr.DEAD_STATES:
+        return Decision(
+            f"{head}; it cannot come back by itself: replacing it with the same spec",
+            replace=(QUEUED_RESOURCE_ADDRESS,),
+            when_in_state=QUEUED_RESOURCE_ADDRESS,
+        )
+    return Decision(f"{head}; nothing to replace")
 
-    def __init__(self, stack_dir: Path, *, binary: str = "terraform") -> None:
-        self.stack_dir = stack_dir
-        self.binary = binary
 
-    def _run(self, *args: str) -> str:
-        env = {**os.environ, "TF_IN_AUTOMATION": "1", "TF_INPUT": "0"}
-        try:
-            result = subprocess.run(
-                [self.binary, f"-chdir={self.stack_dir}", *args, "-no-color"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
+def _decide_vm(cfg: DeployConfig, live: Live, mode: str, now: datetime) -> Decision:
+    head = f"{live.what}: {live.state}"
+    view = live.deadline
+    if view is not None:
+        head += f"; {view.describe(now)}"
+    ended = view is not None and view.status == "fired"
+    if mode == RECOVER:
+        if ended:
+            return Decision(
+                f"{head}. The run ended at its deadline: not recreated; `make deploy` starts a "
+                "new run with a fresh deadline"
             )
-        except FileNotFoundError:
-            raise RecoverError(f"{self.binary} is not on PATH; install Terraform") from None
-        if result.returncode != 0:
-            detail = (result.stderr or result.stdout).strip().splitlines()
-            raise RecoverError(
-                f"terraform {args[0]} failed: " + " / ".join(detail[:1] + detail[-3:])
+        if live.state in DEAD_NODE_STATES:
+            return Decision(
+                f"{head}; it cannot restart: replacing it with the same spec",
+                replace=(VM_ADDRESS,),
+                when_in_state=VM_ADDRESS,
             )
-        return result.stdout
-
-    def init(self) -> None:
-        self._run("init", "-input=false")
-
-    def state_list(self) -> list[str]:
-        try:
-            return self._run("state", "list").split()
-        except RecoverError as exc:
-            # A stack's first deploy has no state file yet: nothing in it to replace.
-            if "No state file was found" in str(exc):
-                return []
-            raise
-
-    def taint(self, address: str) -> None:
-        self._run("taint", address)
+        if live.state == NOT_FOUND:
+            return Decision(
+                f"{head}; its run is not over (a replacement that failed, or a delete by hand): "
+                "creating it again if the node stack is deployed",
+                create=(VM_ADDRESS,),
+                when_in_state=DENY_ALL_ADDRESS,
+            )
+        return Decision(f"{head}; nothing to replace")
+    replace: list[str] = []
+    notes = []
+    if live.state in DEAD_NODE_STATES:
+        replace.append(VM_ADDRESS)
+        notes.append("it cannot restart: replacing it with the same spec")
+    if view is not None and view.status in ("fired", "missing"):
+        # A deploy after the deadline is a new run: the deadline restarts from now. A job that
+        # vanished is renewed the same way rather than trusting a deadline that may be past.
+        replace.append(DEADLINE_ADDRESS)
+        seconds = cfg.deadline_seconds or 0
+        notes.append(f"this deploy sets a new deadline, deploy time + {seconds / 3600:g} h")
+    elif view is not None and view.status == "paused":
+        notes.append("this deploy enables the deadline job again")
+    if not notes:
+        return Decision(f"{head}; nothing to replace")
+    return Decision(f"{head}; " + "; ".join(notes), replace=tuple(replace))
 
 
 def recover(
@@ -127,33 +190,49 @@ def recover(
     *,
     api: qr.TpuApi,
     stack_dir: Callable[[], Path],
+    scheduler: Callable[[], SchedulerApi] | None = None,
+    mode: str = DEPLOY,
     terraform: str = "terraform",
     out: TextIO | None = None,
-) -> Finding:
-    """Inspect, and taint the dead resource's address so the next apply replaces it.
+    now: datetime | None = None,
+) -> Decision:
+    """Inspect, decide, then taint (deploy) or replace and create (recover) through Terraform.
 
     `stack_dir` synthesizes (when needed) and returns the node stack's folder; it is called only
-    when something must be replaced, so a healthy deploy pays for no extra synth.
+    when something must change, so a healthy deploy pays for no extra synth.
     """
     out = out if out is not None else sys.stderr
-    finding = inspect(cfg, project, api)
-    print(f"tpudeploy: {finding.describe()}", file=out, flush=True)
-    if finding.address is None:
-        return finding
+    now = now or datetime.now(UTC)
+    try:
+        live = inspect(cfg, project, api, scheduler, now=now)
+    except qr.ApiError as exc:
+        raise qr.QueuedResourceError(str(exc)) from None
+    decision = decide(cfg, live, mode, now)
+    _say(out, decision.summary)
+    if not decision.acts:
+        return decision
     tf = Terraform(stack_dir(), binary=terraform)
-    tf.init()
-    if finding.address not in tf.state_list():
-        print(
-            f"tpudeploy: {finding.address} is not in Terraform's state; the deploy creates it",
-            file=out,
-            flush=True,
-        )
-        return finding
-    tf.taint(finding.address)
-    print(
-        f"tpudeploy: marked {finding.address} for replacement (same spec): the deploy deletes "
-        "it and creates it again",
-        file=out,
-        flush=True,
-    )
-    return finding
+    try:
+        tf.init()
+        in_state = set(tf.state_list())
+        if decision.when_in_state and decision.when_in_state not in in_state:
+            _say(out, f"{decision.when_in_state} is not in Terraform's state: nothing to do here")
+            return Decision(decision.summary)
+        if mode == DEPLOY:
+            for address in decision.replace:
+                if address in in_state:
+                    tf.taint(address)
+                    _say(out, f"marked {address} for replacement: the deploy creates it again")
+            return decision
+        replace = tuple(a for a in decision.replace if a in in_state)
+        targets = (*replace, *decision.create)
+        _say(out, "applying " + ", ".join(targets) + " (and nothing else)")
+        tf.apply(targets=targets, replace=replace)
+    except TerraformError as exc:
+        raise RecoverError(f"{exc}; the next attempt (make recover) tries again") from None
+    _say(out, f"recovered: {', '.join(targets)} created again with the same spec")
+    return decision
+
+
+def _say(out: TextIO, text: str) -> None:
+    print(f"tpudeploy: {text}", file=out, flush=True)

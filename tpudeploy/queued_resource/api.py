@@ -28,8 +28,16 @@ def _http_error_message(exc: Any) -> str:
     return str(reason or exc)
 
 
-def build_service(*, http_timeout: float = 60.0) -> Any:
-    """Build the v2alpha1 discovery client: emulator with anonymous creds, else ADC."""
+def build_service(
+    *,
+    http_timeout: float = 60.0,
+    api: str = "tpu",
+    version: str = "v2alpha1",
+    emulator_env: str = EMULATOR_ENV,
+) -> Any:
+    """Build a discovery client from the document shipped in google-api-python-client (TPU
+    v2alpha1 by default): the emulator named by `emulator_env` with anonymous credentials,
+    else Application Default Credentials."""
     import google.auth
     import google.auth.credentials
     import google_auth_httplib2  # type: ignore[import-untyped]
@@ -37,18 +45,21 @@ def build_service(*, http_timeout: float = 60.0) -> Any:
     from google.auth.exceptions import DefaultCredentialsError
     from googleapiclient import discovery, discovery_cache
 
-    document = discovery_cache.get_static_doc("tpu", "v2alpha1")
+    document = discovery_cache.get_static_doc(api, version)
     if document is None:
         raise QueuedResourceError(
-            "the TPU v2alpha1 discovery document is missing from google-api-python-client; "
+            f"the {api} {version} discovery document is missing from google-api-python-client; "
             "reinstall the pinned requirements (make install)"
         )
-    emulator = os.environ.get(EMULATOR_ENV, "").strip()
+    emulator = os.environ.get(emulator_env, "").strip().removeprefix("http://")
     credentials: Any
     if emulator:
         # Same convention as PUBSUB_EMULATOR_HOST: plain HTTP to host:port, no credentials.
         credentials = google.auth.credentials.AnonymousCredentials()  # type: ignore[no-untyped-call]
-        endpoint = f"http://{emulator.rstrip('/')}/"
+        # The endpoint replaces the document's root URL and service path alike (storage's
+        # path is storage/v1/; the TPU API's and Cloud Scheduler's are empty).
+        service_path = json.loads(document).get("servicePath", "")
+        endpoint = f"http://{emulator.rstrip('/')}/{service_path}"
     else:
         try:
             credentials, _ = google.auth.default(scopes=[names.CLOUD_PLATFORM_SCOPE])
@@ -96,11 +107,10 @@ def _retry_notices(out: TextIO, action: str) -> Iterator[None]:
         logger.removeHandler(handler)
 
 
-# One client style for the whole TPU API (queued resources, make status/wait/smoke/recover):
-# google-cloud-tpu 1.28 does not model flex-start's provisioningModel and runDuration; the
-# v2alpha1 discovery document shipped in google-api-python-client does.
-class TpuApi:
-    """The handful of v2alpha1 calls the project makes; googleapiclient retries 429/5xx."""
+class DiscoveryApi:
+    """A discovery client's calls with googleapiclient's retries and one error type."""
+
+    API_NAME = "TPU API"
 
     def __init__(
         self,
@@ -111,13 +121,13 @@ class TpuApi:
         log: TextIO | None = None,
     ) -> None:
         """`sleep` replaces the library's wait between retries (tests); `log` gets the notices."""
-        self._service = service if service is not None else build_service()
+        self._service = service if service is not None else self._build()
         self._retries = max(0, num_retries)
         self._sleep = sleep
         self._log = log if log is not None else sys.stderr
 
-    def _locations(self) -> Any:
-        return self._service.projects().locations()
+    def _build(self) -> Any:
+        return build_service()
 
     def _execute(self, request: Any, action: str, *, allow_404: bool = False) -> Any:
         import httplib2
@@ -138,14 +148,26 @@ class TpuApi:
             if status == 429 or status >= 500:
                 # The library returns a retryable answer only once every retry is spent.
                 message = f"{message} (gave up after {self._retries + 1} attempts)"
-            raise ApiError(status, message, action) from None
+            raise ApiError(status, message, action, api=self.API_NAME) from None
         except (OSError, httplib2.HttpLib2Error) as exc:
             # Refused, reset and timed-out connections were retried; others fail at once.
-            raise ApiError(0, f"network error: {exc}", action) from None
+            raise ApiError(0, f"network error: {exc}", action, api=self.API_NAME) from None
         except GoogleAuthError as exc:
             # Expired or revoked credentials (or a 401 they cannot be refreshed after): the
             # same fix as a 401, instead of a traceback from inside the transport.
-            raise ApiError(401, f"credentials refused or not refreshable ({exc})", action) from None
+            raise ApiError(
+                401, f"credentials refused or not refreshable ({exc})", action, api=self.API_NAME
+            ) from None
+
+
+# One client style for the whole TPU API (queued resources, make status/wait/smoke/recover):
+# google-cloud-tpu 1.28 does not model flex-start's provisioningModel and runDuration; the
+# v2alpha1 discovery document shipped in google-api-python-client does.
+class TpuApi(DiscoveryApi):
+    """The handful of v2alpha1 calls the project makes; googleapiclient retries 429/5xx."""
+
+    def _locations(self) -> Any:
+        return self._service.projects().locations()
 
     def get_queued_resource(self, name: str) -> dict[str, Any] | None:
         req = self._locations().queuedResources().get(name=name)

@@ -15,8 +15,8 @@ class Interrupted(BaseException):
 class ApiError(QueuedResourceError):
     """An HTTP error from the TPU API that retries did not cure."""
 
-    def __init__(self, status: int, message: str, action: str) -> None:
+    def __init__(self, status: int, message: str, action: str, *, api: str = "TPU API") -> None:
         self.status = status
         self.api_message = message
         self.action = action
-        super().__init__(f"TPU API {action} failed (HTTP {status}): {message}")
+        super().__init__(f"{api} {action} failed (HTTP {status}): {message}")

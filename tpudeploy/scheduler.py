@@ -1,0 +1,29 @@
+"""Cloud Scheduler reads: the deadline job of a spot or on-demand node (make status, recover)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpudeploy.queued_resource.api import DiscoveryApi, build_service
+
+# Like TPU_EMULATOR_HOST: host:port of a local fake answering like cloudscheduler.googleapis.com.
+EMULATOR_ENV = "CLOUD_SCHEDULER_EMULATOR_HOST"
+
+
+def job_name(project: str, region: str, job_id: str) -> str:
+    return f"projects/{project}/locations/{region}/jobs/{job_id}"
+
+
+class SchedulerApi(DiscoveryApi):
+    """jobs.get through the v1 discovery document; googleapiclient retries 429/5xx."""
+
+    API_NAME = "Cloud Scheduler API"
+
+    def _build(self) -> Any:
+        return build_service(api="cloudscheduler", version="v1", emulator_env=EMULATOR_ENV)
+
+    def get_job(self, name: str) -> dict[str, Any] | None:
+        """The job, or None when it does not exist."""
+        req = self._service.projects().locations().jobs().get(name=name)
+        result: dict[str, Any] | None = self._execute(req, "get job", allow_404=True)
+        return result
