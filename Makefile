@@ -23,7 +23,7 @@ STACKS = $(PY) -m tpudeploy stacks
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	capacity cost status bench bench-quick bench-plan report readme \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel \
-	rehearse test-fast
+	rehearse test-fast recover extend
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -60,6 +60,16 @@ deploy: install ## Create or update both stacks (needs Terraform and credentials
 	  echo "deploy failed: fix the error above, then 'make deploy' again. A flex-start create" >&2; \
 	  echo "that failed deleted what it requested (see its last lines); 'make status' shows" >&2; \
 	  echo "what exists and 'make destroy' stops any billing." >&2; exit 1; }
+
+# Only the dead node (or queued resource), with Terraform's -replace of that one resource; never a
+# run that ended on purpose (deadline fired, flex-start SUSPENDED). The recover workflow runs it.
+recover: install ## Replace a preempted/terminated node or failed queued resource, nothing else
+	@$(PY) -m tpudeploy check --deploy
+	@$(PY) -m tpudeploy recover --apply
+
+extend: install ## Move a spot/on-demand node's deadline later: make extend BY=2h
+	@test -n "$$BY" || { echo "usage: make extend BY=<duration, e.g. 2h>" >&2; exit 2; }
+	@$(PY) -m tpudeploy extend "$$BY"
 
 deploy-secrets: install ## Create only the long-lived stack (secrets, account, cache bucket)
 	$(PY) -m tpudeploy check --deploy

@@ -69,10 +69,18 @@ def test_the_seeds_config_is_quiet() -> None:
     assert "on its own after max run duration 4 h" in summary[1]
 
 
-def test_spot_summary_is_a_loud_destroy_reminder() -> None:
-    summary = summary_lines(parse_config({"provisioning": "spot"}))
+def test_spot_with_no_end_is_a_loud_destroy_reminder() -> None:
+    """max_run_duration = "none": make synth prints the monthly cost of forgetting."""
+    summary = summary_lines(parse_config({"provisioning": "spot", "max_run_duration": "none"}))
     assert "NOTHING stops spot but make destroy" in summary[1]
     assert "$422/month" in summary[1]
+
+
+def test_spot_by_default_ends_at_its_deadline() -> None:
+    summary = summary_lines(parse_config({"provisioning": "spot"}))
+    assert "at the deadline, deploy time + 8 h" in summary[1]
+    assert "$4.62 per run" in summary[1]  # 8 h x $0.5779
+    assert "make extend BY=2h" in summary[1]
 
 
 def test_make_synth_refuses_a_guard_rail_without_traceback(tmp_path: Path) -> None:

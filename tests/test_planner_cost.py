@@ -89,7 +89,11 @@ def test_cost_table_and_summary() -> None:
     assert len(flex) == 4
     assert "max run duration 4 h" in flex[1]
     spot = synth_summary(parse_config({"provisioning": "spot"}))
-    assert "make destroy" in spot[1] and "NOTHING" in spot[1]
+    assert "deadline" in spot[1] and "NOTHING" not in spot[1]
+    # A preemption's cost against flex-start, cold and warm: the seed's 6.2 h and 3.6 h.
+    assert "3.6 h" in spot[4] and "6.2 h" in spot[4]
+    forever = synth_summary(parse_config({"provisioning": "on-demand", "max_run_duration": "none"}))
+    assert "make destroy" in forever[1] and "NOTHING" in forever[1] and "$876/month" in forever[1]
     assert "321," in flex[2]
     loaded = synth_summary(parse_config({"load": {"expected_context": 8192}}))
     assert "8,192 tokens" in loaded[3]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy.cli import main
 from tpudeploy.config import parse_config
 from tpudeploy.flex import queued_resource_spec
+from tpudeploy.render import compile_cache_key
 
 PROJECT = "status-proj-1"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"
@@ -59,28 +63,90 @@ def test_flex_start_missing_resource_says_nothing_bills(
     assert "nothing is billing" in out
 
 
-def test_spot_warns_that_nothing_stops_the_billing(
-    fake: FakeTpuApi,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    use_config(monkeypatch, tmp_path, f'project = "{PROJECT}"\nprovisioning = "spot"\n')
+def _spot_node(fake: FakeTpuApi, state: str = "READY") -> None:
     fake.add_node(
         PARENT,
         "gemma4-v5e",
         {
-            "state": "READY",
+            "state": state,
             "networkEndpoints": [
                 {"ipAddress": "10.0.0.5", "accessConfig": {"externalIp": "34.1.2.3"}}
             ],
         },
     )
+
+
+@pytest.fixture
+def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSchedulerApi]:
+    with FakeSchedulerApi() as api:
+        monkeypatch.setenv("CLOUD_SCHEDULER_EMULATOR_HOST", api.host)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", api.host)
+        yield api
+
+
+def test_spot_with_none_warns_that_nothing_stops_the_billing(
+    fake: FakeTpuApi,
+    google: FakeSchedulerApi,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    use_config(
+        monkeypatch,
+        tmp_path,
+        f'project = "{PROJECT}"\nprovisioning = "spot"\nmax_run_duration = "none"\n',
+    )
+    _spot_node(fake)
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert "READY" in out and "34.1.2.3" in out
     assert "no end time" in out and "make destroy" in out
     assert "0.5779" in out  # the spot rate from the planner's price table
+    assert not [r for r in google.requests if "/jobs/" in r[1]]  # no deadline to look up
+
+
+def test_spot_shows_its_deadline_how_it_is_enforced_and_how_to_extend_it(
+    fake: FakeTpuApi,
+    google: FakeSchedulerApi,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    use_config(monkeypatch, tmp_path, f'project = "{PROJECT}"\nprovisioning = "spot"\n')
+    cfg = parse_config({"project": PROJECT, "provisioning": "spot"})
+    _spot_node(fake)
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=5, minutes=30)
+    google.set_job(
+        f"projects/{PROJECT}/locations/us-west4/jobs/gemma4-v5e-deadline", schedule_time=at
+    )
+    google.add_bucket(f"{PROJECT}-gemma4-v5e-xla", [f"xla/{compile_cache_key(cfg)}/5555.tar.gz"])
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"billing stops: deadline {at.strftime('%Y-%m-%dT%H:%M')}" in out
+    assert re.search(r"\(in 5 h (29|30) min\)", out), out
+    assert "gemma4-v5e-deadline" in out and "gemma4-v5e-stop" in out
+    assert "DELETE https://tpu.googleapis.com/v2/" in out
+    assert "make extend BY=2h" in out
+    # The compile cache holds this config: a recreated node boots warm (497 s, 3.6 h).
+    assert "boots warm (497 s" in out and "3.6 h" in out
+
+
+def test_spot_without_a_cache_or_a_job_says_so(
+    fake: FakeTpuApi,
+    google: FakeSchedulerApi,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    use_config(monkeypatch, tmp_path, f'project = "{PROJECT}"\nprovisioning = "spot"\n')
+    _spot_node(fake, "PREEMPTED")
+    google.add_bucket(f"{PROJECT}-gemma4-v5e-xla", ["xla/0000000000000000/5555.tar.gz"])
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: no deadline job: nothing stops the billing" in out
+    assert "make deploy" in out
+    assert "boots cold (857 s" in out and "6.2 h" in out  # another config's archive does not count
+    assert "PREEMPTED and cannot restart" in out and "make recover" in out
 
 
 def test_status_needs_a_project(

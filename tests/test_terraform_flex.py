@@ -251,7 +251,7 @@ def test_a_suspended_queued_resource_is_replaced_by_the_next_deploy(
     monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
     monkeypatch.setenv("TF_CLI_CONFIG_FILE", ws.env["TF_CLI_CONFIG_FILE"])
     out = io.StringIO()
-    finding = recover.recover(
+    decision = recover.recover(
         parse_config(OK),
         PROJECT,
         api=qr.TpuApi(log=out),
@@ -259,7 +259,7 @@ def test_a_suspended_queued_resource_is_replaced_by_the_next_deploy(
         terraform=terraform,
         out=out,
     )
-    assert finding.state == "SUSPENDED"
+    assert "SUSPENDED" in decision.summary
     assert f"marked {QUEUED_RESOURCE_ADDRESS} for replacement" in out.getvalue()
     replanned = ws.run("plan", "-detailed-exitcode")
     assert replanned.returncode == 2, replanned.stdout
@@ -285,7 +285,7 @@ def test_the_first_deploy_has_no_state_and_nothing_to_recover(
     monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
     monkeypatch.setenv("TF_CLI_CONFIG_FILE", ws.env["TF_CLI_CONFIG_FILE"])
     out = io.StringIO()
-    finding = recover.recover(
+    decision = recover.recover(
         parse_config(OK),
         PROJECT,
         api=qr.TpuApi(log=out),
@@ -293,7 +293,45 @@ def test_the_first_deploy_has_no_state_and_nothing_to_recover(
         terraform=terraform,
         out=out,
     )
-    assert finding.state == "NOT_FOUND"
+    assert "NOT_FOUND" in decision.summary
     assert "is not in Terraform's state; the deploy creates it" in out.getvalue()
     assert ws.run("apply", "-auto-approve").returncode == 0
     assert fake.exists(qr_name(OK))
+
+
+@pytest.mark.parametrize(("state", "replaced"), [("FAILED", True), ("SUSPENDED", False)])
+def test_make_recover_replaces_a_failed_queued_resource_but_never_restarts_an_ended_run(
+    terraform: str,
+    synth: Synthesizer,
+    fake: FakeTpuApi,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    state: str,
+    replaced: bool,
+) -> None:
+    """`make recover`: Terraform's -replace of that one resource, run by the real binary."""
+    ws = workspace(terraform, synth, fake, tmp_path, OK)
+    name = qr_name(OK)
+    assert ws.run("apply", "-auto-approve").returncode == 0
+    fake.script_states(name, [state])
+    monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", ws.env["TF_CLI_CONFIG_FILE"])
+    monkeypatch.setenv(qr.POLL_ENV, "0.05")
+    posts = len(fake.calls("POST"))
+    out = io.StringIO()
+    decision = recover.recover(
+        parse_config(OK),
+        PROJECT,
+        api=qr.TpuApi(log=out),
+        stack_dir=lambda: ws.folder,
+        mode=recover.RECOVER,
+        terraform=terraform,
+        out=out,
+    )
+    assert decision.acts == replaced, out.getvalue()
+    assert len(fake.calls("POST")) == posts + (1 if replaced else 0)
+    if replaced:
+        assert fake.exists(name)
+        assert ws.run("plan", "-detailed-exitcode").returncode == 0
+    else:
+        assert "make deploy" in out.getvalue()

@@ -76,15 +76,13 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
     if cfg.provisioning == "flex-start":
         print(qr.format_status(report))
     else:
-        # A VM path has no queued resource; show the node, then the warning that matters.
+        # A VM path has no queued resource; show the node, then what ends its billing.
         print(f"node {spec.node_name}: {report['node_state']}")
         ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
         print(f"  external IP {ext}, internal IP {internal}")
-        rate = planner.price_table(cfg).rate(cfg.provisioning)
-        print(
-            f"WARNING: {cfg.provisioning} has no end time: it bills "
-            f"${rate:.4f}/chip-hour until `make destroy`."
-        )
+        from tpudeploy import vmstatus
+
+        print("\n".join(vmstatus.lines(cfg, project, str(report["node_state"]))))
     return 0
 
 
@@ -111,16 +109,51 @@ def _cleanup(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import recover
+    from tpudeploy.scheduler import SchedulerApi
 
     project = require_project(cfg, source=str(config_path()))
+    mode = recover.RECOVER if args.apply else recover.DEPLOY
     try:
-        recover.recover(
+        decision = recover.recover(
             cfg,
             project,
             api=qr.TpuApi(log=sys.stderr),
+            scheduler=lambda: SchedulerApi(log=sys.stderr),
             stack_dir=lambda: _synthesized_stack(cfg),
+            mode=mode,
         )
     except (recover.RecoverError, qr.QueuedResourceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _run_summary(f"- {cfg.name}: recovery failed: {exc}")
+        return 1
+    if args.apply:
+        _run_summary(f"- {cfg.name}: {decision.summary}")
+    return 0
+
+
+def _run_summary(line: str) -> None:
+    """A GitHub Actions job's summary (the recover workflow): one line per attempt."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as summary:
+            summary.write(line.replace("\n", " ") + "\n")
+
+
+def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import recover
+    from tpudeploy.extend import extend
+    from tpudeploy.scheduler import SchedulerApi
+
+    project = require_project(cfg, source=str(config_path()))
+    try:
+        extend(
+            cfg,
+            project,
+            args.by,
+            scheduler=SchedulerApi(log=sys.stderr),
+            stack_dir=lambda: _synthesized_stack(cfg),
+        )
+    except recover.RecoverError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -230,10 +263,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cleanup.add_argument("--timeout", type=float, help="seconds to wait for the delete")
     cleanup.set_defaults(func=_cleanup)
-    sub.add_parser(
+    recover_p = sub.add_parser(
         "recover",
         help="replace a preempted node or a suspended/failed queued resource at the next deploy",
-    ).set_defaults(func=_recover)
+    )
+    recover_p.add_argument(
+        "--apply",
+        action="store_true",
+        help="make recover: replace what died before its time now (never a run that ended)",
+    )
+    recover_p.set_defaults(func=_recover)
+    extend_p = sub.add_parser("extend", help="move a spot/on-demand node's deadline later")
+    extend_p.add_argument("by", help="how much later, e.g. 2h or 90m")
+    extend_p.set_defaults(func=_extend)
     sub.add_parser(
         "secret", help="store the Hugging Face token (stdin or a hidden prompt) in Secret Manager"
     ).set_defaults(func=_secret)

@@ -216,7 +216,8 @@ def recover(
         tf.init()
         in_state = set(tf.state_list())
         if decision.when_in_state and decision.when_in_state not in in_state:
-            _say(out, f"{decision.when_in_state} is not in Terraform's state: nothing to do here")
+            then = "the deploy creates it" if mode == DEPLOY else "nothing to recover"
+            _say(out, f"{decision.when_in_state} is not in Terraform's state; {then}")
             return Decision(decision.summary)
         if mode == DEPLOY:
             for address in decision.replace:

@@ -29,7 +29,7 @@ from tpudeploy.planner.cost import (
 )
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
 from tpudeploy.planner.guards import Finding, check_settings, errors
-from tpudeploy.planner.report import capacity_table, cost_table, synth_summary
+from tpudeploy.planner.report import capacity_table, cost_table, preemption_line, synth_summary
 
 __all__ = [
     "CHIPS",
@@ -67,6 +67,7 @@ __all__ = [
     "lookup_accelerator",
     "monthly_cost",
     "preemption_break_even",
+    "preemption_line",
     "price_table",
     "synth_summary",
 ]

@@ -214,7 +214,8 @@ def synth_summary(
     prices: PriceTable | None = None,
     backend: BackendSpec = TPU_PALLAS,
 ) -> list[str]:
-    """Four lines: hourly cost, what stops the billing, KV pool, safe concurrency."""
+    """Four lines: hourly cost, what stops the billing, KV pool, safe concurrency; for spot, a
+    fifth: what a preemption costs against flex-start."""
     cfg = cfg or DeployConfig()
     prices = prices or price_table(cfg)
     accel = lookup_accelerator(cfg.accelerator_type)
@@ -228,13 +229,21 @@ def synth_summary(
             f"billing stops: on its own after max run duration {hours:g} h "
             f"(at most ${hourly * hours:.2f} per run), or at make destroy"
         )
+    elif max_run_duration_s:
+        hours = max_run_duration_s / 3600
+        stops = (
+            f"billing stops: at the deadline, deploy time + {hours:g} h, when a Cloud Scheduler "
+            f"job deletes the node (at most ${hourly * hours:.2f} per run); make extend BY=2h "
+            "moves it, make status shows it, make destroy stops it now"
+        )
     else:
         stops = (
-            f"billing stops: NOTHING stops {pm} but make destroy "
-            f"(${monthly:,.0f}/month if forgotten)"
+            f'billing stops: NOTHING stops {pm} but make destroy (max_run_duration = "none"): '
+            f"${monthly:,.0f}/month if forgotten"
         )
     pool = _pool(cfg, backend, cfg.vllm.max_model_len)
     context = cfg.load.expected_context or cfg.vllm.max_model_len
+    extra = [preemption_line(chips=accel.chips, prices=prices)] if pm == SPOT else []
     return [
         f"cost: ${hourly:.4f}/h ({pm}, {accel.chips} chip(s), {prices.region}, {prices.as_of})",
         stops,
@@ -242,4 +251,33 @@ def synth_summary(
         f"x {pool.block_size}) at max_model_len {cfg.vllm.max_model_len:,}",
         f"safe concurrency: {pool.safe_clients(context)} client(s) at {context:,} tokens of "
         f"context (clients x context < {pool.safe_tokens:,})",
+        *extra,
     ]
+
+
+def preemption_line(
+    *,
+    warm: bool | None = None,
+    chips: int = 1,
+    prices: PriceTable = SEED_PRICES,
+    boot: BootTimes = SEED_BOOT,
+) -> str:
+    """What a spot preemption costs against flex-start. The compile cache outlives the node, so
+    a recreated node boots warm once a predecessor saved the cache (`warm`: whether it has;
+    None when unknown, as at synth time)."""
+    cold = preemption_break_even(boot.cold_s, chips=chips, prices=prices)
+    hot = preemption_break_even(boot.warm_s, chips=chips, prices=prices)
+    if warm is None:
+        return (
+            f"preemptions: spot beats flex-start while they come less often than every "
+            f"{hot.interval_h:.1f} h once the compile cache holds this config (a recreated node "
+            f"boots warm, {boot.warm_s:.0f} s), every {cold.interval_h:.1f} h before "
+            f"(cold, {boot.cold_s:.0f} s); make status says which applies"
+        )
+    b, kind = (hot, "warm") if warm else (cold, "cold")
+    why = "the compile cache holds this config" if warm else "no compile cache saved for it yet"
+    return (
+        f"preemptions: a recreated node boots {kind} ({b.rebuild_s:.0f} s, ${b.rebuild_cost:.4f}; "
+        f"{why}): spot beats flex-start while preemptions come less often than every "
+        f"{b.interval_h:.1f} h"
+    )

@@ -1,0 +1,80 @@
+"""`make status` for spot and on-demand: what ends the billing, what a preemption costs."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+
+from tpudeploy import deadline, planner
+from tpudeploy import queued_resource as qr
+from tpudeploy.config import DeployConfig
+from tpudeploy.scheduler import SchedulerApi, job_name
+from tpudeploy.warmpath import StorageApi, cache_saved
+
+
+def lines(
+    cfg: DeployConfig,
+    project: str,
+    node_state: str,
+    *,
+    scheduler: SchedulerApi | None = None,
+    storage: StorageApi | None = None,
+    now: datetime | None = None,
+) -> list[str]:
+    now = now or datetime.now(UTC)
+    out = _deadline_lines(cfg, project, scheduler, now)
+    if cfg.provisioning == "spot":
+        out.append(_preemption(cfg, project, storage))
+    if node_state in ("PREEMPTED", "TERMINATED"):
+        out.append(
+            f"the node is {node_state} and cannot restart: `make recover` (or `make deploy`) "
+            "replaces it with the same spec"
+            + ("; auto_recover: the recover workflow does it" if cfg.auto_recover else "")
+        )
+    return out
+
+
+def _deadline_lines(
+    cfg: DeployConfig, project: str, scheduler: SchedulerApi | None, now: datetime
+) -> list[str]:
+    rate = planner.price_table(cfg).rate(cfg.provisioning)
+    if cfg.deadline_seconds is None:
+        return [
+            f'WARNING: {cfg.provisioning} has no end time (max_run_duration = "none"): it '
+            f"bills ${rate:.4f}/chip-hour until `make destroy`."
+        ]
+    name = job_name(project, cfg.effective_region, cfg.deadline_job_name)
+    try:
+        job = (scheduler or SchedulerApi(log=sys.stderr)).get_job(name)
+    except qr.QueuedResourceError as exc:
+        return [f"deadline: could not read Cloud Scheduler job {cfg.deadline_job_name}: {exc}"]
+    view = deadline.job_view(job, now)
+    enforced = (
+        f"enforced by Cloud Scheduler job {cfg.deadline_job_name} ({cfg.effective_region}): "
+        f"DELETE {deadline.node_url(project, cfg.zone, cfg.node_id)} as {cfg.stop_account_id}"
+    )
+    if view.pending:
+        return [
+            f"billing stops: {view.describe(now)}",
+            f"  {enforced}",
+            "  extend it with `make extend BY=2h`; `make destroy` stops the billing now",
+        ]
+    if view.status == "fired":
+        return [
+            f"billing stopped: {view.describe(now)}; `make deploy` starts a new run "
+            f"(deadline: deploy time + {cfg.deadline_seconds / 3600:g} h)"
+        ]
+    return [
+        f"WARNING: {view.describe(now)}: it bills ${rate:.4f}/chip-hour until `make destroy`; "
+        "`make deploy` puts the deadline job back"
+    ]
+
+
+def _preemption(cfg: DeployConfig, project: str, storage: StorageApi | None) -> str:
+    chips = planner.lookup_accelerator(cfg.accelerator_type).chips
+    prices = planner.price_table(cfg)
+    try:
+        warm = cache_saved(cfg, project, storage or StorageApi(log=sys.stderr))
+    except qr.QueuedResourceError as exc:
+        return planner.preemption_line(chips=chips, prices=prices) + f" (cache unreadable: {exc})"
+    return planner.preemption_line(warm=warm, chips=chips, prices=prices)
