@@ -45,7 +45,13 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
-from stacks.secrets import NODE_ACCOUNT_DESCRIPTION, REQUIRED_SERVICES, node_account_display_name
+from stacks.secrets import (
+    NODE_ACCOUNT_DESCRIPTION,
+    REQUIRED_SERVICES,
+    STOP_ACCOUNT_DESCRIPTION,
+    node_account_display_name,
+    stop_account_display_name,
+)
 from tpudeploy import identities
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,
@@ -82,8 +88,8 @@ def _slug(role: str) -> str:
 class BootstrapStack(TerraformStack):
     """Creates: the APIs federation and the deployments need, the versioned state bucket, a
     workload identity pool with a GitHub OIDC provider restricted to one repository, the read-only
-    plan account, and per pipeline deployment its node account and its own deploy identity (no
-    keys anywhere), with the grants of tpudeploy.identities."""
+    plan account, and per pipeline deployment its node account, its deadline job's account and
+    its own deploy identity (no keys anywhere), with the grants of tpudeploy.identities."""
 
     def __init__(self, scope: Construct, id_: str, *, config: Bootstrap) -> None:
         super().__init__(scope, id_)
@@ -211,6 +217,24 @@ class BootstrapStack(TerraformStack):
                 description=NODE_ACCOUNT_DESCRIPTION,
                 depends_on=services,
             )
+            # The deadline job's identity (spot, on-demand), made for every pipeline deployment so
+            # that switching one to spot needs no second bootstrap. Its one grant is below.
+            stop_sa = GoogleServiceAccount(
+                self,
+                f"{dep.name}-stop-sa",
+                account_id=dep.stop_account_id,
+                display_name=stop_account_display_name(dep),
+                description=STOP_ACCOUNT_DESCRIPTION,
+                depends_on=services,
+            )
+            for grant in identities.stop_grants(dep):
+                GoogleProjectIamMember(
+                    self,
+                    f"{dep.name}-stop-{_slug(grant.role)}",
+                    project=cfg.project,
+                    role=role_id(grant.role),
+                    member=stop_sa.member,
+                )
             deploy_sa = GoogleServiceAccount(
                 self,
                 f"{dep.name}-deploy-sa",
@@ -240,11 +264,13 @@ class BootstrapStack(TerraformStack):
                             f"/attribute.{DEPLOY_ATTRIBUTE}/{dep.name}"
                         ),
                     )
-                elif grant.scope == identities.NODE_ACCOUNT:
+                elif grant.scope in (identities.NODE_ACCOUNT, identities.STOP_ACCOUNT):
+                    account = node_sa if grant.scope == identities.NODE_ACCOUNT else stop_sa
                     GoogleServiceAccountIamMember(
                         self,
-                        slug,
-                        service_account_id=node_sa.name,
+                        # The node account's grant keeps its original address.
+                        slug if account is node_sa else f"{slug}-stop",
+                        service_account_id=account.name,
                         role=grant.role,
                         member=deploy_sa.member,
                     )

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tpudeploy import gitops
+from tpudeploy.config import parse_config
 from tpudeploy.gitops import GitopsError
 
 NOW = datetime(2026, 1, 10, 12, 0, tzinfo=UTC)
@@ -57,7 +58,13 @@ def test_discover_lists_default_then_sorted_deployments(repo: Path) -> None:
     assert (found[0].name, found[0].zone) == ("gemma", "us-west4-a")
 
 
-def test_defaults_match_the_config_model() -> None:
+def _one(tmp_path: Path, body: str) -> gitops.Deployment:
+    write(tmp_path, "deploy.toml", body)
+    (dep,) = gitops.discover(tmp_path)
+    return dep
+
+
+def test_defaults_match_the_config_model(tmp_path: Path) -> None:
     """gitops reads TOML without pydantic (it runs before `make install`); same defaults."""
     from tpudeploy.config import DeployConfig
 
@@ -67,6 +74,16 @@ def test_defaults_match_the_config_model() -> None:
     assert fields["zone"].default == gitops.DEFAULT_ZONE
     assert fields["flex_start_timeout"].default == gitops.DEFAULT_FLEX_START_TIMEOUT
     assert gitops.NAME_RE.fullmatch(gitops.DEFAULT_NAME)
+    for model in ("spot", "on-demand", "flex-start"):
+        body = f'provisioning = "{model}"\n'
+        assert (
+            _one(tmp_path, body).deadline_seconds
+            == parse_config({"provisioning": model}).deadline_seconds
+        )
+    for model in ("spot", "on-demand"):
+        body = f'provisioning = "{model}"\nmax_run_duration = "none"\nauto_recover = true\n'
+        dep = _one(tmp_path, body)
+        assert dep.deadline_seconds is None and dep.bills_forever and dep.auto_recover
 
 
 def test_deploy_account_ids_fit_and_never_collide() -> None:
@@ -184,21 +201,30 @@ def test_resolve_refuses_unknown_and_non_pipeline(repo: Path) -> None:
         gitops.resolve_input(repo, "gemma")
 
 
-def test_static_billing_flags_spot_and_on_demand_only(repo: Path) -> None:
+def test_static_billing_flags_only_nodes_that_opted_out_of_a_deadline(repo: Path) -> None:
     write(
         repo,
         "deployments/ondemand.toml",
-        'name = "ondemand"\nstate_bucket = "b"\nprovisioning = "on-demand"\n',
+        'name = "ondemand"\nstate_bucket = "b"\nprovisioning = "on-demand"\n'
+        'max_run_duration = "none"\n',
     )
     findings = gitops.static_billing(gitops.discover(repo))
     assert {f.level for f in findings} == {"warning"}
-    # deploy.toml sets no provisioning: the config default (flex-start) ends on its own.
-    assert [f.message.split(":")[0] for f in findings] == [
-        "deployments/ondemand.toml",
-        "deployments/staging.toml",
+    # deploy.toml is flex-start (ends on its own); staging is spot with the default deadline.
+    assert [f.message.split(":")[0] for f in findings] == ["deployments/ondemand.toml"]
+    assert "ondemand uses provisioning = 'on-demand' with max_run_duration = 'none'" in (
+        findings[0].message
+    )
+
+
+def test_a_node_with_a_deadline_is_an_error_only_once_it_outlived_it() -> None:
+    deadlines = {"n-ready-7": 8.0, "n-ready-10": 8.0}
+    nodes = [node("READY", hours=7), node("READY", hours=10)]
+    findings = gitops.cloud_billing(nodes, [], now=NOW, max_age_hours=12, deadlines=deadlines)
+    assert [(f.level, f.message.split(" is ")[0]) for f in findings] == [
+        ("error", "TPU node n-ready-10")
     ]
-    assert "ondemand uses provisioning = 'on-demand'" in findings[0].message
-    assert "staging uses provisioning = 'spot'" in findings[1].message
+    assert "past its deadline" in findings[0].message
 
 
 def node(state: str, *, hours: float, ends: bool = False, spot: bool = True) -> dict[str, object]:
@@ -243,8 +269,13 @@ def test_cloud_billing_unknown_age_counts_as_old() -> None:
 
 def test_billing_check_cli(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = ["--root", str(repo)]
+    write(
+        repo,
+        "deployments/forever.toml",
+        'name = "forever"\nstate_bucket = "b"\nprovisioning = "spot"\nmax_run_duration = "none"\n',
+    )
     assert gitops.main([*root, "billing-check"]) == 0
-    assert "::warning::deployments/staging.toml: staging uses provisioning = 'spot'" in (
+    assert "::warning::deployments/forever.toml: forever uses provisioning = 'spot'" in (
         capsys.readouterr().out
     )
     assert gitops.main([*root, "billing-check", "--strict"]) == 1

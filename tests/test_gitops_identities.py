@@ -70,6 +70,14 @@ READ_ONLY_PREDEFINED = {
     "roles/tpu.viewer",
     "roles/compute.networkViewer",
     "roles/secretmanager.viewer",
+    "roles/cloudscheduler.viewer",
+}
+# The grants no IAM condition can narrow (README residual risks), each held to one service: Cloud
+# TPU and Cloud Scheduler evaluate no resource attributes and have no per-resource policy.
+UNSCOPABLE_SERVICE = {
+    "tpudeployTpu": "tpu.",
+    "tpudeployNodeStop": "tpu.",
+    "tpudeployScheduler": "cloudscheduler.",
 }
 
 
@@ -78,8 +86,9 @@ def test_no_dangerous_unconditioned_project_grant(boot: dict[str, Any]) -> None:
     except the TPU role the API cannot scope (README residual risks), which holds tpu.* only."""
     custom = _custom_permissions(boot)
     members = _members(boot)
+    assert set(identities.UNSCOPABLE_ROLES) == set(UNSCOPABLE_SERVICE)
     unscopable = {
-        f"${{google_project_iam_custom_role.role-{k}.id}}" for k in identities.UNSCOPABLE_ROLES
+        f"${{google_project_iam_custom_role.role-{k}.id}}": k for k in identities.UNSCOPABLE_ROLES
     }
     seen_unscopable = set()
     for cid, grant in resources(boot, "google_project_iam_member").items():
@@ -95,12 +104,16 @@ def test_no_dangerous_unconditioned_project_grant(boot: dict[str, Any]) -> None:
             continue
         if role in unscopable:
             seen_unscopable.add(role)
-            assert all(p.startswith("tpu.") for p in perms), perms
+            assert all(p.startswith(UNSCOPABLE_SERVICE[unscopable[role]]) for p in perms), perms
+            if unscopable[role] == "tpudeployNodeStop":
+                # The deadline job's account: delete, nothing else, held by -stop accounts only.
+                assert perms == ["tpu.nodes.delete"]
+                assert members[grant["member"]].endswith("-stop"), cid
             assert not [p for p in perms if p.endswith((".setIamPolicy", ".actAs"))]
             assert "tpu.nodes.update" not in perms  # see stacks/tpu_node.py: replaced instead
             continue
         assert not risky, f"{cid}: unconditioned project grant of {risky}"
-    assert seen_unscopable == unscopable
+    assert seen_unscopable == set(unscopable)
 
 
 def test_no_identity_can_read_a_secret_value_or_an_object_outside_state(
@@ -122,7 +135,7 @@ def test_no_identity_can_read_a_secret_value_or_an_object_outside_state(
     assert predefined == READ_ONLY_PREDEFINED | {
         "roles/storage.objectViewer",  # the plan identity, on the state bucket only
         "roles/iam.workloadIdentityUser",  # federation, on each CI account only
-        "roles/iam.serviceAccountUser",  # on each node account only
+        "roles/iam.serviceAccountUser",  # on each node and deadline-job account only
     }
 
 
@@ -153,8 +166,9 @@ def test_service_account_grants_are_per_account(boot: dict[str, Any], bootstrap:
                 "roles/iam.workloadIdentityUser",
                 f"principalSet://iam.googleapis.com/{pool}/attribute.{DEPLOY_ATTRIBUTE}/{name}",
             ),
-            # actAs on its own node account, and on nothing else.
+            # actAs on its own node account and its own deadline job's account, nothing else.
             (f"{name}-node", "roles/iam.serviceAccountUser", f"{name}-apply"),
+            (f"{name}-stop", "roles/iam.serviceAccountUser", f"{name}-apply"),
         }
     assert got == expected
 
@@ -343,7 +357,7 @@ def test_deploy_identity_only_from_its_environment_on_main_from_the_deploy_workf
 ) -> None:
     cfg = bootstrap_cfg
     for env in ("gemma4-staging", "gemma4-prod"):
-        for workflow in ("deploy.yml", "destroy.yml"):
+        for workflow in ("deploy.yml", "destroy.yml", "recover.yml"):
             assert admitted_accounts(boot, env_token(cfg, env, workflow=workflow)) == {
                 f"{env}-apply"
             }

@@ -147,14 +147,14 @@ def test_deployments_use_the_bootstrap_bucket(bootstrap_cfg: BootstrapConfig) ->
         assert dep.state_bucket == bootstrap_cfg.state_bucket, dep.config
 
 
-def test_one_deploy_identity_and_one_node_account_per_deployment(
+def test_one_deploy_identity_one_node_and_one_stop_account_per_deployment(
     boot: dict[str, Any], bootstrap: Bootstrap
 ) -> None:
     ids = sorted(a["account_id"] for a in resources(boot, "google_service_account").values())
     expected = [bootstrap.config.plan_account_id]
     for name in ("gemma4-prod", "gemma4-staging"):  # the committed deployments/*.toml
         cfg = parse_config({"name": name})
-        expected += [cfg.deploy_account_id, cfg.service_account_id]
+        expected += [cfg.deploy_account_id, cfg.service_account_id, cfg.stop_account_id]
     assert ids == sorted(expected)
     assert "google_service_account_key" not in boot["resource"]
 

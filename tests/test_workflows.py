@@ -18,7 +18,7 @@ BIN = Path(sys.executable).parent
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 # Targets the workflows call; the lead's Makefile must define each of them.
-MAKE_TARGETS = {"install", "lint", "test", "synth", "scan", "diff", "deploy", "destroy"}
+MAKE_TARGETS = {"install", "lint", "test", "synth", "scan", "diff", "deploy", "destroy", "recover"}
 
 
 def load(name: str) -> dict[str, Any]:
@@ -36,7 +36,14 @@ def steps(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_expected_workflows_exist() -> None:
     names = {p.name for p in FILES}
-    assert {"checks.yml", "pull-request.yml", "deploy.yml", "destroy.yml", "drift.yml"} <= names
+    assert {
+        "checks.yml",
+        "pull-request.yml",
+        "deploy.yml",
+        "destroy.yml",
+        "drift.yml",
+        "recover.yml",
+    } <= names
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -174,6 +181,23 @@ def test_deploy_is_gated_and_serialized() -> None:
     assert destroy["concurrency"]["group"].startswith(prefix)
 
 
+def test_recover_is_gated_serialized_and_started_only_when_needed() -> None:
+    jobs = load("recover.yml")["jobs"]
+    recover, select = jobs["recover"], jobs["select"]
+    assert recover["environment"]["name"] == "${{ matrix.environment }}"
+    assert recover["concurrency"]["cancel-in-progress"] is False
+    # The deploy workflow's group: never during an apply or a destroy of the deployment.
+    deploy = load("deploy.yml")["jobs"]["deploy"]
+    assert recover["concurrency"]["group"] == deploy["concurrency"]["group"]
+    assert recover["needs"] == "select" and "matrix != '[]'" in recover["if"]
+    assert "environment" not in select and "concurrency" not in select
+    script = "\n".join(s.get("run", "") for s in recover["steps"])
+    assert "make recover" in script and "make deploy" not in script
+    chooser = "\n".join(s.get("run", "") for s in select["steps"])
+    assert "tpudeploy.gitops recover-select" in chooser and "GITHUB_STEP_SUMMARY" in chooser
+    assert "schedule" in load("recover.yml")["on"]
+
+
 def test_destroy_input_goes_through_validation() -> None:
     resolve = load("destroy.yml")["jobs"]["resolve"]
     step = next(s for s in resolve["steps"] if s.get("id") == "resolve")
@@ -213,8 +237,8 @@ def _auth_steps(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_deploy_identities_only_in_the_deploy_workflows() -> None:
-    """The bootstrap's federation admits a deploy identity only for jobs of these two files (as
-    committed on main); every other workflow authenticates as the read-only plan identity."""
+    """The bootstrap's federation admits a deploy identity only for environment jobs of these
+    files (as committed on main); every other job authenticates as the read-only plan identity."""
     from tpudeploy.bootstrap import DEPLOY_WORKFLOWS
 
     assert {p.name for p in FILES} >= set(DEPLOY_WORKFLOWS)
@@ -222,15 +246,20 @@ def test_deploy_identities_only_in_the_deploy_workflows() -> None:
     expected = {
         "deploy.yml": "${{ matrix.deploy_account }}" + suffix,
         "destroy.yml": "${{ needs.resolve.outputs.deploy_account }}" + suffix,
+        "recover.yml": "${{ matrix.deploy_account }}" + suffix,
     }
+    plan = "${{ vars.GCP_PLAN_SERVICE_ACCOUNT }}"
+    deploy_jobs = set()
     for path in FILES:
         for job, auth in _auth_steps(load(path.name)):
-            if path.name in DEPLOY_WORKFLOWS:
-                assert auth["service_account"] == expected[path.name], (path.name, job)
+            gated = "environment" in load(path.name)["jobs"][job]
+            if path.name in DEPLOY_WORKFLOWS and gated:
                 # An environment job: its reviewers and branch rule gate the apply.
-                assert "environment" in load(path.name)["jobs"][job]
+                assert auth["service_account"] == expected[path.name], (path.name, job)
+                deploy_jobs.add(path.name)
             else:
-                assert auth["service_account"] == "${{ vars.GCP_PLAN_SERVICE_ACCOUNT }}", job
+                assert auth["service_account"] == plan, (path.name, job)
+    assert deploy_jobs == set(DEPLOY_WORKFLOWS)
     resolve = load("destroy.yml")["jobs"]["resolve"]["outputs"]
     assert resolve["deploy_account"] == "${{ steps.resolve.outputs.deploy_account }}"
 

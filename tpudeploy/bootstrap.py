@@ -43,7 +43,8 @@ SUBJECT_LIMIT = 127
 CONDITION_LIMIT = 4096
 # The only workflows whose jobs may obtain a deploy identity (job_workflow_ref), and only from the
 # main branch: a pull request, or a branch carrying its own copy of these files, gets nothing.
-DEPLOY_WORKFLOWS = ("deploy.yml", "destroy.yml")
+# recover.yml: the scheduled replacement of a preempted node (auto_recover), gated like a deploy.
+DEPLOY_WORKFLOWS = ("deploy.yml", "destroy.yml", "recover.yml")
 # The custom attribute the deploy identities' bindings match: the job's GitHub environment when the
 # token passes every deploy check, this value otherwise (never a deployment name).
 DEPLOY_ATTRIBUTE = "deploy_environment"
@@ -166,7 +167,7 @@ class BootstrapConfig(Strict):
 
     @property
     def deploy_workflow_refs(self) -> tuple[str, ...]:
-        """job_workflow_ref of the deploy and destroy workflows, as committed on main."""
+        """job_workflow_ref of the deploy, destroy and recover workflows, as committed on main."""
         return tuple(
             f"{self.github_repository}/.github/workflows/{wf}@{self.main_ref}"
             for wf in DEPLOY_WORKFLOWS

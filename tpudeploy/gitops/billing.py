@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tpudeploy.gitops.deployments import KEY_PROVISIONING, Deployment
+from tpudeploy.gitops.deployments import (
+    KEY_MAX_RUN_DURATION,
+    KEY_PROVISIONING,
+    NO_END,
+    NO_END_MODELS,
+    Deployment,
+)
 
-# Provisioning models whose node bills until deleted; flex-start ends with its run duration.
-NO_END_TIME = frozenset({"spot", "on-demand"})
+# Provisioning models whose node bills until deleted, unless its deadline job deletes it;
+# flex-start ends with its run duration.
+NO_END_TIME = NO_END_MODELS
+# A deadline job retries for a few minutes; past this margin a node outlived its deadline.
+DEADLINE_GRACE_HOURS = 1.0
 
 # Nodes in these states no longer run a workload but still hold quota until deleted (seed:
 # a preempted spot TPU VM cannot be restarted; it must be deleted and created again).
@@ -26,17 +35,28 @@ class Finding:
 
 
 def static_billing(deployments: Sequence[Deployment]) -> list[Finding]:
-    """Deployments whose node, once deployed, bills until someone destroys it."""
+    """Deployments whose node, once deployed, bills until someone destroys it: spot or
+    on-demand that opted out of the deadline job."""
     return [
         Finding(
             "warning",
-            f"{dep.config}: {dep.name} uses {KEY_PROVISIONING} = {dep.provisioning!r}: once "
-            "deployed its node bills with no end time until `make destroy` (or the destroy "
-            "workflow); flex-start stops itself",
+            f"{dep.config}: {dep.name} uses {KEY_PROVISIONING} = {dep.provisioning!r} with "
+            f"{KEY_MAX_RUN_DURATION} = {NO_END!r}: once deployed its node bills with no end time "
+            "until `make destroy` (or the destroy workflow); a deadline (the default, 8h) or "
+            "flex-start stops it",
         )
         for dep in deployments
-        if dep.provisioning in NO_END_TIME
+        if dep.bills_forever
     ]
+
+
+def deadline_hours(deployments: Sequence[Deployment]) -> dict[str, float]:
+    """{node name: hours to its deadline} of the spot and on-demand deployments that have one."""
+    return {
+        dep.name: dep.deadline_seconds / 3600
+        for dep in deployments
+        if dep.deadline_seconds is not None
+    }
 
 
 def _short(name: str) -> str:
@@ -59,13 +79,17 @@ def cloud_billing(
     *,
     now: datetime,
     max_age_hours: float,
+    deadlines: Mapping[str, float] | None = None,
 ) -> list[Finding]:
     """Judge `gcloud alpha compute tpus tpu-vm list` and `... queued-resources list` JSON.
 
     Errors: dead nodes and ended queued resources (drift: the repository says it runs, the cloud
     says it does not, and quota stays held), and nodes with no termination time running longer
-    than `max_age_hours`. Younger such nodes are warnings.
+    than `max_age_hours`. Younger such nodes are warnings. A node whose deployment declares a
+    deadline (`deadlines`, hours by node name) is expected to end then: it is an error only once
+    it outlived that deadline, which its job should have prevented.
     """
+    deadlines = deadlines or {}
     findings: list[Finding] = []
     for node in nodes:
         name = _short(str(node.get("name", "?")))
@@ -87,6 +111,20 @@ def cloud_billing(
             continue
         age = _age_hours(node.get("createTime"), now)
         age_text = f"{age:.1f} h" if age is not None else "an unknown time"
+        if name in deadlines:
+            limit = deadlines[name] + DEADLINE_GRACE_HOURS
+            if age is not None and age <= limit:
+                continue
+            findings.append(
+                Finding(
+                    "error",
+                    f"TPU node {name} is {state} and has run {age_text}, past its deadline "
+                    f"({deadlines[name]:g} h after its deploy): its deadline job did not delete "
+                    "it, or `make extend` moved it; `make status` shows the job, the destroy "
+                    "workflow stops the billing",
+                )
+            )
+            continue
         level = "error" if age is None or age > max_age_hours else "warning"
         findings.append(
             Finding(

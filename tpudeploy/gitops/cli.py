@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tpudeploy.gitops.billing import Finding, cloud_billing, static_billing
+from tpudeploy.gitops.billing import Finding, cloud_billing, deadline_hours, static_billing
 from tpudeploy.gitops.deployments import (
     KEY_PROJECT,
     NAME_RE,
@@ -22,6 +22,7 @@ from tpudeploy.gitops.deployments import (
     resolve_input,
 )
 from tpudeploy.gitops.plan_report import plan_report
+from tpudeploy.gitops.recovery import candidates, judge
 
 
 def _read_json_list(path: str) -> list[dict[str, object]]:
@@ -84,17 +85,58 @@ def _cmd_zones(args: argparse.Namespace) -> int:
 
 
 def _cmd_billing(args: argparse.Namespace) -> int:
-    findings = static_billing(discover(Path(args.root)))
+    deployments = discover(Path(args.root))
+    findings = static_billing(deployments)
     nodes = [n for path in args.nodes_json for n in _read_json_list(path)]
     queued = [q for path in args.queued_json for q in _read_json_list(path)]
     findings += cloud_billing(
-        nodes, queued, now=datetime.now(UTC), max_age_hours=args.max_age_hours
+        nodes,
+        queued,
+        now=datetime.now(UTC),
+        max_age_hours=args.max_age_hours,
+        deadlines=deadline_hours(deployments),
     )
     _annotate(findings)
     if not findings:
         print("no node bills without an end time")
     failed = any(f.level == "error" for f in findings) or (args.strict and bool(findings))
     return 1 if failed else 0
+
+
+def _cmd_recover_targets(args: argparse.Namespace) -> int:
+    """'project zone region' of each deployment the recover workflow watches (none: nothing)."""
+    lines = set()
+    for dep in candidates(pipeline_deployments(Path(args.root))):
+        project = dep.project or args.default_project
+        if not project or PROJECT_RE.fullmatch(project) is None:
+            raise GitopsError(
+                f"{dep.config}: no {KEY_PROJECT} set and no valid default project "
+                "(repository variable GCP_PROJECT)"
+            )
+        lines.add(f"{project} {dep.zone} {dep.region}")
+    for line in sorted(lines):
+        print(line)
+    return 0
+
+
+def _cmd_recover_select(args: argparse.Namespace) -> int:
+    """The matrix of deployments to recover; one summary line per candidate."""
+    verdicts = judge(
+        pipeline_deployments(Path(args.root)),
+        nodes=[n for path in args.nodes_json for n in _read_json_list(path)],
+        jobs=[j for path in args.jobs_json for j in _read_json_list(path)],
+        firewalls=[f for path in args.firewalls_json for f in _read_json_list(path)],
+        now=datetime.now(UTC),
+    )
+    lines = [v.line for v in verdicts] or ["- no deployment sets auto_recover = true"]
+    if args.summary:
+        with open(args.summary, "a", encoding="utf-8") as summary:
+            summary.write("\n".join(["### recover", *lines]) + "\n")
+    for line in lines:
+        print(line, file=sys.stderr)
+    chosen = [v.deployment.matrix_entry() for v in verdicts if v.recover]
+    print(json.dumps(chosen, separators=(",", ":")))
+    return 0
 
 
 def _read_lines(path: str) -> list[str]:
@@ -140,6 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--exit-code", type=int, required=True)
     report.add_argument("output", help="file holding the captured `make diff` output")
     report.set_defaults(func=_cmd_plan_report)
+
+    targets = sub.add_parser(
+        "recover-targets", help="'project zone region' of the auto_recover deployments"
+    )
+    targets.add_argument("--default-project", default="")
+    targets.set_defaults(func=_cmd_recover_targets)
+
+    select = sub.add_parser("recover-select", help="JSON matrix of deployments to recover")
+    select.add_argument("--nodes-json", action="append", default=[], metavar="FILE")
+    select.add_argument("--jobs-json", action="append", default=[], metavar="FILE")
+    select.add_argument("--firewalls-json", action="append", default=[], metavar="FILE")
+    select.add_argument("--summary", help="append the verdicts to this file (the run summary)")
+    select.set_defaults(func=_cmd_recover_select)
 
     billing = sub.add_parser("billing-check", help="report nodes that bill with no end time")
     billing.add_argument("--nodes-json", action="append", default=[], metavar="FILE")

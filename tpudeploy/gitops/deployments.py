@@ -34,6 +34,14 @@ DEFAULT_PROVISIONING = "flex-start"
 DEFAULT_ZONE = facts.ZONE
 KEY_FLEX_START_TIMEOUT = "flex_start_timeout"
 DEFAULT_FLEX_START_TIMEOUT = "1h"
+# Spot and on-demand: the deadline job's delay (default "8h"), or "none" for no end; and
+# whether the recover workflow replaces a preempted node (tpudeploy.config.DeployConfig).
+KEY_MAX_RUN_DURATION = "max_run_duration"
+DEFAULT_DEADLINE = "8h"
+NO_END = "none"
+KEY_AUTO_RECOVER = "auto_recover"
+# Provisioning models whose node bills until deleted unless a deadline job deletes it.
+NO_END_MODELS = frozenset({"spot", "on-demand"})
 # What a deploy job does besides waiting for capacity: install (pip + npm), two synths, the
 # secrets stack's apply, the live-node check and Terraform's own init/plan, with room to spare.
 DEPLOY_JOB_OVERHEAD_MINUTES = 25
@@ -71,6 +79,19 @@ class Deployment:
     state_bucket: str | None
     # Seconds a flex-start create waits for capacity before it gives up (and cleans up).
     flex_start_timeout_seconds: int = 3600
+    # Spot and on-demand: seconds from deploy to the deadline job's delete; None: no deadline
+    # (flex-start ends on its own; "none" bills until destroyed).
+    deadline_seconds: int | None = None
+    auto_recover: bool = False
+
+    @property
+    def region(self) -> str:
+        return names.region_of(self.zone)
+
+    @property
+    def bills_forever(self) -> bool:
+        """Spot or on-demand with max_run_duration = "none": nothing ends its billing."""
+        return self.provisioning in NO_END_MODELS and self.deadline_seconds is None
 
     @property
     def deploy_timeout_minutes(self) -> int:
@@ -130,6 +151,14 @@ def _load(root: Path, rel: str) -> Deployment:
         )
     except ValueError as exc:
         raise GitopsError(f"{rel}: {exc}") from None
+    deadline = None
+    if provisioning in NO_END_MODELS:
+        value = data.get(KEY_MAX_RUN_DURATION, DEFAULT_DEADLINE)
+        if not (isinstance(value, str) and value.strip().lower() == NO_END):
+            try:
+                deadline = parse_duration(value, name=KEY_MAX_RUN_DURATION)
+            except ValueError as exc:
+                raise GitopsError(f"{rel}: {exc}") from None
     return Deployment(
         name=name,
         config=rel,
@@ -138,6 +167,8 @@ def _load(root: Path, rel: str) -> Deployment:
         zone=zone,
         state_bucket=bucket if isinstance(bucket, str) and bucket else None,
         flex_start_timeout_seconds=wait,
+        deadline_seconds=deadline,
+        auto_recover=data.get(KEY_AUTO_RECOVER) is True,
     )
 
 
