@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 import pytest
-from conftest import Synthesizer, resources
+
+from tests.conftest import Synthesizer, resources
 
 PROJECT = "my-proj-123"
 NAME = "gemma4-v5e"
@@ -26,11 +27,13 @@ SPOT_90M = {"project": PROJECT, "provisioning": "spot", "max_run_duration": "90m
 
 
 def _node(synth: Synthesizer, overrides: dict[str, Any]) -> dict[str, Any]:
-    return synth(overrides)[f"{NAME}-node"]
+    stack: dict[str, Any] = synth(overrides)[f"{NAME}-node"]
+    return stack
 
 
 def _secrets(synth: Synthesizer, overrides: dict[str, Any]) -> dict[str, Any]:
-    return synth(overrides)[f"{NAME}-secrets"]
+    stack: dict[str, Any] = synth(overrides)[f"{NAME}-secrets"]
+    return stack
 
 
 @pytest.mark.parametrize("overrides", [SPOT, ON_DEMAND], ids=["spot", "on-demand"])
@@ -128,7 +131,7 @@ def test_a_pipeline_deployment_uses_the_bootstraps_stop_account(synth: Synthesiz
     """Same data as tests/test_gitops_identities.py's spot staging (one synth for both)."""
     import tomllib
 
-    from conftest import REPO_ROOT
+    from tests.conftest import REPO_ROOT
 
     data = {
         **tomllib.loads((REPO_ROOT / "deployments/staging.toml").read_text()),

@@ -15,6 +15,7 @@ import pytest
 
 from tests.test_recover import NODE_STATES
 from tpudeploy import deadline, gitops, recover
+from tpudeploy.addresses import DENY_ALL_ADDRESS
 from tpudeploy.config import parse_config
 from tpudeploy.gitops.recovery import judge
 
@@ -84,7 +85,7 @@ def test_selection_agrees_with_make_recover(
     deps = gitops.pipeline_deployments(tmp_path)
     nodes = [] if state == "NOT_FOUND" else [_node("x-node", state)]
     jobs = _job("x-node", situation) if deployed else []
-    firewalls = [{"name": "x-node-deny-all"}] if deployed else []
+    firewalls: list[dict[str, object]] = [{"name": "x-node-deny-all"}] if deployed else []
     (verdict,) = judge(deps, nodes=nodes, jobs=jobs, firewalls=firewalls, now=NOW)
 
     cfg = parse_config(
@@ -100,7 +101,7 @@ def test_selection_agrees_with_make_recover(
     )
     # make recover acts on a missing node only when the stack is deployed (its state holds the
     # deny-all rule); the selection sees the rule itself.
-    expected = decision.acts and (decision.when_in_state != recover.DENY_ALL_ADDRESS or deployed)
+    expected = decision.acts and (decision.when_in_state != DENY_ALL_ADDRESS or deployed)
     assert verdict.recover == expected, (verdict.line, decision.summary)
     assert verdict.line.startswith("- x-node: node ")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Synthesizer, terraform_env
 
+from tests.conftest import Synthesizer, terraform_env
 from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy import deadline, recover, vmstatus

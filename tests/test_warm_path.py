@@ -10,8 +10,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from boot_sandbox import PROJECT, Node
-
+from tests.boot_sandbox import PROJECT, Node
 from tpudeploy import planner
 from tpudeploy.config import parse_config
 from tpudeploy.render import compile_cache_key, render_startup_script
