@@ -11,7 +11,6 @@ from cdktf_cdktf_provider_google_beta.google_cloud_scheduler_job import (
     GoogleCloudSchedulerJobHttpTargetOauthToken,
     GoogleCloudSchedulerJobRetryConfig,
 )
-from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import GoogleTpuV2Vm
 
 from tpudeploy import deadline
 from tpudeploy.addresses import DEADLINE_ID, DEADLINE_JOB_ID
@@ -19,11 +18,11 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE, service_account_email
 
 
-def declare_deadline(
-    stack: TerraformStack, cfg: DeployConfig, project: str, node: GoogleTpuV2Vm, seconds: int
-) -> None:
-    """terraform_data `deadline` (deploy time + max_run_duration, or `make extend`'s value) and
-    the job deleting the node then, as the deployment's stop account (tpu.nodes.delete only)."""
+def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, seconds: int) -> None:
+    """terraform_data `deadline-time` (deploy time + max_run_duration, or `make extend`'s value)
+    and the job deleting the node then, as the deployment's stop account (tpu.nodes.delete
+    only). Neither depends on the node: `make extend` applies them with -target, which would
+    pull a dependency (the VM and any change pending on it) into the apply."""
     TerraformVariable(
         stack,
         deadline.VARIABLE,
@@ -73,7 +72,6 @@ def declare_deadline(
                 scope=CLOUD_PLATFORM_SCOPE,
             ),
         ),
-        depends_on=[node],
     )
     TerraformOutput(stack, "deadline", value=f"${{{at}}}")
     TerraformOutput(

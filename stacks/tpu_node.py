@@ -185,7 +185,7 @@ class TpuNodeStack(TerraformStack):
         # Spot and on-demand bill until deleted (build log): a deadline job deletes the node,
         # unless max_run_duration = "none" opted out.
         if cfg.deadline_seconds is not None:
-            declare_deadline(self, cfg, project, node, cfg.deadline_seconds)
+            declare_deadline(self, cfg, project, cfg.deadline_seconds)
         else:
             TerraformOutput(
                 self,

@@ -47,6 +47,16 @@ def test_auto_recover_is_for_nodes_that_can_be_preempted() -> None:
     assert problem.startswith("auto_recover = True:") and "Fix:" in problem
 
 
+def test_a_deadline_too_short_for_its_job_is_refused() -> None:
+    assert parse_config({"provisioning": "spot", "max_run_duration": "15m"}).deadline_seconds == 900
+    with pytest.raises(ConfigError) as err:
+        parse_config({"provisioning": "on-demand", "max_run_duration": "10m"})
+    (problem,) = err.value.problems
+    assert problem.startswith("max_run_duration = '10m':") and 'at least "15m"' in problem
+    # Flex-start's run duration is the TPU API's own: no job to create.
+    assert parse_config({"max_run_duration": "10m"}).max_run_duration_seconds == 600
+
+
 @pytest.mark.parametrize("value", ["8d", "eight hours", 0, True])
 def test_a_bad_deadline_names_key_value_and_fix(value: object) -> None:
     with pytest.raises(ConfigError) as err:

@@ -20,6 +20,7 @@ from tpudeploy import facts, names
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
 from tpudeploy.config.secretshape import redact
+from tpudeploy.deadline import MIN_DEADLINE_SECONDS
 
 DEFAULT_CONFIG_PATH = "deploy.toml"
 CONFIG_ENV = "DEPLOY_CONFIG"
@@ -123,6 +124,16 @@ def _run_end_problems(cfg: DeployConfig) -> list[str]:
                 "flex-start always ends: its queued resource takes a run duration of at most 7 "
                 "days, and only spot and on-demand may run with no end",
                 'write a duration such as "4h", or choose provisioning = "spot" or "on-demand"',
+            )
+        )
+    if cfg.deadline_seconds is not None and cfg.deadline_seconds < MIN_DEADLINE_SECONDS:
+        problems.append(
+            problem(
+                "max_run_duration",
+                cfg.max_run_duration,
+                f"a {cfg.provisioning} deadline under {MIN_DEADLINE_SECONDS // 60} minutes could "
+                "pass before the deploy has created its job, which would then fire a year later",
+                f'use at least "{MIN_DEADLINE_SECONDS // 60}m"',
             )
         )
     if cfg.auto_recover and cfg.provisioning == "flex-start":
