@@ -169,3 +169,16 @@ def test_api_errors_end_cleanly(
     assert main(["status"]) == 1
     err = capsys.readouterr().err
     assert "Permission 'tpu.queuedResources.get' denied" in err
+
+
+def test_spot_before_its_first_deploy_says_nothing_bills(
+    fake: FakeTpuApi,
+    google: FakeSchedulerApi,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    use_config(monkeypatch, tmp_path, f'project = "{PROJECT}"\nprovisioning = "spot"\n')
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "NOT_FOUND" in out and "nothing is billing" in out and "WARNING" not in out

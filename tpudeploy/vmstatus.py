@@ -22,7 +22,7 @@ def lines(
     now: datetime | None = None,
 ) -> list[str]:
     now = now or datetime.now(UTC)
-    out = _deadline_lines(cfg, project, scheduler, now)
+    out = _deadline_lines(cfg, project, scheduler, now, node_state)
     if cfg.provisioning == "spot":
         out.append(_preemption(cfg, project, storage))
     if node_state in ("PREEMPTED", "TERMINATED"):
@@ -35,7 +35,11 @@ def lines(
 
 
 def _deadline_lines(
-    cfg: DeployConfig, project: str, scheduler: SchedulerApi | None, now: datetime
+    cfg: DeployConfig,
+    project: str,
+    scheduler: SchedulerApi | None,
+    now: datetime,
+    node_state: str,
 ) -> list[str]:
     rate = planner.price_table(cfg).rate(cfg.provisioning)
     if cfg.deadline_seconds is None:
@@ -64,6 +68,8 @@ def _deadline_lines(
             f"billing stopped: {view.describe(now)}; `make deploy` starts a new run "
             f"(deadline: deploy time + {cfg.deadline_seconds / 3600:g} h)"
         ]
+    if node_state == "NOT_FOUND":
+        return [f"nothing is billing: no node ({view.describe(now)}); `make deploy` creates both"]
     return [
         f"WARNING: {view.describe(now)}: it bills ${rate:.4f}/chip-hour until `make destroy`; "
         "`make deploy` puts the deadline job back"
