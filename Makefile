@@ -157,7 +157,8 @@ test-fast: install ## The offline test suite without the rehearsal tier
 # The whole lifecycle, make deploy-secrets to make destroy-all, run for real (cdktf CLI,
 # Terraform, the project's clients) against loopback fakes of the Google APIs, in a scratch copy
 # of the repository: never your state or deploy.toml. PROVISIONING=all runs the three side by
-# side. SCENARIO names what to rehearse (only the lifecycle so far).
+# side. SCENARIO=preemption (spot, on-demand): the node preempted, then make recover;
+# SCENARIO=deadline: the deadline job fires and nothing bills afterwards.
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
 rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|spot|on-demand|all

@@ -52,6 +52,34 @@ BREAKS = {
 }
 
 
+# Issue 16's scenarios: (provisioning, scenario) and their stages after `deploy`.
+SCENARIO_RUNS = {"preemption": ("spot", "preemption"), "deadline": ("on-demand", "deadline")}
+SCENARIO_STAGES = {
+    "preemption": [
+        "boot",
+        "wait",
+        "preempt",
+        "recover",
+        "boot-again",
+        "wait-again",
+        "deploy-again",
+        "destroy",
+        "destroy-all",
+        "no-secret-left",
+    ],
+    "deadline": [
+        "deadline-job",
+        "extend",
+        "fire",
+        "after-deadline",
+        "deploy-after",
+        "destroy",
+        "destroy-all",
+        "no-secret-left",
+    ],
+}
+
+
 @pytest.fixture(scope="module")
 def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iterator[Runner]:
     """Every run of this module, started together (three at a time on two cores)."""
@@ -59,6 +87,9 @@ def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iter
     runner = Runner(parallel=3)
     for model in PROVISIONING_MODELS:
         runner.start(model, ["--provisioning", model], root / model)
+    for label, (model, scenario) in SCENARIO_RUNS.items():
+        args = ["--provisioning", model, "--scenario", scenario]
+        runner.start(f"scenario-{label}", args, root / f"scenario-{label}")
     for label, (hook, _, _) in BREAKS.items():
         args = ["--provisioning", "flex-start", "--post-synth", f"tests.rehearsal_breaks:{hook}"]
         runner.start(f"break-{label}", args, root / label)
@@ -85,6 +116,18 @@ def test_the_lifecycle_passes(rehearsals: Runner, model: str) -> None:
     assert run.lines[-1].startswith(f"rehearsal passed: {model} lifecycle")
     # A pass cleans its scratch copy (state, logs, the fake node's disk) away.
     assert not run.workdir.exists()
+
+
+@pytest.mark.parametrize("label", SCENARIO_RUNS)
+def test_preemption_and_deadline_scenarios_pass(rehearsals: Runner, label: str) -> None:
+    """SCENARIO=preemption: PREEMPTED in the fake, make recover, READY again with the same spec
+    and a warm boot. SCENARIO=deadline: the job fires and nothing bills afterwards."""
+    model, scenario = SCENARIO_RUNS[label]
+    run = rehearsals.wait(f"scenario-{label}", timeout=900)
+    assert run.returncode == 0, run.output
+    assert list(stage_lines(run)) == STAGES[:5] + SCENARIO_STAGES[scenario], run.output
+    assert set(stage_lines(run).values()) == {"ok"}
+    assert run.lines[-1].startswith(f"rehearsal passed: {model} {scenario}")
 
 
 @pytest.mark.parametrize("label", BREAKS)

@@ -58,6 +58,10 @@ def test_every_resource_type_the_stacks_use_has_a_schema_and_a_fake(
         "google_storage_bucket_iam_member",
         "google_compute_firewall",
         "google_tpu_v2_vm",
+        # spot and on-demand: the deadline job and its account's one permission
+        "google_cloud_scheduler_job",
+        "google_project_iam_custom_role",
+        "google_project_iam_member",
     }
     assert used <= set(RESOURCES)
     assert set(schemas["resource_schemas"]) == set(RESOURCES)
@@ -499,7 +503,8 @@ def test_fake_vllm_needs_the_stored_token_and_answers_chat_and_tool_calls(
     ("args", "words"),
     [
         (["--provisioning", "v5e"], ["PROVISIONING='v5e'", "flex-start, spot, on-demand"]),
-        (["--scenario", "preemption"], ["SCENARIO='preemption'", "lifecycle"]),
+        (["--scenario", "weather"], ["SCENARIO='weather'", "lifecycle, preemption, deadline"]),
+        (["--scenario", "preemption"], ["SCENARIO=preemption", "PROVISIONING=spot or on-demand"]),
     ],
 )
 def test_bad_arguments_are_one_line_errors(args: list[str], words: list[str]) -> None:

@@ -242,7 +242,8 @@ def test_the_job_deletes_the_node_and_nothing_bills_afterwards(
         request = urllib.request.Request(url, method=job["method"])  # noqa: S310 - loopback
         with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback
             assert answer.status == 200
-        assert not tpu.node_exists(parent, cfg.node_id)
+        assert tpu.node(f"{parent}/nodes/{cfg.node_id}") is None
+        assert tpu.billing() == []  # nothing of this deployment bills any more
         scheduler.set_job(_job_id(), schedule_time=ws.deadline())
         scheduler.fire(_job_id())
         monkeypatch.setenv("TPU_EMULATOR_HOST", tpu.host)

@@ -12,7 +12,6 @@ import string
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -23,6 +22,7 @@ from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.resources import RESOURCES
 from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
+from tools.rehearsal.scenarios import ScenarioStages, Stage, StageFailure
 from tools.rehearsal.scratch import (
     REHEARSAL_PROJECT,
     copy_repository,
@@ -35,8 +35,10 @@ from tpudeploy.config.secretshape import HF_TOKEN_RE
 from tpudeploy.names import service_account_email
 
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
-# Issue 16 adds preemption and deadline scenarios; the lifecycle is the one there is.
-SCENARIOS = ("lifecycle",)
+# lifecycle: deploy-secrets to destroy-all. preemption and deadline (spot, on-demand): the node
+# preempted and recovered by `make recover`; the deadline job fired (tools/rehearsal/scenarios.py).
+SCENARIOS = ("lifecycle", "preemption", "deadline")
+VM_SCENARIOS = ("preemption", "deadline")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 # The targets run with the outer `make rehearse`'s install as is: never reinstall the shared
 # .venv or node_modules from a scratch copy.
@@ -45,18 +47,8 @@ DEAD_PROXY = "http://127.0.0.1:9"
 _DROPPED_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GOOGLE_CLOUD_PROJECT", "DEPLOY_CONFIG")
 
 
-class StageFailure(Exception):
-    """A stage did not do what it must; the message says what was expected."""
-
-
 @dataclass
-class Stage:
-    name: str
-    run: Callable[[], str]
-
-
-@dataclass
-class Rehearsal:
+class Rehearsal(ScenarioStages):
     provisioning: str
     workdir: Path
     out: TextIO = sys.stdout
@@ -76,6 +68,11 @@ class Rehearsal:
             raise ValueError(
                 f"SCENARIO={self.scenario!r} is not rehearsed yet: use one of "
                 f"{', '.join(SCENARIOS)}"
+            )
+        if self.scenario in VM_SCENARIOS and self.provisioning == "flex-start":
+            raise ValueError(
+                f"SCENARIO={self.scenario} rehearses a spot or on-demand node (its preemption, "
+                "its deadline job): use PROVISIONING=spot or on-demand"
             )
         self.scratch = self.workdir / "repo"
         self.logs = self.workdir / "logs"
@@ -138,12 +135,19 @@ class Rehearsal:
         return True
 
     def _stages(self) -> list[Stage]:
-        return [
+        head = [
             Stage("prepare", self._prepare),
             Stage("deploy-secrets", self._deploy_secrets),
             Stage("secret", self._secret),
             Stage("api-key", self._api_key),
             Stage("deploy", self._deploy),
+        ]
+        if self.scenario == "preemption":
+            return head + self.preemption_stages()
+        if self.scenario == "deadline":
+            return head + self.deadline_stages()
+        return [
+            *head,
             Stage("boot", self._boot),
             Stage("wait", lambda: self._make("wait")),
             Stage("smoke", lambda: self._make("smoke")),
@@ -164,10 +168,17 @@ class Rehearsal:
         assert self._cfg is not None
         return self._cfg
 
-    def _make(self, target: str, *, stdin: str | None = None, approve: bool = False) -> str:
+    def _make(
+        self,
+        target: str,
+        *,
+        stdin: str | None = None,
+        approve: bool = False,
+        args: tuple[str, ...] = (),
+    ) -> str:
         """`make TARGET` in the scratch copy; its output goes to logs/NN-TARGET.log."""
-        command = [*MAKE, target, *(["AUTO_APPROVE=1"] if approve else [])]
-        shown = f"make {target}" + (" AUTO_APPROVE=1" if approve else "")
+        command = [*MAKE, target, *args, *(["AUTO_APPROVE=1"] if approve else [])]
+        shown = " ".join(["make", target, *args]) + (" AUTO_APPROVE=1" if approve else "")
         log = self.logs / f"{self._step:02d}-{target}.log"
         with open(log, "w") as handle:
             proc = subprocess.run(
@@ -293,12 +304,14 @@ class Rehearsal:
     def _node_name(self) -> str:
         return f"projects/{REHEARSAL_PROJECT}/locations/{self.cfg.zone}/nodes/{self.cfg.node_id}"
 
-    def _boot(self) -> str:
+    def _boot(self, disk: str = "node") -> str:
         node = self.cloud.tpu.node(self._node_name()) or {}
         script = (node.get("metadata") or {}).get("startup-script")
         if not script:
             raise StageFailure(f"node {self._node_name()} has no startup-script in its metadata")
-        self._sandbox = BootSandbox(self.workdir / "node")
+        if self._sandbox is not None:
+            self._sandbox.stop()  # the previous VM is gone, and its processes with it
+        self._sandbox = BootSandbox(self.workdir / disk)
         with FakeMetadata(
             inventory=self.cloud.inventory, tpu=self.cloud.tpu, node_name=self._node_name()
         ) as metadata:

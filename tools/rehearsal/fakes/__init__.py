@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tools.rehearsal.fakes.cloudscheduler import FakeCloudScheduler
 from tools.rehearsal.fakes.compute import FakeCompute
 from tools.rehearsal.fakes.iam import FakeIam
 from tools.rehearsal.fakes.inventory import Inventory
+from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tools.rehearsal.fakes.secretmanager import FakeSecretManager
 from tools.rehearsal.fakes.serviceusage import FakeServiceUsage
 from tools.rehearsal.fakes.storage import FakeStorage
@@ -22,6 +24,9 @@ EMULATOR_ENV = {
     "compute": "COMPUTE_EMULATOR_HOST",
     "iam": "IAM_EMULATOR_HOST",
     "serviceusage": "SERVICEUSAGE_EMULATOR_HOST",
+    # tpudeploy.scheduler reads this one too (make status, make recover, make extend).
+    "cloudscheduler": "CLOUD_SCHEDULER_EMULATOR_HOST",
+    "cloudresourcemanager": "RESOURCEMANAGER_EMULATOR_HOST",
 }
 
 
@@ -44,6 +49,9 @@ class FakeCloud:
         self.compute = FakeCompute(inv)
         self.iam = FakeIam(inv)
         self.serviceusage = FakeServiceUsage(inv)
+        # A deadline job's URL names tpu.googleapis.com: its runs go to the TPU fake.
+        self.cloudscheduler = FakeCloudScheduler(inv, targets={"tpu.googleapis.com": self.tpu.host})
+        self.resourcemanager = FakeResourceManager(inv)
         self._servers: list[Any] = [
             self.tpu,
             self.secretmanager,
@@ -51,6 +59,8 @@ class FakeCloud:
             self.compute,
             self.iam,
             self.serviceusage,
+            self.cloudscheduler,
+            self.resourcemanager,
         ]
 
     def __enter__(self) -> FakeCloud:
@@ -71,6 +81,8 @@ class FakeCloud:
             EMULATOR_ENV["compute"]: self.compute.host,
             EMULATOR_ENV["iam"]: self.iam.host,
             EMULATOR_ENV["serviceusage"]: self.serviceusage.host,
+            EMULATOR_ENV["cloudscheduler"]: self.cloudscheduler.host,
+            EMULATOR_ENV["cloudresourcemanager"]: self.resourcemanager.host,
         }
 
     def billing(self) -> list[str]:

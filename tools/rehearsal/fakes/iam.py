@@ -1,4 +1,4 @@
-"""Loopback fake of IAM service accounts (google_service_account)."""
+"""Loopback fake of IAM: service accounts and project custom roles."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from tpudeploy.names import SERVICE_ACCOUNT_ID_RE, service_account_email
 
 _COLLECTION = r"/v1/projects/(?P<project>[^/]+)/serviceAccounts"
 _ACCOUNT = _COLLECTION + r"/(?P<email>[^/:]+)"
+_ROLES = r"/v1/projects/(?P<project>[^/]+)/roles"
+_ROLE = _ROLES + r"/(?P<role>[^/:]+)"
+# Custom role ids: letters, digits, '_' and '.', 3 to 64 characters (IAM's rule).
+_ROLE_ID = re.compile(r"[a-zA-Z0-9_.]{3,64}")
 
 
 class FakeIam(ApiFake):
@@ -21,6 +25,10 @@ class FakeIam(ApiFake):
         self.route("GET", _ACCOUNT, self._get)
         self.route("PATCH", _ACCOUNT, self._patch)
         self.route("DELETE", _ACCOUNT, self._delete)
+        self.route("POST", _ROLES, self._create_role)
+        self.route("GET", _ROLE, self._get_role)
+        self.route("PATCH", _ROLE, self._patch_role)
+        self.route("DELETE", _ROLE, self._delete_role)
 
     def _create(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
         project = m["project"]
@@ -75,3 +83,49 @@ class FakeIam(ApiFake):
             return api_error(404, f"Unknown service account {m['email']}")
         self.inventory.delete(self.api, name)
         return 200, {}
+
+    # ---- custom roles (google_project_iam_custom_role)
+
+    def _create_role(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        project = m["project"]
+        disabled = self.inventory.require_service(project, "iam.googleapis.com")
+        if disabled:
+            return disabled
+        role_id = str((body or {}).get("roleId", ""))
+        if not _ROLE_ID.fullmatch(role_id):
+            return api_error(400, f"roleId {role_id!r} must match {_ROLE_ID.pattern}")
+        name = f"projects/{project}/roles/{role_id}"
+        if self.inventory.get(self.api, name) is not None:
+            return api_error(409, f"A role named {role_id} in projects/{project} already exists.")
+        details = (body or {}).get("role") or {}
+        role = {
+            "name": name,
+            "title": details.get("title", ""),
+            "description": details.get("description", ""),
+            "includedPermissions": sorted(details.get("includedPermissions") or []),
+            "stage": details.get("stage", "GA"),
+            "etag": "BwYrole",
+        }
+        self.inventory.put(self.api, name, role)
+        return 200, role
+
+    def _get_role(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        role = self.inventory.get(self.api, f"projects/{m['project']}/roles/{m['role']}")
+        return (200, role) if role is not None else api_error(404, f"Role {m['role']} not found")
+
+    def _patch_role(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        role = self.inventory.get(self.api, f"projects/{m['project']}/roles/{m['role']}")
+        if role is None:
+            return api_error(404, f"Role {m['role']} not found")
+        changes = dict(body or {})
+        for key in ("title", "description", "includedPermissions", "stage"):
+            if key in changes:
+                role[key] = changes[key]
+        return 200, role
+
+    def _delete_role(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        name = f"projects/{m['project']}/roles/{m['role']}"
+        role = self.inventory.delete(self.api, name)
+        if role is None:
+            return api_error(404, f"Role {m['role']} not found")
+        return 200, {**role, "deleted": True}

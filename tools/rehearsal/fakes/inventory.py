@@ -179,6 +179,22 @@ class Inventory:
                 return True
         return False
 
+    def project_allows(self, principal: str, project: str, permission: str) -> bool:
+        """Owner always; otherwise a project-level binding of a predefined role, or of one of
+        the project's custom roles (IAM's projects/P/roles/R), that holds `permission`."""
+        if principal == OWNER:
+            return True
+        for binding in self.policies.get(f"cloudresourcemanager/projects/{project}", []):
+            if principal not in binding.get("members", []) or binding.get("condition"):
+                continue
+            role = str(binding.get("role"))
+            custom = self.get("iam", role) if role.startswith("projects/") else None
+            granted = set((custom or {}).get("includedPermissions") or [])
+            granted |= ROLE_PERMISSIONS.get(role, set())
+            if permission in granted or "*" in granted:
+                return True
+        return False
+
     # ---- the request log
 
     def record(self, api: str, method: str, path: str, principal: str, status: int) -> None:

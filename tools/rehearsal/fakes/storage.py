@@ -112,8 +112,11 @@ class FakeStorage(ApiFake):
         if not self.inventory.allowed(who, self.api, f"b/{m['bucket']}", "storage.objects.list"):
             return api_error(403, f"{who} does not have storage.objects.list access")
         versions = query.get("versions") == "true"
+        prefix = query.get("prefix", "")
         items = []
         for name, generations in sorted(bucket["_objects"].items()):
+            if not name.startswith(prefix):
+                continue
             shown = generations if versions else generations[-1:]
             for generation, data in shown:
                 items.append(
@@ -124,6 +127,8 @@ class FakeStorage(ApiFake):
                         "size": str(len(data)),
                     }
                 )
+        if query.get("maxResults", "").isdigit():
+            items = items[: int(query["maxResults"])]
         return 200, {"kind": "storage#objects", "items": items}
 
     def _delete_object(

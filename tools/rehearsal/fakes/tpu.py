@@ -244,7 +244,8 @@ class FakeTpuApi:
     ) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(Request(method, path, query, body, headers))
-            status, payload = self._route(method, path, query, body)
+            refused = self._refuse_caller(method, path, headers)
+            status, payload = refused or self._route(method, path, query, body)
             if self.inventory is not None:
                 with self.inventory.locked() as inv:
                     inv.record("tpu", method, path, inv.principal(headers) or "?", status)
@@ -335,6 +336,36 @@ class FakeTpuApi:
         return 200, self._new_operation(parent)
 
     # ---- nodes
+
+    def _refuse_caller(
+        self, method: str, path: str, headers: dict[str, str]
+    ) -> tuple[int, dict[str, Any]] | None:
+        """With an inventory: deleting a node needs tpu.nodes.delete on the project (Cloud TPU
+        has no per-node IAM), as the deadline job's account holds it; other calls are the
+        owner's in a rehearsal."""
+        m = _NODE_PATH.match(path)
+        if self.inventory is None or method != "DELETE" or m is None:
+            return None
+        project = m.group(1).split("/")[1]
+        with self.inventory.locked() as inv:
+            who = inv.principal(headers)
+            if who is None:
+                return self._error(401, "Request had invalid authentication credentials.")
+            if not inv.project_allows(who, project, "tpu.nodes.delete"):
+                return self._error(
+                    403, f"Permission 'tpu.nodes.delete' denied on resource '{m.group(0)}'"
+                )
+        return None
+
+    def preempt(self, name: str) -> bool:
+        """What a spot preemption does to a standalone VM: PREEMPTED, and it stays so."""
+        with self._lock:
+            node = self._nodes.get(name)
+            if node is None:
+                return False
+            node["state"] = "PREEMPTED"
+            node["health"] = "UNHEALTHY_MAINTENANCE"
+            return True
 
     def _refuse_node(self, parent: str, node: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         """With an inventory: the TPU API must be enabled and the node's account must exist."""

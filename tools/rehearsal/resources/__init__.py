@@ -2,16 +2,17 @@
 provider makes (same API, same resource names), sent to the loopback fakes.
 
 Each class maps Terraform attributes to one API's request bodies and reads back the values the
-real provider reports as computed. Adding a resource type (issue 16: a Cloud Scheduler job, a
-service account IAM binding) means one class here and its routes in a fake; its schema is
-generated from the bindings like the others (tools/rehearsal/schema.py).
+real provider reports as computed. Adding a resource type means one class here and its routes in
+a fake; its schema is generated from the bindings like the others (tools/rehearsal/schema.py).
 """
 
 from __future__ import annotations
 
 from tools.rehearsal.resources.base import ApiError, ProviderConfig, Resource
+from tools.rehearsal.resources.cloudscheduler import CloudSchedulerJob
 from tools.rehearsal.resources.compute import ComputeFirewall
 from tools.rehearsal.resources.iam import ServiceAccount
+from tools.rehearsal.resources.resourcemanager import ProjectIamCustomRole, ProjectIamMember
 from tools.rehearsal.resources.secretmanager import (
     SecretManagerSecret,
     SecretManagerSecretIamMember,
@@ -33,5 +34,8 @@ RESOURCES: dict[str, type[Resource]] = {
         StorageBucketIamMember,
         ComputeFirewall,
         TpuV2Vm,
+        CloudSchedulerJob,
+        ProjectIamCustomRole,
+        ProjectIamMember,
     )
 }

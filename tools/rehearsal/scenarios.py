@@ -1,0 +1,264 @@
+"""The rehearsal's scenarios beyond the lifecycle, for a spot or on-demand node (issue 16):
+
+- preemption: the node is PREEMPTED in the fake TPU API; `make status` says so, `make recover`
+  replaces that one resource, the node is READY again with the same spec and its deadline, the
+  new node boots warm from its predecessor's compile cache, and a deploy then plans nothing;
+- deadline: the Cloud Scheduler job exists for this node and this identity, `make extend` moves
+  it, then the fake scheduler fires it: the TPU API deletes the node on the stop account's token
+  (its one permission), nothing bills, `make recover` leaves the ended run alone, `make status`
+  says billing stopped, and a deliberate `make deploy` starts a new run with a new deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tools.rehearsal.fakes import FakeCloud
+from tools.rehearsal.sandbox import BootSandbox
+from tools.rehearsal.scratch import REHEARSAL_PROJECT
+from tpudeploy.config import DeployConfig
+from tpudeploy.names import service_account_email
+
+# What a replacement must keep: the node's spec as the TPU API holds it (not its state, health,
+# addresses or name).
+_VOLATILE = ("state", "health", "networkEndpoints", "name", "createTime")
+EXTEND_BY = timedelta(hours=1)
+
+
+class StageFailure(Exception):
+    """A stage did not do what it must; the message says what was expected."""
+
+
+@dataclass
+class Stage:
+    name: str
+    run: Callable[[], str]
+
+
+def _time(value: object) -> datetime:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+class ScenarioStages:
+    """Stages the Rehearsal runs for SCENARIO=preemption and SCENARIO=deadline."""
+
+    workdir: Path
+    logs: Path
+    _step: int
+    _sandbox: BootSandbox | None
+    _before_spec: dict[str, Any]
+    _before_deadline: object
+
+    # Provided by the Rehearsal (tools/rehearsal/lifecycle.py).
+    @property
+    def cloud(self) -> FakeCloud:
+        raise NotImplementedError
+
+    @property
+    def cfg(self) -> DeployConfig:
+        raise NotImplementedError
+
+    def _make(
+        self,
+        target: str,
+        *,
+        stdin: str | None = None,
+        approve: bool = False,
+        args: tuple[str, ...] = (),
+    ) -> str:
+        raise NotImplementedError
+
+    def _node_name(self) -> str:
+        raise NotImplementedError
+
+    def _boot(self, disk: str = "node") -> str:
+        raise NotImplementedError
+
+    def _deploy_again(self) -> str:
+        raise NotImplementedError
+
+    def _destroy(self) -> str:
+        raise NotImplementedError
+
+    def _destroy_all(self) -> str:
+        raise NotImplementedError
+
+    def _no_secret_left(self) -> str:
+        raise NotImplementedError
+
+    # ---- shared
+
+    def _log(self, target: str) -> str:
+        return (self.logs / f"{self._step:02d}-{target}.log").read_text()
+
+    def _job_name(self) -> str:
+        region = self.cfg.effective_region
+        return f"projects/{REHEARSAL_PROJECT}/locations/{region}/jobs/{self.cfg.deadline_job_name}"
+
+    def _job(self) -> dict[str, Any]:
+        job = self.cloud.cloudscheduler.job(self._job_name())
+        if job is None:
+            raise StageFailure(f"the fake Cloud Scheduler has no job {self._job_name()}")
+        return job
+
+    def _spec(self) -> dict[str, Any]:
+        node = self.cloud.tpu.node(self._node_name())
+        if node is None:
+            raise StageFailure(f"the fake TPU API has no node {self._node_name()}")
+        return {k: v for k, v in node.items() if k not in _VOLATILE}
+
+    def _off_schedule(self, job: dict[str, Any]) -> str | None:
+        """Why the job's next run is not max_run_duration from now (None when it is)."""
+        seconds = self.cfg.deadline_seconds or 0
+        due = _time(job.get("scheduleTime")) - datetime.now(UTC)
+        if timedelta(seconds=seconds - 300) <= due <= timedelta(seconds=seconds + 60):
+            return None
+        return f"it runs in {due}, not max_run_duration ({seconds} s) from now"
+
+    def _cache_uploads(self) -> list[str]:
+        return [r["path"] for r in self.cloud.storage.requests if r["method"] == "PUT"]
+
+    # ---- preemption
+
+    def preemption_stages(self) -> list[Stage]:
+        return [
+            Stage("boot", self._boot),
+            Stage("wait", lambda: self._make("wait")),
+            Stage("preempt", self._preempt),
+            Stage("recover", self._recover),
+            Stage("boot-again", self._boot_again),
+            Stage("wait-again", lambda: self._make("wait")),
+            Stage("deploy-again", self._deploy_again),
+            Stage("destroy", self._destroy),
+            Stage("destroy-all", self._destroy_all),
+            Stage("no-secret-left", self._no_secret_left),
+        ]
+
+    def _preempt(self) -> str:
+        self._before_spec = self._spec()
+        self._before_deadline = self._job().get("scheduleTime")
+        if not self.cloud.tpu.preempt(self._node_name()):
+            raise StageFailure(f"could not preempt {self._node_name()}")
+        if self._sandbox is not None:
+            self._sandbox.stop()  # a preempted VM runs nothing
+        shown = self._make("status")
+        text = self._log("status")
+        if "PREEMPTED" not in text or "make recover" not in text:
+            raise StageFailure(f"`{shown}` did not say the node is PREEMPTED and what to run")
+        return f"node PREEMPTED in the fake TPU API; `{shown}` says so"
+
+    def _recover(self) -> str:
+        before = self.cloud.call_count()
+        shown = self._make("recover")
+        node = self.cloud.tpu.node(self._node_name()) or {}
+        if node.get("state") != "READY":
+            raise StageFailure(f"after `{shown}` the node is {node.get('state') or 'missing'}")
+        if self._spec() != self._before_spec:
+            raise StageFailure(f"`{shown}` created the node with another spec")
+        changed = self.cloud.mutations(before)
+        path = self._node_name()
+        expected = {f"tpu DELETE /v2/{path}", f"tpu POST /v2/{path.rsplit('/', 1)[0]}"}
+        if not expected <= set(changed) or [c for c in changed if not c.startswith("tpu ")]:
+            raise StageFailure(f"`{shown}` should replace the node and nothing else: {changed}")
+        if self._job().get("scheduleTime") != self._before_deadline:
+            raise StageFailure(f"`{shown}` moved the deadline: a recovery keeps the run's end")
+        return f"{shown}: node deleted and created again, same spec, same deadline"
+
+    def _boot_again(self) -> str:
+        uploads = self._cache_uploads()
+        if not any("/xla/" in path for path in uploads):
+            raise StageFailure("the first boot saved no compile cache to restore")
+        self._boot("node-2")
+        cache = [r for r in self.cloud.storage.requests if "/xla/" in r["path"]]
+        restored = [r for r in cache if r["method"] == "GET"]
+        if not restored or self._cache_uploads() != uploads:
+            raise StageFailure(
+                "the recreated node did not boot warm: it should download its predecessor's "
+                f"archive and upload nothing (compile-cache requests: {cache})"
+            )
+        return "the recreated node restored its predecessor's compile cache (a warm boot)"
+
+    # ---- deadline
+
+    def deadline_stages(self) -> list[Stage]:
+        return [
+            Stage("deadline-job", self._deadline_job),
+            Stage("extend", self._extend),
+            Stage("fire", self._fire),
+            Stage("after-deadline", self._after_deadline),
+            Stage("deploy-after", self._deploy_after),
+            Stage("destroy", self._destroy),
+            Stage("destroy-all", self._destroy_all),
+            Stage("no-secret-left", self._no_secret_left),
+        ]
+
+    def _deadline_job(self) -> str:
+        job, cfg = self._job(), self.cfg
+        target = job.get("httpTarget") or {}
+        stop = service_account_email(cfg.stop_account_id, REHEARSAL_PROJECT)
+        problems = []
+        if target.get("httpMethod") != "DELETE" or not str(target.get("uri")).endswith(
+            f"/v2/{self._node_name()}"
+        ):
+            problems.append(f"it calls {target.get('httpMethod')} {target.get('uri')}")
+        if (target.get("oauthToken") or {}).get("serviceAccountEmail") != stop:
+            problems.append(f"it does not act as {stop}")
+        late = self._off_schedule(job)
+        if late:
+            problems.append(late)
+        if problems:
+            raise StageFailure("the deadline job is wrong: " + "; ".join(problems))
+        shown = self._make("status")
+        if "billing stops: deadline" not in self._log("status"):
+            raise StageFailure(f"`{shown}` did not show the deadline")
+        return (
+            f"job {cfg.deadline_job_name}: DELETE of this node as {stop} at {job['scheduleTime']}"
+        )
+
+    def _extend(self) -> str:
+        before = _time(self._job().get("scheduleTime"))
+        shown = self._make("extend", args=(f"BY={int(EXTEND_BY.total_seconds() // 60)}m",))
+        after = _time(self._job().get("scheduleTime"))
+        if after != before + EXTEND_BY:
+            raise StageFailure(f"`{shown}` moved the deadline from {before} to {after}")
+        return f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC"
+
+    def _fire(self) -> str:
+        stop = (
+            f"serviceAccount:{service_account_email(self.cfg.stop_account_id, REHEARSAL_PROJECT)}"
+        )
+        status = self.cloud.cloudscheduler.fire(self._job_name())
+        if status != 200:
+            raise StageFailure(f"the deadline job's DELETE was answered {status}")
+        with self.cloud.inventory.locked() as inv:
+            deletes = [c for c in inv.calls if c.api == "tpu" and c.method == "DELETE"]
+        if not deletes or deletes[-1].principal != stop:
+            raise StageFailure(f"the node was not deleted as {stop}: {deletes[-1:]}")
+        left = self.cloud.billing()
+        if left:
+            raise StageFailure(f"after the deadline these still bill: {left}")
+        return f"the job ran: node deleted with {stop}'s token; nothing bills"
+
+    def _after_deadline(self) -> str:
+        shown = self._make("status")
+        if "billing stopped" not in self._log("status"):
+            raise StageFailure(f"`{shown}` did not say the billing stopped")
+        before = self.cloud.call_count()
+        again = self._make("recover")
+        if self.cloud.mutations(before) or self.cloud.billing():
+            raise StageFailure(f"`{again}` restarted a run that ended at its deadline")
+        return f"`{shown}`: billing stopped; `{again}` left the ended run alone"
+
+    def _deploy_after(self) -> str:
+        shown = self._make("deploy", approve=True)
+        if self.cloud.tpu.node(self._node_name()) is None:
+            raise StageFailure(f"`{shown}` after the deadline did not create the node")
+        job = self._job()
+        late = self._off_schedule(job)
+        if late:
+            raise StageFailure(f"`{shown}` did not set a new deadline: {late}")
+        return f"{shown}: node created again, new deadline {job['scheduleTime']}"
