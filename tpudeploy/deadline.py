@@ -29,10 +29,6 @@ TIME_ZONE = "Etc/UTC"
 VARIABLE = "extended_deadline"
 # The node's TPU API (v2, GA) delete; the body must be empty.
 TPU_API = "https://tpu.googleapis.com/v2"
-# The job is created seconds after the deadline is computed, in the same apply. A deadline that
-# passed before its job existed would first fire a year later (the cron has no year), so a spot
-# or on-demand max_run_duration is at least this long.
-MIN_DEADLINE_SECONDS = 15 * 60
 # Cloud Scheduler retries a failed attempt (a 5xx, an expired token) this often, backing off.
 RETRY_COUNT = 5
 MIN_BACKOFF = "60s"

@@ -8,6 +8,10 @@ import re
 # spot or on-demand deadline (and `make extend`) keeps to the same week: a node nobody looked at
 # for seven days was forgotten.
 MAX_DURATION_SECONDS = 7 * 24 * 3600
+# A spot/on-demand deadline job is created seconds after its deadline is computed, in the same
+# apply; a deadline that passed before its job existed would first fire a year later (the cron
+# has no year), so such a max_run_duration is at least this long.
+MIN_DEADLINE_SECONDS = 15 * 60
 
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _COMBO = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")

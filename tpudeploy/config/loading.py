@@ -20,7 +20,7 @@ from tpudeploy import facts, names
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
 from tpudeploy.config.secretshape import redact
-from tpudeploy.deadline import MIN_DEADLINE_SECONDS
+from tpudeploy.durations import MIN_DEADLINE_SECONDS
 
 DEFAULT_CONFIG_PATH = "deploy.toml"
 CONFIG_ENV = "DEPLOY_CONFIG"
