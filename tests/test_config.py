@@ -184,7 +184,7 @@ BAD_INPUTS = [
         'runtime_version = "v2-alpha-tpuv6e"\n',
         "runtime_version",
         "'v2-alpha-tpuv6e'",
-        "'v2-alpha-tpuv5-lite'",
+        'runtime_version = "v2-alpha-tpuv5-lite"',
         id="runtime-other-generation",
     ),
     pytest.param(

@@ -64,7 +64,16 @@ def test_the_seeds_config_is_quiet() -> None:
     cfg = parse_config({})
     assert policy.findings(cfg) == []
     summary = summary_lines(cfg)
-    assert len(summary) == 4
+    # No warning: the summary itself (cost, billing stop, what is not counted, endpoint, KV
+    # pool, safe concurrency).
+    assert [line.split(":", 1)[0] for line in summary] == [
+        "cost",
+        "billing stops",
+        "not counted",
+        "endpoint",
+        "KV pool",
+        "safe concurrency",
+    ]
     assert summary[0].startswith("cost: $0.6000/h (flex-start")
     assert "on its own after max run duration 4 h" in summary[1]
 
