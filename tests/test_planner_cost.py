@@ -75,9 +75,9 @@ def test_chips_multiply_and_overrides_replace() -> None:
     assert hourly_cost(FLEX_START, prices=prices) == 0.7
     assert hourly_cost(SPOT, prices=prices) == 0.5779
     assert SEED_PRICES.rate("FLEX_START") == 0.6
-    with pytest.raises(ValueError, match=r"prices\.spot"):
+    with pytest.raises(ValueError, match=r"prices\.us-west4\.spot"):
         SEED_PRICES.with_overrides({"spot": 0})
-    with pytest.raises(ValueError, match="no rate"):
+    with pytest.raises(ValueError, match=r"no reserved-forever price for region us-west4"):
         SEED_PRICES.rate("reserved-forever")
 
 
@@ -86,10 +86,10 @@ def test_cost_table_and_summary() -> None:
     for fragment in ("$0.107", "$0.111", "$0.223", "422", "438", "876", "6.2 h", "3.6 h"):
         assert fragment in text
     flex = synth_summary()
-    assert len(flex) == 4
+    assert flex[0].startswith("cost: $0.6000/h (flex-start")
     assert "max run duration 4 h" in flex[1]
     spot = synth_summary(parse_config({"provisioning": "spot"}))
     assert "make destroy" in spot[1] and "NOTHING" in spot[1]
-    assert "321," in flex[2]
+    assert flex[-2].startswith("KV pool: 321,")
     loaded = synth_summary(parse_config({"load": {"expected_context": 8192}}))
-    assert "8,192 tokens" in loaded[3]
+    assert "8,192 tokens" in loaded[-1]
