@@ -46,7 +46,7 @@ from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
 from stacks.secrets import NODE_ACCOUNT_DESCRIPTION, REQUIRED_SERVICES, node_account_display_name
-from tpudeploy import identities
+from tpudeploy import errors, identities
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,
     DEPLOY_ATTRIBUTE,
@@ -315,4 +315,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.run(main))

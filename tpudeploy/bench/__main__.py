@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tpudeploy import errors
 from tpudeploy.bench.commands import NodeTarget, cell_command, plan_cells
 from tpudeploy.bench.cost_kv import default_kv_pool
 from tpudeploy.bench.report import write_report
@@ -254,4 +255,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.run(main))
