@@ -86,6 +86,7 @@ def explain(exc: BaseException) -> tuple[str, int]:
 
 def _is_user_error(exc: BaseException) -> bool:
     """The commands' own error types, whose messages already say what to do."""
+    from tpudeploy.cachebucket import CacheBucketError
     from tpudeploy.frontdoor import FrontDoorError
     from tpudeploy.planner.cost import NoPricesError
     from tpudeploy.queued_resource.errors import QueuedResourceError
@@ -100,7 +101,8 @@ def _is_user_error(exc: BaseException) -> bool:
         | FrontDoorError
         | QueuedResourceError
         | NoPricesError
-        | RecoverError,
+        | RecoverError
+        | CacheBucketError,
     )
 
 
