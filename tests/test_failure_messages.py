@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, terraform_env
 
+from tests.conftest import REPO_ROOT, terraform_env
 from tests.fake_boot_apis import FakeSecretManager
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy import failures

@@ -19,10 +19,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests.conftest import REPO_ROOT
 from tpudeploy import errors
 
 PROJECT = "no-trace-proj-1"

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
 
+from tests.conftest import REPO_ROOT
 from tests.fake_boot_apis import FakeSecretManager
 from tpudeploy.config import parse_config
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO_ROOT, Synthesizer
 
 import main
+from tests.conftest import REPO_ROOT, Synthesizer
 from tpudeploy import terraform
 from tpudeploy.config import DeployConfig, parse_config
 
