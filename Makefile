@@ -169,7 +169,7 @@ lint: $(VENV_STAMP) ## ruff and mypy
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-readme: $(VENV_STAMP) ## Regenerate README.md's generated sections from the code
+readme: $(VENV_STAMP) ## Regenerate README.md's and docs/build-log.md's generated sections
 	$(PY) -m tools.readme
 
 scan: synth ## checkov on the synthesized JSON
