@@ -17,10 +17,16 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
-# Stack names come from the validated config (<name>-secrets, <name>-node).
+# Stack names come from the validated config (<name>-secrets, <name>-node); each deployment
+# synthesizes into its own folder (cdktf.out/deployments/<name>), so one never removes another's.
 STACKS = $(PY) -m tpudeploy stacks
+OUTDIR = $$($(STACKS) --outdir)
+# cdktf redraws a spinner every 80 ms; into a log that is hundreds of lines. CI=1 makes it print
+# the outcome only, when stdout is not a terminal and no approval prompt needs showing.
+QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then export CI=1; fi;
 
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
+	preflight \
 	capacity cost status bench bench-quick bench-plan report readme \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel \
 	rehearse test-fast recover extend
@@ -40,26 +46,32 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-check: $(VENV_STAMP) ## Validate the config and print its summary
-	$(PY) -m tpudeploy check
+check: $(VENV_STAMP) ## Validate the config; print the synth summary and warnings (no cdktf)
+	@$(PY) -m tpudeploy check
 
-synth: $(VENV_STAMP) ## Write the Terraform JSON for the deployment to cdktf.out/
-	$(PY) main.py
+# Also the first step of deploy, diff and destroy: each failure is one line with its fix.
+preflight: $(VENV_STAMP) ## Terraform, credentials, project and the secrets a deploy needs
+	@$(PY) -m tpudeploy preflight $(or $(PURPOSE),deploy)
+
+synth: $(VENV_STAMP) ## Write the deployment's Terraform JSON to cdktf.out/deployments/<name>/
+	@$(PY) main.py
 
 # `cdktf diff` plans one stack per call: plan each, so the node's plan is shown too.
 diff: install ## Show what deploy would change in both stacks (needs Terraform and credentials)
-	@$(PY) -m tpudeploy check --deploy
-	@for stack in $$($(STACKS)); do $(CDKTF) diff $$stack || exit $$?; done
+	@$(PY) -m tpudeploy preflight diff
+	@$(QUIET_CDKTF) for stack in $$($(STACKS)); do \
+	  $(CDKTF) diff --output $(OUTDIR) $$stack || exit $$?; done
 
 # recover: a SUSPENDED/FAILED queued resource or a PREEMPTED node is marked for replacement
 # first; Terraform alone would plan no change for it.
-deploy: install ## Create or update both stacks (needs Terraform and credentials)
-	@$(PY) -m tpudeploy check --deploy
+# preflight refuses a deploy before `make deploy-secrets`, `make secret` and `make api-key`: the
+# node would boot, paid, and stop at reading its secrets. after-failure reads the state files and
+# says only what is in them.
+deploy: install ## Create or update both stacks (after deploy-secrets, secret and api-key)
+	@$(PY) -m tpudeploy preflight deploy
 	@$(PY) -m tpudeploy recover
-	@$(CDKTF) deploy $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || { \
-	  echo "deploy failed: fix the error above, then 'make deploy' again. A flex-start create" >&2; \
-	  echo "that failed deleted what it requested (see its last lines); 'make status' shows" >&2; \
-	  echo "what exists and 'make destroy' stops any billing." >&2; exit 1; }
+	@$(QUIET_CDKTF) $(CDKTF) deploy --output $(OUTDIR) $$($(STACKS)) \
+	  $(if $(AUTO_APPROVE),--auto-approve) || { $(PY) -m tpudeploy after-failure deploy; exit 1; }
 
 # Only the dead node (or queued resource), with Terraform's -replace of that one resource; never a
 # run that ended on purpose (deadline fired, flex-start SUSPENDED). The recover workflow runs it.
@@ -72,28 +84,27 @@ extend: install ## Move a spot/on-demand node's deadline later: make extend BY=2
 	@$(PY) -m tpudeploy extend "$$BY"
 
 deploy-secrets: install ## Create only the long-lived stack (secrets, account, cache bucket)
-	$(PY) -m tpudeploy check --deploy
-	$(CDKTF) deploy $$($(STACKS) --secrets) $(if $(AUTO_APPROVE),--auto-approve)
+	@$(PY) -m tpudeploy preflight deploy-secrets
+	@$(QUIET_CDKTF) $(CDKTF) deploy --output $(OUTDIR) $$($(STACKS) --secrets) \
+	  $(if $(AUTO_APPROVE),--auto-approve)
 
 # cleanup runs whatever cdktf destroy did: Terraform never runs the destroy provisioner of a
 # tainted (failed or killed) flex-start create, so the queued resource is deleted by name too.
 destroy: install ## Destroy the node stack only: stops the billing, keeps the secret
-	@$(PY) -m tpudeploy check --destroy
-	@rc=0; TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS) --node) \
-	  $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
-	$(PY) -m tpudeploy cleanup || rc=1; \
-	if [ $$rc -ne 0 ]; then \
-	  echo "destroy failed: what could not be deleted is still in Terraform state and may still" >&2; \
-	  echo "bill. Fix the error above and run 'make destroy' again; 'make status' shows it." >&2; \
-	  exit 1; fi
+	@$(PY) -m tpudeploy preflight destroy
+	@rc=0; cleanup=0; $(QUIET_CDKTF) TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy \
+	  --output $(OUTDIR) $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
+	$(PY) -m tpudeploy cleanup || cleanup=$$?; \
+	if [ $$rc -ne 0 ] || [ $$cleanup -ne 0 ]; then $(PY) -m tpudeploy after-failure destroy \
+	  --terraform-exit $$rc --cleanup-exit $$cleanup; exit 1; fi
 
 # The compile-cache bucket keeps force_destroy = false (a replacement never drops the cache
 # silently) and Cloud Storage refuses to delete a bucket with objects: empty it first, confirmed.
 destroy-all: install ## Destroy everything: the secrets and their versions, the compile cache
-	@$(PY) -m tpudeploy check --destroy
+	@$(PY) -m tpudeploy preflight destroy
 	@$(PY) -m tpudeploy empty-cache $(if $(AUTO_APPROVE),--yes)
-	@rc=0; TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy $$($(STACKS)) \
-	  $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
+	@rc=0; $(QUIET_CDKTF) TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy --output $(OUTDIR) \
+	  $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || rc=1; \
 	exit $$rc
 
@@ -135,7 +146,7 @@ tunnel: $(VENV_STAMP) ## Forward a local port to the node's TLS proxy through IA
 # travels on stdin, never on a command line. OUT=dir keeps (and resumes) a run's results.
 BENCH_ARGS = --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT)) \
 	$(if $(API_KEY_SECRET),--api-key-secret $(API_KEY_SECRET))
-bench: $(VENV_STAMP) ## Run the seed's 12-cell sweep on the node (PROFILE=quick for a first look)
+bench: $(VENV_STAMP) ## Run the build log's 12-cell sweep on the node (PROFILE=quick for a first look)
 	$(PY) -m tpudeploy.bench run $(BENCH_ARGS) $(if $(PROFILE),--profile $(PROFILE))
 
 bench-quick: $(VENV_STAMP) ## A first look: 4 cells, one repetition
@@ -169,11 +180,11 @@ lint: $(VENV_STAMP) ## ruff and mypy
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-readme: $(VENV_STAMP) ## Regenerate README.md's generated sections from the code
+readme: $(VENV_STAMP) ## Regenerate README.md's and docs/build-log.md's generated sections
 	$(PY) -m tools.readme
 
 scan: synth ## checkov on the synthesized JSON
-	$(PY) -m tools.scan cdktf.out
+	$(PY) -m tools.scan $(OUTDIR)
 
 # GitOps bootstrap (README, GitOps): once per repository, with your own credentials. Its own
 # config (gitops.toml), output directory and local state, apart from every deployment.

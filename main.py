@@ -4,7 +4,7 @@ import os
 import sys
 from pathlib import Path
 
-from tpudeploy import policy, synthcache
+from tpudeploy import errors, policy, synthcache, terraform
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, config_path, load_config
 
@@ -24,8 +24,9 @@ def main() -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    # The cdktf CLI passes its output directory in CDKTF_OUTDIR; `make synth` uses the default.
-    outdir = os.environ.get("CDKTF_OUTDIR") or "cdktf.out"
+    # The cdktf CLI passes its output directory in CDKTF_OUTDIR (the Makefile gives it the
+    # deployment's own folder); `make synth` writes to that folder too.
+    outdir = os.environ.get("CDKTF_OUTDIR") or str(terraform.synth_outdir(cfg))
     key = synthcache.input_key(path, Path(outdir))
     if synthcache.fresh(Path(outdir), key):
         # deploy, diff and destroy each synthesize first: skip the 7-12 s jsii load when the
@@ -43,4 +44,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.run(main))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import shutil
 from pathlib import Path
 
@@ -41,10 +42,12 @@ def prune_other_stacks(outdir: str, *, keep: tuple[str, ...]) -> list[str]:
 
 def synth(cfg: DeployConfig, *, outdir: str, source: str) -> None:
     """Write both stacks' JSON to `outdir`, then say where it went and what it will cost."""
+    # cdktf creates the last folder only; a deployment's is two levels below cdktf.out.
+    Path(outdir).mkdir(parents=True, exist_ok=True)
     build_app(cfg, outdir=outdir).synth()
     prune_other_stacks(outdir, keep=(cfg.secrets_stack_name, cfg.node_stack_name))
     print(f"synthesized deployment {cfg.name!r} from {source}:")
     for stack in (cfg.secrets_stack_name, cfg.node_stack_name):
         print(f"  {outdir}/stacks/{stack}/cdk.tf.json")
     print()
-    print("\n".join(summary_lines(cfg)))
+    print("\n".join(summary_lines(cfg, today=datetime.date.today())))

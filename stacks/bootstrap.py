@@ -52,7 +52,7 @@ from stacks.secrets import (
     node_account_display_name,
     stop_account_display_name,
 )
-from tpudeploy import identities
+from tpudeploy import errors, identities
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,
     DEPLOY_ATTRIBUTE,
@@ -341,4 +341,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.run(main))

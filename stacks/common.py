@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jsii
 from cdktf import (
+    App,
     Aspects,
     GcsBackend,
     IAspect,
@@ -18,12 +21,12 @@ from cdktf import (
 from cdktf_cdktf_provider_google_beta.provider import GoogleBetaProvider
 from constructs import IConstruct
 
-from tpudeploy import names
+from tpudeploy import names, terraform
 from tpudeploy.config import DeployConfig
 from tpudeploy.gitops import STATE_PREFIX_ROOT
 
-# terraform_data (flex-start) needs 1.4; 1.5 is the oldest release we document.
-TERRAFORM_REQUIRED_VERSION = ">= 1.5.0"
+# One home for the version the stacks accept (tpudeploy.terraform; `make preflight` checks it).
+TERRAFORM_REQUIRED_VERSION = terraform.REQUIRED_VERSION
 
 
 @jsii.implements(IAspect)
@@ -80,9 +83,11 @@ def configure(stack: TerraformStack, cfg: DeployConfig) -> str:
         # backend locks natively (a .tflock object per prefix): no lock table to declare.
         GcsBackend(stack, bucket=cfg.state_bucket, prefix=state_prefix(cfg.name, stack.node.id))
     else:
-        # Terraform runs in cdktf.out/stacks/<stack>/; keep state at the repository root, outside
-        # the synth output (which `make clean` removes), with a portable relative path.
-        LocalBackend(stack, path=f"../../../terraform.{stack.node.id}.tfstate")
+        # Terraform runs in <outdir>/stacks/<stack>/; keep state at the repository root, outside
+        # the synth output (which `make clean` removes), whichever folder it was synthesized into
+        # (each deployment has its own; a plain `cdktf deploy` uses cdktf.json's).
+        stack_dir = Path(App.of(stack).outdir, "stacks", stack.node.id)
+        LocalBackend(stack, path=terraform.local_state_reference(stack_dir, stack.node.id))
     project = TerraformVariable(
         stack,
         "project",

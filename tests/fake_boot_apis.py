@@ -190,11 +190,36 @@ class FakeTpu(LoopbackServer):
 
 
 class FakeSecretManager(LoopbackServer):
-    def __init__(self, secrets: dict[str, list[str]]) -> None:
+    def __init__(
+        self,
+        secrets: dict[str, list[str]],
+        *,
+        latest_state: dict[str, str] | None = None,
+        forbidden: frozenset[str] = frozenset(),
+    ) -> None:
         self.secrets = secrets  # secret id -> versions (values); missing id = 404
+        # The latest version's state when it is not ENABLED (metadata reads only).
+        self.latest_state = dict(latest_state or {})
+        # Secrets whose metadata this caller may not read (HTTP 403).
+        self.forbidden = forbidden
         super().__init__(self.route)
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
+        meta = re.fullmatch(r"/v1/projects/([^/]+)/secrets/([^/:]+)(/versions/latest)?", path)
+        if meta and method == "GET":
+            project, secret_id, latest = meta.groups()
+            if secret_id in self.forbidden:
+                return api_error(403, f"Permission denied on secret {secret_id}")
+            if secret_id not in self.secrets:
+                return api_error(404, f"Secret [{secret_id}] not found.")
+            name = f"projects/{project}/secrets/{secret_id}"
+            if not latest:
+                return 200, {"name": name, "replication": {"automatic": {}}}
+            versions = self.secrets[secret_id]
+            if not versions:
+                return api_error(404, f"Secret [{name}] not found or has no versions.")
+            state = self.latest_state.get(secret_id, "ENABLED")
+            return 200, {"name": f"{name}/versions/{len(versions)}", "state": state}
         m = re.fullmatch(
             r"/v1/projects/([^/]+)/secrets/([^/:]+)(:addVersion|/versions/latest:access)", path
         )

@@ -261,7 +261,7 @@ def check_tables(markdown: str, cells: Mapping[tuple[int, int], list[Record]]) -
     """Every metric table and ratio table recomputed from the records of each cell."""
     for heading, value in METRIC_VALUES.items():
         shown = table(markdown, heading)
-        ratios = table(markdown, "Ratio to the seed: " + heading.lower())
+        ratios = table(markdown, "Ratio to the build log: " + heading.lower())
         assert {k for k, v in shown.items() if v != "—"} == set(cells), heading
         for key, recs in cells.items():
             values = [value(r) for r in recs]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -184,7 +185,7 @@ BAD_INPUTS = [
         'runtime_version = "v2-alpha-tpuv6e"\n',
         "runtime_version",
         "'v2-alpha-tpuv6e'",
-        "'v2-alpha-tpuv5-lite'",
+        'runtime_version = "v2-alpha-tpuv5-lite"',
         id="runtime-other-generation",
     ),
     pytest.param(
@@ -517,3 +518,105 @@ def test_the_proxy_image_is_pinned_and_validated() -> None:
     assert "not a container image" in _problem_for(
         {"proxy": {"image": "nginx latest"}}, "proxy.image"
     )
+
+
+# --- problems in TOML words (issue 15, item 8) -------------------------------------------------
+
+
+def _problems(toml: str, tmp_path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, toml))
+    return info.value.problems
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        pytest.param(
+            '[network]\nallowed_cidrs = "203.0.113.7/32"\n',
+            "network.allowed_cidrs = '203.0.113.7/32': a string where a list belongs. Fix: "
+            'write a list, like ["203.0.113.7/32"]',
+            id="string-for-a-list",
+        ),
+        pytest.param(
+            '[vllm]\nenable_prefix_caching = "yes"\n',
+            "vllm.enable_prefix_caching = 'yes': a string where true or false belongs. Fix: "
+            "write true or false, like true (no quotes)",
+            id="string-for-a-bool",
+        ),
+        pytest.param(
+            "[vllm]\nlimit_mm_per_prompt = 3\n",
+            "vllm.limit_mm_per_prompt = 3: a whole number where a table belongs. Fix: write a "
+            "table, like {image = 4, audio = 1}",
+            id="number-for-a-table",
+        ),
+        pytest.param(
+            '[vllm]\nport = "8000"\n',
+            "vllm.port = '8000': a string where a whole number belongs. Fix: write a whole "
+            "number, like 8000 (no quotes)",
+            id="quoted-number",
+        ),
+        pytest.param(
+            '[network]\nallowed_cidrs = ["203.0.113.7/32", 5]\n',
+            "network.allowed_cidrs[1] = 5: a whole number where a string belongs. Fix: write a "
+            'string, like "203.0.113.7/32"',
+            id="item-of-a-list",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_answered_in_toml_words(
+    tmp_path: Path, toml: str, expected: str
+) -> None:
+    assert _problems(toml, tmp_path) == [expected]
+
+
+def test_no_python_words_reach_a_config_problem(tmp_path: Path) -> None:
+    toml = (
+        "labels = []\nmax_run_duration = [1]\n[vllm]\nextra_args = 'x'\nblock_size = 'a'\n"
+        "enable_auto_tool_choice = 1\n[network]\nallowed_cidrs = {a = 1}\n"
+    )
+    text = "\n".join(_problems(toml, tmp_path))
+    for python in ("Input should", "tuple", "None", "True", "False", "()", "{'", "dictionary"):
+        assert python not in text, (python, text)
+
+
+def test_a_union_is_one_problem_not_one_per_member(tmp_path: Path) -> None:
+    (problem,) = _problems("max_run_duration = [1]\n", tmp_path)
+    assert problem.startswith("max_run_duration = [1]: a list where a string or a whole number")
+    assert 'like "4h"' in problem
+
+
+def test_an_accelerator_with_no_known_flex_start_zone_names_the_accelerator(
+    tmp_path: Path,
+) -> None:
+    (problem,) = _problems('accelerator_type = "v5litepod-4"\n', tmp_path)
+    assert problem.startswith("accelerator_type = 'v5litepod-4': no zone is known to accept")
+    assert 'use accelerator_type = "v5litepod-1"' in problem
+    assert "none recorded" not in problem
+
+
+def test_an_unsupported_chip_is_one_problem(tmp_path: Path) -> None:
+    (problem,) = _problems('accelerator_type = "v6e-1"\n', tmp_path)
+    assert "unknown TPU generation 'v6e'" in problem and "use 'v5litepod-1'" in problem
+
+
+def test_a_flat_prices_table_is_refused_with_the_region_form(tmp_path: Path) -> None:
+    (problem,) = _problems("[prices]\nspot = 0.5\n", tmp_path)
+    assert problem.startswith("prices = {spot = 0.5}: spot = 0.5 is outside a region table")
+    assert "[prices.us-central1] with spot = " in problem
+
+
+def test_a_prices_table_for_a_region_is_read_with_its_date(tmp_path: Path) -> None:
+    cfg = load_config(
+        _write(
+            tmp_path,
+            "[prices.europe-west4]\nspot = 0.5\nFLEX_START = 0.55\nas_of = 2026-09-01\n",
+        )
+    )
+    assert cfg.prices == {
+        "europe-west4": {"spot": 0.5, "flex-start": 0.55, "as_of": datetime.date(2026, 9, 1)}
+    }
+    (problem,) = _problems('[prices.europe-west4]\nspot = 0.5\nas_of = "soon"\n', tmp_path)
+    assert "as_of = 'soon' is not a date" in problem and "as_of = 2026-09-01" in problem
+    (problem,) = _problems("[prices.europe-west4]\nspto = 0.5\n", tmp_path)
+    assert "has an unknown key 'spto'. Fix: did you mean 'spot'?" in problem

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import run_main
+from tests.conftest import REPO_ROOT, run_main
 from tpudeploy import policy
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, parse_config
@@ -64,7 +68,16 @@ def test_the_seeds_config_is_quiet() -> None:
     cfg = parse_config({})
     assert policy.findings(cfg) == []
     summary = summary_lines(cfg)
-    assert len(summary) == 4
+    # No warning: the summary itself (cost, billing stop, what is not counted, endpoint, KV
+    # pool, safe concurrency).
+    assert [line.split(":", 1)[0] for line in summary] == [
+        "cost",
+        "billing stops",
+        "not counted",
+        "endpoint",
+        "KV pool",
+        "safe concurrency",
+    ]
     assert summary[0].startswith("cost: $0.6000/h (flex-start")
     assert "on its own after max run duration 4 h" in summary[1]
 
@@ -184,3 +197,41 @@ def test_an_unknown_chip_is_refused_once_with_the_fix() -> None:
     (problem,) = err.value.problems
     assert problem.startswith("accelerator_type = 'v6e-1': unknown TPU generation 'v6e'")
     assert problem.endswith("Fix: use 'v5litepod-1'")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("max_run_duration", "8h"), ("flex_start_timeout", "2h"), ("allow_untested_flex_zone", True)],
+)
+@pytest.mark.parametrize("provisioning", ["spot", "on-demand"])
+def test_a_key_without_effect_for_the_provisioning_model_is_warned(
+    key: str, value: object, provisioning: str
+) -> None:
+    cfg = parse_config({"provisioning": provisioning, key: value})
+    (warning,) = policy.warnings(cfg)
+    assert warning.startswith(f"warning: {key} = ")
+    assert f"has no effect with provisioning = '{provisioning}'" in warning
+    assert 'provisioning = "flex-start"' in warning
+    # Under flex-start the same key does what it says: nothing to warn about.
+    assert policy.warnings(parse_config({key: value})) == []
+
+
+def test_make_check_prints_the_synth_summary_and_its_warnings(tmp_path: Path) -> None:
+    """`make check` said "valid" and nothing else while `make cost` warned that 64 clients x
+    8,192 tokens overflow the KV pool: it now ends as `make synth` does, without cdktf."""
+    config = tmp_path / "deploy.toml"
+    config.write_text("[load]\nexpected_clients = 64\nexpected_context = 8192\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "tpudeploy", "check"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DEPLOY_CONFIG": str(config)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    cfg = parse_config({"load": {"expected_clients": 64, "expected_context": 8192}})
+    expected = summary_lines(cfg, today=datetime.date.today())
+    assert any(line.startswith("warning: load.expected_clients") for line in expected)
+    assert result.stdout.splitlines()[-len(expected) :] == expected

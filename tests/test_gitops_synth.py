@@ -44,9 +44,10 @@ def test_local_backend_without_state_bucket(synth: Synthesizer) -> None:
     stacks = synth({})
     assert set(stacks) == {"gemma4-v5e-secrets", "gemma4-v5e-node"}
     for name, stack in stacks.items():
-        # Relative to cdktf.out/stacks/<stack>/: the repository root, outside the synth output.
+        # Relative to cdktf.out/deployments/<deployment>/stacks/<stack>/: the repository root,
+        # outside the synth output.
         assert stack["terraform"]["backend"] == {
-            "local": {"path": f"../../../terraform.{name}.tfstate"}
+            "local": {"path": f"../../../../../terraform.{name}.tfstate"}
         }
 
 

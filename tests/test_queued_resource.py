@@ -443,7 +443,7 @@ def test_401_is_not_retried_and_names_the_login(fake: FakeTpuApi, api: TpuApi) -
     fake.inject("POST", "/queuedResources", 401, "Request had invalid authentication")
     with pytest.raises(QueuedResourceError) as info:
         run_create(make_spec(), api)
-    assert "(HTTP 401): credentials refused or not refreshable" in str(info.value)
+    assert "Google refused your credentials" in str(info.value)
     assert "gcloud auth application-default login" in str(info.value)
     assert len(fake.calls("POST")) == 1
 

@@ -18,7 +18,18 @@ BIN = Path(sys.executable).parent
 FILES = sorted(WORKFLOWS.glob("*.yml"))
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 # Targets the workflows call; the lead's Makefile must define each of them.
-MAKE_TARGETS = {"install", "lint", "test", "synth", "scan", "diff", "deploy", "destroy", "recover"}
+MAKE_TARGETS = {
+    "install",
+    "lint",
+    "test",
+    "synth",
+    "scan",
+    "diff",
+    "deploy",
+    "deploy-secrets",
+    "destroy",
+    "recover",
+}
 
 
 def load(name: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError, field_validator
 from tpudeploy import gitops, names
 from tpudeploy.config import ConfigError, DeployConfig, load_config
 from tpudeploy.config.base import Strict
-from tpudeploy.config.loading import problem
+from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.identities import cel_list, cel_string
 
 DEFAULT_BOOTSTRAP_PATH = "gitops.toml"
@@ -308,17 +308,7 @@ def parse_bootstrap(
     try:
         cfg = BootstrapConfig.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            if err["type"] == "extra_forbidden":
-                known = ", ".join(BootstrapConfig.model_fields)
-                problems.append(problem(key, err.get("input"), "unknown key", f"known: {known}"))
-            elif err["type"] == "missing":
-                problems.append(problem(key, None, "required", "add it to the bootstrap file"))
-            else:
-                reason, _, fix = str(err["msg"]).removeprefix("Value error, ").partition("; ")
-                problems.append(problem(key, err.get("input"), reason, fix or "see README"))
+        problems = format_errors(exc, BootstrapConfig)
         raise ConfigError(source, problems) from None
     problems = cross_check(cfg, deployments)
     if problems:

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tpudeploy import planner, policy
+from tpudeploy import errors, planner, policy, terraform
 from tpudeploy import queued_resource as qr
-from tpudeploy.cachebucket import CacheBucketError
-from tpudeploy.config import ConfigError, DeployConfig, config_path, load_config, require_project
+from tpudeploy.config import DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
-from tpudeploy.frontdoor import FrontDoorError
-from tpudeploy.secretstore import SecretStoreError
-from tpudeploy.smoke import SmokeError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,10 +29,17 @@ def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
         f"  {cfg.provisioning} {cfg.accelerator_type} in {cfg.zone}, "
         f"project {cfg.project or '(unset)'}"
     )
+    if not args.destroy:
+        # What `make synth` ends with, without loading cdktf (a second, not twenty).
+        print()
+        print("\n".join(summary_lines(cfg, today=datetime.date.today())))
     return 0
 
 
 def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    if args.outdir:
+        print(terraform.synth_outdir(cfg))
+        return 0
     names = [cfg.secrets_stack_name, cfg.node_stack_name]
     if args.node:
         names = [cfg.node_stack_name]
@@ -45,10 +49,12 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def summary_lines(cfg: DeployConfig) -> list[str]:
-    """What `make synth` ends with: guard-rail warnings, then cost, billing stop, KV pool."""
+def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> list[str]:
+    """What `make synth` and `make check` end with: guard-rail warnings, then cost, what stops
+    the billing, what the cost leaves out, who reaches the endpoint, KV pool. `today` adds the
+    prices' age (generated README text leaves it out to stay stable)."""
     lines = policy.warnings(cfg)
-    lines += planner.synth_summary(cfg)
+    lines += planner.synth_summary(cfg, today=today)
     return lines
 
 
@@ -59,9 +65,10 @@ def _capacity(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 def _cost(cfg: DeployConfig, args: argparse.Namespace) -> int:
     chips = planner.lookup_accelerator(cfg.accelerator_type).chips
-    print(planner.cost_table(chips=chips, prices=planner.price_table(cfg)))
+    today = datetime.date.today()
+    print(planner.cost_table(chips=chips, prices=planner.price_table(cfg), today=today))
     print()
-    print("\n".join(summary_lines(cfg)))
+    print("\n".join(summary_lines(cfg, today=today)))
     return 0
 
 
@@ -163,7 +170,7 @@ def _synthesized_stack(cfg: DeployConfig) -> Path:
     """Synthesize the deployment (main.py, as `make synth`) and return its node stack folder."""
     from tpudeploy.recover import RecoverError
 
-    outdir = Path(os.environ.get("CDKTF_OUTDIR") or REPO_ROOT / "cdktf.out")
+    outdir = Path(os.environ.get("CDKTF_OUTDIR") or REPO_ROOT / terraform.synth_outdir(cfg))
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "main.py")],
         cwd=REPO_ROOT,
@@ -175,6 +182,26 @@ def _synthesized_stack(cfg: DeployConfig) -> Path:
     if result.returncode != 0:
         raise RecoverError(f"synth failed: {result.stderr.strip()}")
     return outdir / "stacks" / cfg.node_stack_name
+
+
+def _preflight(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import preflight
+
+    return preflight.run(cfg, args.purpose)
+
+
+def _after_failure(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    """The last lines of a failed deploy or destroy (the Makefile calls this); exits 1, since
+    it only ever runs after a failure."""
+    from tpudeploy import failures
+
+    if args.command_failed == "deploy":
+        failures.after_deploy(cfg)
+    else:
+        failures.after_destroy(
+            cfg, terraform_exit=args.terraform_exit, cleanup_exit=args.cleanup_exit
+        )
+    return 1
 
 
 def _poll() -> float:
@@ -247,7 +274,24 @@ def build_parser() -> argparse.ArgumentParser:
     which = stacks.add_mutually_exclusive_group()
     which.add_argument("--node", action="store_true", help="only the node (billing) stack")
     which.add_argument("--secrets", action="store_true", help="only the long-lived stack")
+    which.add_argument(
+        "--outdir", action="store_true", help="the deployment's synth output folder instead"
+    )
     stacks.set_defaults(func=_stacks)
+
+    preflight = sub.add_parser(
+        "preflight", help="Terraform, credentials, project and (deploy) the secrets, in a second"
+    )
+    preflight.add_argument("purpose", choices=("deploy", "deploy-secrets", "diff", "destroy"))
+    preflight.set_defaults(func=_preflight)
+
+    after = sub.add_parser(
+        "after-failure", help="what a failed deploy or destroy left in state, and what bills"
+    )
+    after.add_argument("command_failed", choices=("deploy", "destroy"))
+    after.add_argument("--terraform-exit", type=int, default=1, help="cdktf's exit status")
+    after.add_argument("--cleanup-exit", type=int, default=0, help="the cleanup's exit status")
+    after.set_defaults(func=_after_failure)
 
     sub.add_parser("capacity", help="KV pool, memory budget and safe concurrency").set_defaults(
         func=_capacity
@@ -311,19 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every subcommand ends through tpudeploy.errors: one line with the fix, never a traceback."""
     args = build_parser().parse_args(argv)
     func: Callable[[DeployConfig, argparse.Namespace], int] = args.func
-    try:
-        return func(load_config(), args)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    except (
-        SecretStoreError,
-        SmokeError,
-        FrontDoorError,
-        CacheBucketError,
-        qr.QueuedResourceError,
-    ) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return errors.run(lambda: func(load_config(), args))

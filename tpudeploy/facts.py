@@ -301,3 +301,36 @@ PRICES: Final = MappingProxyType(
 BUILD_LOG_RATES: Final = MappingProxyType(
     {m: PRICES["us-west4"].per_chip_hour[m] for m in ("spot", "flex-start", "on-demand")}
 )
+
+# ---- what the chip-hour rate leaves out ------------------------------------------------------
+
+# "The JAX compile cache lives there (197 MB measured)": the size of one archive in the
+# compile-cache bucket, which the long-lived stack keeps after `make destroy`.
+COMPILE_CACHE_BYTES: Final = 197 * 10**6
+
+
+@dataclass(frozen=True, slots=True)
+class StoragePrice:
+    """Cloud Storage Standard class, $ per GB-month in one region, with where it was read."""
+
+    region: str
+    per_gb_month: float
+    as_of: str
+    source: str
+
+
+# Regional Standard storage; the compile-cache bucket lives in the deployment's region.
+STORAGE_PRICES: Final = MappingProxyType(
+    {
+        "us-west4": StoragePrice(
+            region="us-west4",
+            per_gb_month=0.023,
+            as_of="2022-12-30",
+            source="cloud.google.com/storage/pricing, Standard storage, Las Vegas (us-west4), "
+            "read from a web-archive copy of that date",
+        ),
+    }
+)
+# Secret Manager: $0.06 per active (enabled or disabled) secret version per location a month;
+# the first six versions of a billing account are free (cloud.google.com/secret-manager/pricing).
+SECRET_VERSION_PER_MONTH: Final = 0.06

@@ -292,7 +292,7 @@ def run_tunnel(cfg: DeployConfig, project: str, *, out: TextIO | None = None) ->
     if done.returncode not in (0, 130):
         raise FrontDoorError(
             f"gcloud ended with status {done.returncode}. It needs `gcloud auth login`, the "
-            "IAP-secured Tunnel User role and OS Login on the node; the seed saw `tpu-vm ssh` "
+            "IAP-secured Tunnel User role and OS Login on the node; the build log saw `tpu-vm ssh` "
             "crash with ConnectionResetError in some sandboxed shells: run it from a plain "
             "terminal"
         )

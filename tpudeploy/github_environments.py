@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tpudeploy import errors
 from tpudeploy.bootstrap import BootstrapConfig, bootstrap_path, load_bootstrap
 from tpudeploy.config import ConfigError
 
@@ -236,4 +237,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.run(main))

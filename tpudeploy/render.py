@@ -19,7 +19,7 @@ VLLM_HOST = "127.0.0.1"
 
 
 def vllm_serve_args(v: VllmConfig) -> list[str]:
-    """The seed's `vllm serve` command line, from the config (secrets never appear here)."""
+    """The build log's `vllm serve` command line, from the config (secrets never appear here)."""
     args = [
         "vllm",
         "serve",

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.secretshape import API_KEY_RE, HF_TOKEN_RE
+from tpudeploy.errors import no_credentials
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 
 EMULATOR_ENV = "SECRETMANAGER_EMULATOR_HOST"
@@ -45,11 +46,8 @@ class SecretStore:
 
         try:
             credentials, _ = google.auth.default(scopes=SCOPES)
-        except DefaultCredentialsError:
-            raise SecretStoreError(
-                "no Google credentials: run `gcloud auth application-default login` (seed), "
-                "then try again"
-            ) from None
+        except DefaultCredentialsError as exc:
+            raise SecretStoreError(no_credentials(exc)) from None
         return cls(project, session=AuthorizedSession(credentials))  # type: ignore[no-untyped-call]
 
     def _secret(self, secret_id: str) -> str:
@@ -83,6 +81,41 @@ class SecretStore:
         raise SecretStoreError(
             f"Secret Manager answered HTTP {response.status_code} for {secret_id}; try again"
         )
+
+    # What version_state answers besides a version's own state (ENABLED, DISABLED, DESTROYED).
+    NO_SECRET = "NO_SECRET"  # noqa: S105 - a state name, not a secret
+    NO_VERSION = "NO_VERSION"
+
+    def version_state(self, secret_id: str, *, timeout: float = 5.0) -> str:
+        """The state of the secret's latest version, as the node's boot will find it, from
+        metadata only (never the value): NO_SECRET, NO_VERSION, ENABLED, DISABLED or DESTROYED.
+        Raises SecretStoreError when Secret Manager cannot be asked or refuses."""
+        import requests
+
+        for url, missing in (
+            (self._secret(secret_id), self.NO_SECRET),
+            (f"{self._secret(secret_id)}/versions/latest", self.NO_VERSION),
+        ):
+            try:
+                response = self.session.request("GET", url, timeout=timeout)
+            except requests.RequestException as exc:
+                raise SecretStoreError(
+                    f"cannot reach Secret Manager ({type(exc).__name__}); check the network"
+                ) from None
+            if response.status_code == 404:
+                return missing
+            if response.status_code in (401, 403):
+                raise SecretStoreError(
+                    f"Secret Manager refused to show {secret_id} (HTTP {response.status_code}): "
+                    "reading a version's state needs secretmanager.versions.get "
+                    "(roles/secretmanager.viewer)"
+                )
+            if response.status_code != 200:
+                raise SecretStoreError(
+                    f"Secret Manager answered HTTP {response.status_code} for {secret_id}; "
+                    "try again"
+                )
+        return str(response.json().get("state") or "STATE_UNSPECIFIED")
 
     def add_version(self, secret_id: str, value: str) -> str:
         """Store `value` as the newest version; returns the version's resource name."""

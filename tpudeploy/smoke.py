@@ -1,4 +1,4 @@
-"""`make smoke`: the front door locked, then a chat completion and the seed's get_weather/Paris
+"""`make smoke`: the front door locked, then a chat completion and the build log's get_weather/Paris
 tool call with the API key, over TLS pinned to the node's certificate."""
 
 from __future__ import annotations

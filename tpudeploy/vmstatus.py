@@ -41,11 +41,11 @@ def _deadline_lines(
     now: datetime,
     node_state: str,
 ) -> list[str]:
-    rate = planner.price_table(cfg).rate(cfg.provisioning)
+    rate = planner.rate_text(cfg)
     if cfg.deadline_seconds is None:
         return [
             f'WARNING: {cfg.provisioning} has no end time (max_run_duration = "none"): it '
-            f"bills ${rate:.4f}/chip-hour until `make destroy`."
+            f"bills {rate} until `make destroy`."
         ]
     name = job_name(project, cfg.effective_region, cfg.deadline_job_name)
     try:
@@ -71,14 +71,17 @@ def _deadline_lines(
     if node_state == "NOT_FOUND":
         return [f"nothing is billing: no node ({view.describe(now)}); `make deploy` creates both"]
     return [
-        f"WARNING: {view.describe(now)}: it bills ${rate:.4f}/chip-hour until `make destroy`; "
+        f"WARNING: {view.describe(now)}: it bills {rate} until `make destroy`; "
         "`make deploy` puts the deadline job back"
     ]
 
 
 def _preemption(cfg: DeployConfig, project: str, storage: StorageApi | None) -> str:
     chips = planner.lookup_accelerator(cfg.accelerator_type).chips
-    prices = planner.price_table(cfg)
+    try:
+        prices = planner.price_table(cfg)
+    except planner.NoPricesError as exc:
+        return f"preemption cost: not estimated: {exc}"
     try:
         warm = cache_saved(cfg, project, storage or StorageApi(log=sys.stderr))
     except qr.QueuedResourceError as exc:

@@ -57,7 +57,7 @@ _DESCRIPTIONS = {
     "reading-secrets": "reading the Hugging Face token and API key from Secret Manager",
     "pulling-image": "pulling the vLLM image",
     "restoring-cache": "restoring the XLA compile cache from Cloud Storage",
-    "starting-vllm": "vLLM is loading and compiling (seed: 685 s of the 857 s cold boot)",
+    "starting-vllm": "vLLM is loading and compiling (build log: 685 s of the 857 s cold boot)",
     "starting-proxy": "vLLM is ready on the node; starting the TLS proxy in front of it",
     "ready": "the TLS proxy answers /health and refuses requests without the API key",
 }
@@ -112,8 +112,8 @@ def wait_ready(
         if state.phase == "ready":
             print(
                 f"ready after {format_seconds(elapsed)} of waiting. Next: make endpoint (address "
-                "and certificate), make tunnel + make smoke (seed: cold boot 857 s, warm 497 s "
-                "with the compile cache)",
+                "and certificate), make tunnel + make smoke (build log: cold boot 857 s, warm "
+                "497 s with the compile cache)",
                 file=out,
             )
             return 0

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tpudeploy import errors
 from tpudeploy.bench.commands import NodeTarget, cell_command, plan_cells
 from tpudeploy.bench.cost_kv import default_kv_pool
 from tpudeploy.bench.report import write_report
@@ -125,7 +126,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     target = None if args.on_node or not (args.node or cfg) else _target(args, cfg)
     cells = plan_cells(settings, base_seed=0)
     total = sum(expected_seconds(settings, cell) for cell in cells)
-    print(f"# {profile}: {len(cells)} runs, ~{format_seconds(total)} at the seed's throughput")
+    print(f"# {profile}: {len(cells)} runs, ~{format_seconds(total)} at the build log's throughput")
     print("# seeds are base_seed + index; run uses the start time in seconds as base_seed")
     print("# run fills in RUN_ID and IMAGE_ID (the serving container's image id)")
     for cell in cells:
@@ -164,7 +165,7 @@ def _price(text: str) -> tuple[str, float]:
 
 
 def _context_grid(bench: dict[str, Any], cfg: Any) -> tuple[int, ...]:
-    """Every context either profile of the config's [bench] sweeps (default: the seed's)."""
+    """Every context either profile of the config's [bench] sweeps (default: the build log's)."""
     max_model_len = cfg.vllm.max_model_len if cfg is not None else MAX_MODEL_LEN
     contexts: set[int] = set()
     for profile in PROFILES:
@@ -225,10 +226,12 @@ def _parser() -> argparse.ArgumentParser:
             key = p.add_mutually_exclusive_group()
             key.add_argument("--api-key-secret", help="Secret Manager secret holding the API key")
             key.add_argument("--api-key-env", help="local environment variable holding the key")
-    p = sub.add_parser("report", help="tables, ratios to the seed, cost, KV and plots")
+    p = sub.add_parser("report", help="tables, ratios to the build log, cost, KV and plots")
     p.add_argument("results_dir")
     p.add_argument("--out", help="where report.md and the PNGs go (default: results_dir)")
-    p.add_argument("--kv-pool-tokens", type=int, help="KV pool size (default: planner or seed)")
+    p.add_argument(
+        "--kv-pool-tokens", type=int, help="KV pool size (default: planner or the build log)"
+    )
     p.add_argument("--price", type=_price, action="append", help="MODEL=USD per chip-hour")
     p.add_argument(
         "--config",
@@ -252,4 +255,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.run(main))

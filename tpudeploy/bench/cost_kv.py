@@ -1,4 +1,4 @@
-"""$ per million tokens and the clients x context line: the planner's figures, else the seed's."""
+"""$ per million tokens and the clients x context line: the planner's, else the build log's."""
 
 from __future__ import annotations
 
@@ -25,20 +25,20 @@ def _planner() -> Any:
 
 
 def default_prices() -> tuple[dict[str, float], str]:
-    """$/chip-hour per provisioning model: tpudeploy.planner's table, else the seed's."""
+    """$/chip-hour per provisioning model: tpudeploy.planner's table, else the build log's."""
     planner = _planner()
     try:
         table = planner.SEED_PRICES
         prices = {m: float(table.per_chip_hour[m]) for m in planner.PROVISIONING_MODELS}
         return prices, f"tpudeploy.planner: {table.source}, as of {table.as_of}"
     except (AttributeError, KeyError, TypeError, ValueError):
-        return dict(facts.BUILD_LOG_RATES), "fallback: the seed's us-west4 prices"
+        return dict(facts.BUILD_LOG_RATES), "fallback: the build log's us-west4 prices"
 
 
 def default_kv_pool(
     *, max_model_len: int | None = None, gpu_memory_utilization: float | None = None
 ) -> tuple[int, int, str]:
-    """(pool tokens, safe line, source): tpudeploy.planner's arithmetic, else the seed's figures."""
+    """(pool tokens, safe line, source): tpudeploy.planner's arithmetic, else the build log's."""
     planner = _planner()
     kwargs: dict[str, Any] = {}
     if max_model_len is not None:
@@ -52,7 +52,7 @@ def default_kv_pool(
         return (
             facts.KV_POOL_TOKENS,
             facts.SAFE_CLIENTS_X_CONTEXT,
-            "fallback: the seed's measured pool",
+            "fallback: the build log's measured pool",
         )
 
 

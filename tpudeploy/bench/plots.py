@@ -1,4 +1,4 @@
-"""PNG plots of a benchmark report against the seed's figures (matplotlib, Agg canvas)."""
+"""PNG plots of a benchmark report against the build log's figures (matplotlib, Agg canvas)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _plot(report: GroupReport, key: str, ylabel: str, log_y: bool, path: Path) -
             seed_points = sorted((c, v) for (ctx, c), v in metric.seed.items() if ctx == context)
             ax.plot(
                 [c for c, _ in seed_points], [v for _, v in seed_points], color=color,
-                linestyle="--", alpha=0.7, label=f"{context:,} ctx, seed",
+                linestyle="--", alpha=0.7, label=f"{context:,} ctx, build log",
             )  # fmt: skip
     ax.set_xscale("log", base=2)
     ticks = sorted({*report.clients, *(c for _, c in metric.seed)})
@@ -58,7 +58,7 @@ def _plot(report: GroupReport, key: str, ylabel: str, log_y: bool, path: Path) -
     ax.set_ylabel(ylabel)
     # The second line tells apart the plots of several groups (models, configs, images).
     ax.set_title(
-        f"{ylabel} vs clients (dashed: seed build log)\n{report.key.describe().replace('`', '')}",
+        f"{ylabel} vs clients (dashed: build log)\n{report.key.describe().replace('`', '')}",
         fontsize="small",
     )
     ax.grid(True, which="both", alpha=0.3)

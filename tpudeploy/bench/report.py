@@ -1,4 +1,4 @@
-"""Turn a directory of `vllm bench serve` results into the seed's tables, ratios, cost and KV."""
+"""Turn `vllm bench serve` results into the build log's tables, ratios, cost and KV."""
 
 from __future__ import annotations
 
@@ -182,13 +182,16 @@ def _group_markdown(
         out.append("")
     for metric in METRICS:
         better = "higher is better" if metric.higher_is_better else "lower is better"
-        out += [f"{level} Ratio to the seed: {metric.title.split(' (')[0].lower()} ({better})", ""]
+        out += [
+            f"{level} Ratio to the build log: {metric.title.split(' (')[0].lower()} ({better})",
+            "",
+        ]
         out += _grid(contexts, clients, partial(_ratio_text, cells, metric))
         out.append("")
     if seed_note := [
         f"{ctx}/{c}" for ctx, c in sorted(facts.UNTRUSTWORTHY_TTFT) if (ctx, c) in cells
     ]:
-        out += [f"TTFT ratio `*` at {', '.join(seed_note)}: the seed's own cv was 56%.", ""]
+        out += [f"TTFT ratio `*` at {', '.join(seed_note)}: the build log's own cv was 56%.", ""]
 
     models = list(prices)
     out += [
@@ -213,7 +216,8 @@ def _group_markdown(
         f"{level} clients x context against the KV pool ({pool_source})",
         "",
         f"Pool {pool_tokens:,} tokens; safe line {safe:,} ({safe / pool_tokens:.0%} of the "
-        "pool, the seed's rule of thumb). Past the pool more clients buy queueing, not throughput.",
+        "pool, the build log's rule of thumb). Past the pool more clients buy queueing, not "
+        "throughput.",
         "",
     ]
     out += _grid(
@@ -320,7 +324,7 @@ def build_report(
             for i, g in enumerate(groups, start=1)
         ]
     out += [
-        f"- Seed reference: {facts.SOURCE_URL} ({facts.PUBLISHED}); {facts.SETUP}",
+        f"- Build log reference: {facts.SOURCE_URL} ({facts.PUBLISHED}); {facts.SETUP}",
         "",
         "Each cell is the median of its repetitions, followed by its coefficient of variation "
         "(sample standard deviation, n-1, over the mean; shown from two repetitions). "

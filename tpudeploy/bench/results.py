@@ -211,8 +211,9 @@ def parse_run(data: Any, label: str, grid: Sequence[int]) -> RunResult:
         )
     if data.get("request_rate", "inf") != "inf":
         raise _NotACell(
-            f"request_rate {data['request_rate']!r}: paced arrivals, not the seed's closed-loop "
-            "sweep (request_rate inf, clients = max_concurrency); rerun without --request-rate"
+            f"request_rate {data['request_rate']!r}: paced arrivals, not the build log's "
+            "closed-loop sweep (request_rate inf, clients = max_concurrency); rerun without "
+            "--request-rate"
         )
     if data.get("max_concurrency") is None:
         raise _NotACell(

@@ -1,4 +1,4 @@
-"""What a sweep measures: the `[bench]` table validated into SweepSettings (default: the seed)."""
+"""What a sweep measures: `[bench]` validated into SweepSettings (default: the build log)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class BenchConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """What to measure: the grid, repetitions and request shape (defaults: the seed's sweep)."""
+    """What to measure: the grid, repetitions and request shape (default: the build log's)."""
 
     contexts: tuple[int, ...] = facts.CONTEXTS
     clients: tuple[int, ...] = facts.CLIENTS
@@ -107,7 +107,7 @@ def settings_from_table(
 ) -> tuple[str, SweepSettings]:
     """Return (profile, settings) from a `[bench]` config table; `profile` overrides the table's.
 
-    `full` takes `[bench]` over the seed's sweep; `quick` takes `[bench.quick]` over the quick
+    `full` takes `[bench]` over the build log's sweep; `quick` takes `[bench.quick]` over the quick
     defaults, sharing the request shape (output_len, prompts, model, container) with `[bench]`.
     """
     table = dict(table or {})

@@ -48,7 +48,7 @@ def subprocess_executor(argv: Sequence[str], *, stdin: bytes) -> ExecResult:
 
 
 def expected_seconds(settings: SweepSettings, cell: Cell) -> float:
-    """A prior for one cell's duration: its output tokens over the seed's throughput there."""
+    """A prior for one cell's duration: its output tokens over the build log's throughput there."""
     tok_s = facts.AGGREGATE_TOK_S.get((cell.context, cell.clients))
     if tok_s is None:
         # Off the seed's grid: ~120 tok/s per stream up to the ~1,500 tok/s the chip peaked at.

@@ -21,14 +21,13 @@ from tpudeploy.config.network import (
     media_domain_problem,
     public_addresses,
 )
+from tpudeploy.config.prices import PRICE_KEYS, normalize_provisioning
 from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.schema import (
-    PRICE_KEYS,
     PROVISIONING_MODELS,
     RESERVED_LABEL_KEYS,
     DeployConfig,
     VllmConfig,
-    normalize_provisioning,
 )
 from tpudeploy.config.serveflags import DENIED_SERVE_FLAGS, MODELLED_SERVE_FLAGS
 from tpudeploy.config.workload import BenchConfig, BenchTable, LoadConfig

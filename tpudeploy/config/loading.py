@@ -7,19 +7,18 @@ create or change billable resources only).
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from tpudeploy import facts, names
+from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
-from tpudeploy.config.secretshape import redact
 from tpudeploy.durations import MIN_DEADLINE_SECONDS
 
 DEFAULT_CONFIG_PATH = "deploy.toml"
@@ -38,10 +37,6 @@ class ConfigError(Exception):
         lines = [f"{self.source}: {len(self.problems)} problem(s) in the deployment config:"]
         lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
-
-
-def problem(key: str, value: object, reason: str, fix: str) -> str:
-    return f"{key} = {value!r}: {reason}. Fix: {fix}"
 
 
 def cross_check(cfg: DeployConfig) -> list[str]:
@@ -65,15 +60,28 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             problem(
                 "runtime_version",
                 cfg.runtime_version,
-                f"does not run on accelerator_type {cfg.accelerator_type!r}",
-                f"use {runtime!r}",
+                f'does not run on accelerator_type "{cfg.accelerator_type}"',
+                f'use runtime_version = "{runtime}"',
             )
         )
     if cfg.provisioning == "flex-start" and not cfg.allow_untested_flex_zone:
         known = facts.FLEX_START_ZONES.get(cfg.accelerator_type, {})
-        if cfg.zone not in known:
+        if not known:
+            # No zone to suggest: the accelerator type is what to change.
+            verified = ", ".join(facts.FLEX_START_ZONES)
+            problems.append(
+                problem(
+                    "accelerator_type",
+                    cfg.accelerator_type,
+                    f"no zone is known to accept flex-start {cfg.accelerator_type} (flex-start "
+                    f"was seen to work for {verified} only)",
+                    f'use accelerator_type = "{facts.ACCELERATOR_TYPE}", provisioning = "spot" '
+                    'or "on-demand", or set allow_untested_flex_zone = true to try anyway',
+                )
+            )
+        elif cfg.zone not in known:
             why = facts.FLEX_START_REFUSED_ZONES.get(cfg.zone, "not known to accept it")
-            good = facts.flex_start_zones_text(cfg.accelerator_type) or "none recorded"
+            good = facts.flex_start_zones_text(cfg.accelerator_type)
             problems.append(
                 problem(
                     "zone",
@@ -150,65 +158,12 @@ def _run_end_problems(cfg: DeployConfig) -> list[str]:
     return problems
 
 
-# Fix hints for keys whose pydantic message alone does not say what to write.
+# Fix hints for keys whose kind-and-example answer alone does not say what to write.
 _FIX_HINTS: dict[str, str] = {
     "provisioning": 'use "flex-start" (stops billing on its own), "spot" or "on-demand"',
-    "vllm.dtype": 'the seed runs "bfloat16" (the only format that runs on this stack)',
-    "vllm.gpu_memory_utilization": "a fraction in (0, 1]; the seed's ceiling on v5e is 0.92",
+    "vllm.dtype": 'use "bfloat16": the build log found bf16 the only format that runs here',
+    "vllm.gpu_memory_utilization": "a fraction in (0, 1]; the build log's ceiling on v5e is 0.92",
 }
-
-
-def _known_keys(model: type[BaseModel]) -> list[str]:
-    return list(model.model_fields)
-
-
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel]:
-    model: type[BaseModel] = DeployConfig
-    for part in loc:
-        field = model.model_fields.get(str(part))
-        ann = field.annotation if field else None
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            model = ann
-        else:
-            break
-    return model
-
-
-def _format_errors(exc: ValidationError) -> list[str]:
-    problems = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        key = ".".join(str(p) for p in loc) or "(top level)"
-        # Errors echo the input: a token pasted into the wrong key must not reach a log.
-        value = redact(err.get("input"))
-        if err["type"] == "extra_forbidden":
-            known = _known_keys(_model_at(loc[:-1]))
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
-            problems.append(
-                problem(key, value, "unknown key", f"remove it or fix the spelling; {hint}")
-            )
-            continue
-        if err["type"] == "value_error":
-            # Our own validators: the message already says what to write.
-            reason, _, fix = str(err["msg"]).removeprefix("Value error, ").partition("; ")
-            problems.append(problem(key, value, reason, fix or _FIX_HINTS.get(key, "")))
-            continue
-        fix = _FIX_HINTS.get(key) or _default_hint(loc)
-        problems.append(problem(key, value, str(err["msg"]), fix))
-    return problems
-
-
-def _default_hint(loc: tuple[int | str, ...]) -> str:
-    model = _model_at(loc[:-1])
-    field = model.model_fields.get(str(loc[-1]))
-    if field is None:
-        return "see the configuration reference in README.md"
-    ann = field.annotation
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return f"write [{'.'.join(map(str, loc))}] as a table"
-    default = field.get_default(call_default_factory=True)
-    return f"write a value of the same kind as the default, {default!r}"
 
 
 def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> DeployConfig:
@@ -219,7 +174,7 @@ def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> 
     try:
         cfg = DeployConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, _format_errors(exc)) from None
+        raise ConfigError(source, format_errors(exc, DeployConfig, hints=_FIX_HINTS)) from None
     # The build log's guard rails are not applied here: tpudeploy.policy runs them for the
     # commands that create or change billable resources only.
     problems = cross_check(cfg)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from tpudeploy import names
 from tpudeploy.config.base import Strict
@@ -18,7 +18,7 @@ class NetworkConfig(Strict):
     """subnetwork name or shared-VPC path; empty: the network's default"""
     # Nothing is reachable unless the user says so: the TLS proxy's port is opened only to these
     # ranges (a deny-all rule under them closes everything else, default-network rules included).
-    allowed_cidrs: tuple[str, ...] = ()
+    allowed_cidrs: tuple[str, ...] = Field(default=(), examples=[["203.0.113.7/32"]])
     """who may reach the TLS proxy's port; nobody by default (use `make tunnel`)"""
     # More than a /16 of public addresses exposes the model to the internet; it needs this opt-in.
     allow_public_endpoint: bool = False

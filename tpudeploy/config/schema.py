@@ -7,6 +7,7 @@ lives in tpudeploy.config.loading; the guard rails in tpudeploy.policy.
 
 from __future__ import annotations
 
+import datetime
 import re
 from types import MappingProxyType
 from typing import Literal
@@ -14,6 +15,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from tpudeploy import facts, names
+from tpudeploy.config import prices as prices_config
 from tpudeploy.config.base import Strict
 from tpudeploy.config.containers import check_container_name, check_image
 from tpudeploy.config.geometry import ModelGeometry
@@ -36,9 +38,6 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 DEFAULT_RUN_DURATION = MappingProxyType({"flex-start": "4h", "spot": "8h", "on-demand": "8h"})
 # The explicit opt-out: a spot or on-demand node with no deadline (billing until `make destroy`).
 NO_END = "none"
-# Keys a [prices] table may set: the provisioning models and the commitment rows of the cost
-# table (tpudeploy.facts.PRICES).
-PRICE_KEYS = tuple(next(iter(facts.PRICES.values())).per_chip_hour)
 
 _PARSER_RE = re.compile(r"^[A-Za-z0-9_]+$")
 # Labels the project sets itself on the node (and the provider on every resource); a user label
@@ -47,13 +46,8 @@ _PARSER_RE = re.compile(r"^[A-Za-z0-9_]+$")
 RESERVED_LABEL_KEYS = ("deployment", "provisioning", "managed_by", "component", "tpudeploy-spec")
 
 
-def normalize_provisioning(model: str) -> str:
-    """Accept 'flex_start', 'FLEX_START' (the TPU API's spelling) and 'flex-start' alike."""
-    return model.strip().lower().replace("_", "-")
-
-
 class VllmConfig(Strict):
-    """`vllm serve` flags in snake_case plus the tpu-inference environment; seed values."""
+    """`vllm serve` flags in snake_case plus the tpu-inference environment; build-log values."""
 
     image: str = facts.IMAGE
     """the serving image (the build log ran the nightly tag)"""
@@ -91,10 +85,10 @@ class VllmConfig(Strict):
     """reasoning parser"""
     # Left unset: the backend scales block_size with max_model_len to keep 512 blocks per request
     # (seed), which is what keeps long context free. Setting it is warned.
-    block_size: int | None = Field(default=None, gt=0)
+    block_size: int | None = Field(default=None, gt=0, examples=[64])
     """leave unset: the backend scales it (setting it is warned)"""
     # Pins the KV pool in bytes instead of a fraction (seed: measured-good 5923602432).
-    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0, examples=[5923602432])
     """pins the KV pool in bytes (measured-good 5923602432)"""
     # Overrides for the guard rails, for users who know better than the seed's measurements.
     force_gpu_memory_utilization: bool = False
@@ -104,7 +98,7 @@ class VllmConfig(Strict):
     force_tensor_parallel_size: bool = False
     """override the tensor-parallel guard rail"""
     # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
-    extra_args: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = Field(default=(), examples=[["--max-num-seqs", "128"]])
     """more `vllm serve` arguments; modelled flags, the deny list and secrets are refused"""
     # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
     # would hand the node's credentials to whoever sends the request, and vLLM treats an empty
@@ -171,7 +165,7 @@ class VllmConfig(Strict):
     @classmethod
     def _shm(cls, v: str) -> str:
         if not re.fullmatch(r"\d+[bkmg]b?", v):
-            raise ValueError("not a docker size; write e.g. 10gb (the seed's value) or 512m")
+            raise ValueError("not a docker size; write e.g. 10gb (the build log's value) or 512m")
         return v
 
     @field_validator("model")
@@ -222,7 +216,7 @@ class VllmConfig(Strict):
 
 
 class DeployConfig(Strict):
-    """One deployment. An empty file gives the seed's deployment."""
+    """One deployment. An empty file gives the build log's deployment."""
 
     project: str = ""
     """needed to deploy, not to synth; else GOOGLE_CLOUD_PROJECT"""
@@ -257,7 +251,7 @@ class DeployConfig(Strict):
     """gcloud spells v5e v5litepod; v5e-1 is refused with the fix"""
     runtime_version: str = facts.V5E.runtime_version
     """the runtime of the accelerator's generation"""
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, examples=[{"team": "ml"}])
     """extra labels on the node"""
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     """[network] table"""
@@ -267,10 +261,12 @@ class DeployConfig(Strict):
     """[proxy] table: the TLS proxy in front of vLLM"""
     load: LoadConfig = Field(default_factory=LoadConfig)
     """[load] table"""
-    # $/chip-hour overrides by provisioning model (the build log's us-west4 rates are the
-    # default; tpudeploy.facts.PRICES).
-    prices: dict[str, float] = Field(default_factory=dict)
-    """$/chip-hour overrides: spot, flex-start, on-demand, commit-1y, commit-3y"""
+    # $/chip-hour per region where the build log has none (tpudeploy.config.prices): a rate is
+    # never applied to a region it was not read for.
+    prices: dict[str, dict[str, float | datetime.date | str]] = Field(
+        default_factory=dict, examples=[prices_config.EXAMPLE]
+    )
+    """[prices.REGION]: $/chip-hour by model (spot, flex-start, on-demand, commit-1y/-3y), as_of"""
     model_geometry: ModelGeometry = Field(default_factory=ModelGeometry)
     """[model_geometry] table: the served model's layout (Gemma 4 E2B)"""
     # `make bench`: the build log's 12-cell sweep by default.
@@ -302,21 +298,10 @@ class DeployConfig(Strict):
             raise ValueError("not a Cloud Storage bucket name; write the bare name, no gs://")
         return v
 
-    @field_validator("prices")
+    @field_validator("prices", mode="before")
     @classmethod
-    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
-        known = PRICE_KEYS
-        for key, rate in v.items():
-            if normalize_provisioning(key) not in known:
-                raise ValueError(
-                    f"no provisioning model called {key!r}; use keys among " + ", ".join(known)
-                )
-            if isinstance(rate, bool) or not rate > 0:
-                raise ValueError(
-                    f"{key} = {rate!r} is not a positive $/chip-hour; write e.g. "
-                    "0.6 for $0.60 per chip-hour"
-                )
-        return v
+    def _prices(cls, v: object) -> object:
+        return prices_config.check_prices(v)
 
     @property
     def max_run_duration_seconds(self) -> int | None:
@@ -373,7 +358,7 @@ class DeployConfig(Strict):
     @classmethod
     def _zone(cls, v: str) -> str:
         if not names.ZONE_RE.fullmatch(v):
-            raise ValueError("not a zone name; write e.g. us-west4-a (the seed's zone)")
+            raise ValueError("not a zone name; write e.g. us-west4-a (the build log's zone)")
         return v
 
     @field_validator("name")
@@ -409,7 +394,7 @@ class DeployConfig(Strict):
                 )
             if not names.LABEL_KEY_RE.fullmatch(key) or not names.LABEL_VALUE_RE.fullmatch(value):
                 raise ValueError(
-                    f"label {key}={value!r} is not a valid Google Cloud label; use lowercase "
+                    f"label {key!r} = {value!r} is not a valid Google Cloud label; use lowercase "
                     "letters, digits, '_' and '-', keys starting with a letter, at most 63 "
                     "characters"
                 )

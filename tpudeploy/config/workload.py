@@ -6,15 +6,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from tpudeploy import facts
 from tpudeploy.config.base import Strict
 
 
 class LoadConfig(Strict):
     """The load you expect; the planner warns when it does not fit the KV pool."""
 
-    expected_clients: int | None = Field(default=None, gt=0)
+    expected_clients: int | None = Field(default=None, gt=0, examples=[16])
     """the clients you plan for (checked against the KV pool)"""
-    expected_context: int | None = Field(default=None, gt=0)
+    expected_context: int | None = Field(default=None, gt=0, examples=[1024])
     """their context length in tokens"""
 
 
@@ -25,9 +26,13 @@ class BenchTable(Strict):
     """`[bench]` and `[bench.quick]` keys; unset keys take the profile's own defaults (the full
     profile is the build log's 12-cell sweep, tpudeploy.bench)."""
 
-    contexts: list[PositiveInt] | None = Field(default=None, min_length=1)
+    contexts: list[PositiveInt] | None = Field(
+        default=None, min_length=1, examples=[list(facts.CONTEXTS)]
+    )
     """context lengths of the sweep"""
-    clients: list[PositiveInt] | None = Field(default=None, min_length=1)
+    clients: list[PositiveInt] | None = Field(
+        default=None, min_length=1, examples=[list(facts.CLIENTS)]
+    )
     """concurrent clients of the sweep"""
     repetitions: PositiveInt | None = None
     """repetitions of every cell"""

@@ -20,12 +20,14 @@ from tpudeploy.planner.cost import (
     SEED_PRICES,
     SEED_THROUGHPUT,
     SPOT,
+    NoPricesError,
     PriceTable,
     cost_per_million_tokens,
     hourly_cost,
     monthly_cost,
     preemption_break_even,
     price_table,
+    rate_text,
 )
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
 from tpudeploy.planner.guards import Finding, check_settings, errors
@@ -51,6 +53,7 @@ __all__ = [
     "KvPool",
     "LayerType",
     "ModelGeometry",
+    "NoPricesError",
     "PriceTable",
     "bandwidth_efficiency",
     "block_size_for",
@@ -69,5 +72,6 @@ __all__ = [
     "preemption_break_even",
     "preemption_line",
     "price_table",
+    "rate_text",
     "synth_summary",
 ]

@@ -11,7 +11,7 @@ from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, ModelGeometry
 
 @dataclass(frozen=True, slots=True)
 class BackendSpec:
-    """How the vLLM TPU (Pallas) backend lays out the pool (seed, --max-model-len section)."""
+    """How the vLLM TPU (Pallas) backend lays out the pool (build log, --max-model-len section)."""
 
     # The backend scales block_size with max_model_len to hold this many blocks per request.
     blocks_per_request: int = facts.BLOCKS_PER_REQUEST
@@ -31,7 +31,7 @@ def _next_power_of_two(n: int) -> int:
 
 
 def block_size_for(max_model_len: int, backend: BackendSpec = TPU_PALLAS) -> int:
-    """16,384 -> 32 and 32,768 -> 64 (seed): the power of two keeping 512 blocks per request."""
+    """16,384 -> 32 and 32,768 -> 64 (build log): the power of two keeping 512 blocks a request."""
     per_block = -(-max_model_len // backend.blocks_per_request)
     return max(backend.min_block_size, _next_power_of_two(per_block))
 
@@ -64,7 +64,7 @@ class KvPool:
         return self.tokens // context
 
     def safe_clients(self, context: int) -> int:
-        """Streams of `context` tokens under the seed's ~78% line (at least 1 if one fits)."""
+        """Streams of `context` tokens under the build log's ~78% line (at least 1 if one fits)."""
         return max(min(1, self.max_clients(context)), self.safe_tokens // context)
 
 
@@ -86,7 +86,7 @@ def kv_pool(
     if pool <= 0:
         raise ValueError(
             f"vllm.gpu_memory_utilization = {gpu_memory_utilization}: cap {cap / GIB:.2f} GiB "
-            f"does not hold the {weights / GIB:.2f} GiB of weights; use 0.92 (the seed's value)"
+            f"does not hold the {weights / GIB:.2f} GiB of weights; use 0.92 (the build log's)"
         )
     per_token = model.kv_bytes_per_token(kv_dtype_bytes=kv_dtype_bytes)
     block = block_size_for(max_model_len, backend)
@@ -130,7 +130,7 @@ def compile_headroom_bytes(
     """Estimated room left for the largest compiled program; negative means it will not load.
 
     Whatever else lives outside the cap is taken as fixed, from the failure's free figure:
-    0.95 is 37 MiB short; 0.93 and 0.94 leave ~286 and ~124 MiB (seed: ~291 and ~127 MB).
+    0.95 is 37 MiB short; 0.93 and 0.94 leave ~286 and ~124 MiB (build log: ~291 and ~127 MB).
     """
     outside = chip.hbm_bytes * (1 - gpu_memory_utilization)
     other = chip.hbm_bytes * (1 - failure.gpu_memory_utilization) - failure.free_bytes
@@ -143,7 +143,7 @@ def kv_memory_multiplier(tensor_parallel_size: int, model: ModelGeometry = GEMMA
 
 
 def decode_floor_s(model: ModelGeometry = GEMMA_4_E2B, chip: ChipSpec = V5E) -> float:
-    """Seconds per decode step if HBM bandwidth were the only cost (seed: 3.94 ms)."""
+    """Seconds per decode step if HBM bandwidth were the only cost (build log: 3.94 ms)."""
     return model.decode_bytes_per_step / chip.hbm_bandwidth_bytes_per_s
 
 
@@ -152,5 +152,5 @@ def bandwidth_efficiency(
     model: ModelGeometry = GEMMA_4_E2B,
     chip: ChipSpec = V5E,
 ) -> float:
-    """Floor over measured step time: the share of peak bandwidth decode achieves (seed: 49%)."""
+    """Floor over measured step time: the share of peak bandwidth decode gets (build log: 49%)."""
     return decode_floor_s(model, chip) / measured_tpot_s

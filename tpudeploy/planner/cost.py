@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from tpudeploy import facts
-from tpudeploy.config import DeployConfig, normalize_provisioning
+from tpudeploy.config import PRICE_KEYS, DeployConfig, normalize_provisioning
 
 HOURS_PER_MONTH = 730
 
@@ -20,9 +21,21 @@ COMMIT_3Y = "commit-3y"
 PROVISIONING_MODELS = (SPOT, FLEX_START, ON_DEMAND)
 
 
+class NoPricesError(ValueError):
+    """No rate for a region or a provisioning model; the message names the config key to set."""
+
+
+def _set_key(region: str, model: str) -> str:
+    return (
+        f"set [prices.{region}] {model} = <$ per chip-hour> (cloud.google.com/tpu/pricing) "
+        f"and as_of = <the date you read it> in the config"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PriceTable:
-    """$ per chip-hour by provisioning model, with where and when the rates were read."""
+    """$ per chip-hour by provisioning model, with where and when the rates were read
+    (`as_of` an ISO date, or "" when the config gave rates without one)."""
 
     per_chip_hour: Mapping[str, float]
     region: str
@@ -32,23 +45,47 @@ class PriceTable:
     def rate(self, model: str) -> float:
         key = normalize_model(model)
         if key not in self.per_chip_hour:
-            known = ", ".join(self.per_chip_hour)
-            raise ValueError(f"prices: no rate for provisioning model {model!r}; known: {known}")
+            raise NoPricesError(
+                f"no {key} price for region {self.region} (known: "
+                f"{', '.join(self.per_chip_hour) or 'none'}): {_set_key(self.region, key)}"
+            )
         return self.per_chip_hour[key]
 
-    def with_overrides(self, overrides: Mapping[str, float] | None) -> PriceTable:
-        """A copy with `[prices]` entries replacing the seed's rates (e.g. another region)."""
+    def has(self, model: str) -> bool:
+        return normalize_model(model) in self.per_chip_hour
+
+    def with_overrides(self, overrides: Mapping[str, object] | None) -> PriceTable:
+        """A copy with the rates of a `[prices.REGION]` table replacing these (its `as_of` and
+        `source` too); other keys are ignored."""
         if not overrides:
             return self
         merged = dict(self.per_chip_hour)
         for model, rate in overrides.items():
-            if not rate > 0:
+            key = normalize_model(model)
+            if key not in PRICE_KEYS:
+                continue
+            if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
                 raise ValueError(
-                    f"prices.{model} = {rate!r}: a rate must be a positive $/chip-hour; "
-                    f"the seed's us-west4 rate is {merged.get(normalize_model(model))}"
+                    f"prices.{self.region}.{model} = {rate!r}: a rate must be a positive "
+                    "$/chip-hour"
                 )
-            merged[normalize_model(model)] = float(rate)
-        return replace(self, per_chip_hour=MappingProxyType(merged), source="overridden")
+            merged[key] = float(rate)
+        as_of = overrides.get("as_of")
+        source = str(overrides.get("source") or f"[prices.{self.region}] in the config")
+        if self.per_chip_hour and self.source:
+            source += f", over {self.source}"
+        return replace(
+            self,
+            per_chip_hour=MappingProxyType(merged),
+            as_of=as_of.isoformat() if isinstance(as_of, datetime.date) else str(as_of or ""),
+            source=source,
+        )
+
+    def age_days(self, today: datetime.date) -> int | None:
+        """Days since the rates were read; None when undated."""
+        if not self.as_of:
+            return None
+        return (today - datetime.date.fromisoformat(self.as_of)).days
 
 
 def normalize_model(model: str) -> str:
@@ -70,15 +107,26 @@ SEED_PRICES = _table(facts.PRICES["us-west4"])
 
 
 def price_table(cfg: DeployConfig) -> PriceTable:
-    """The rates for the deployment's region with its [prices] overrides."""
-    sheet = facts.PRICES.get(cfg.effective_region)
-    base = _table(sheet) if sheet is not None else SEED_PRICES
-    return base.with_overrides(cfg.prices)
+    """The rates for the deployment's own region: the build log's where it read them, with the
+    config's `[prices.REGION]` table over them. A region with neither is refused, never priced
+    at another region's rates."""
+    region = cfg.effective_region
+    sheet = facts.PRICES.get(region)
+    own = cfg.prices.get(region)
+    if sheet is None and not own:
+        known = ", ".join(f"{r} ({s.as_of})" for r, s in facts.PRICES.items())
+        model = normalize_model(cfg.provisioning)
+        raise NoPricesError(
+            f"no prices for region {region}: the build log read {known} only, and rates differ "
+            f"by region; {_set_key(region, model)}"
+        )
+    base = _table(sheet) if sheet is not None else PriceTable(MappingProxyType({}), region, "", "")
+    return base.with_overrides(own)
 
 
 @dataclass(frozen=True, slots=True)
 class BootTimes:
-    """Seconds from VM ready to serving (seed, final verification table)."""
+    """Seconds from VM ready to serving (build log, final verification table)."""
 
     cold_s: float = facts.COLD_BOOT_S
     compile_s: float = facts.COMPILE_S
@@ -116,7 +164,7 @@ def monthly_cost(
     prices: PriceTable = SEED_PRICES,
     hours: float = HOURS_PER_MONTH,
 ) -> float:
-    """One slice left running 24/7 (seed: $422 spot, $438 flex-start, $876 on-demand)."""
+    """One slice left running 24/7 (build log: $422 spot, $438 flex-start, $876 on-demand)."""
     return hourly_cost(model, chips=chips, prices=prices) * hours
 
 
@@ -127,7 +175,7 @@ def cost_per_million_tokens(
     chips: int = 1,
     prices: PriceTable = SEED_PRICES,
 ) -> float:
-    """$ per million output tokens at a sustained throughput (seed: $0.107 spot at 1,496.5)."""
+    """$ per million output tokens at a sustained throughput (build log: $0.107 spot at 1,496.5)."""
     if output_tok_s <= 0:
         raise ValueError(f"throughput {output_tok_s!r} tok/s must be positive")
     tokens_per_hour = output_tok_s * 3600
@@ -170,7 +218,7 @@ def cost_rows(
     chips: int = 1,
     prices: PriceTable = SEED_PRICES,
 ) -> list[CostRow]:
-    """The seed's $/M output tokens table, one row per measured workload."""
+    """The build log's $/M output tokens table, one row per measured workload."""
     return [
         CostRow(
             point,
@@ -181,3 +229,43 @@ def cost_rows(
         )
         for point in points
     ]
+
+
+def left_out(cfg: DeployConfig) -> str:
+    """What the chip-hour estimate does not count, with the compile-cache bucket's monthly cost
+    estimated from the archive size the build log measured."""
+    region = cfg.effective_region
+    size_mb = facts.COMPILE_CACHE_BYTES / 1e6
+    storage = facts.STORAGE_PRICES.get(region)
+    if storage is not None:
+        monthly = facts.COMPILE_CACHE_BYTES / 1e9 * storage.per_gb_month
+        cache = (
+            f"~${monthly:.4f}/month per {size_mb:.0f} MB archive (${storage.per_gb_month}/GB-month "
+            f"in {region}, as of {storage.as_of})"
+        )
+    else:
+        known = ", ".join(
+            f"{r} ${p.per_gb_month}/GB-month" for r, p in facts.STORAGE_PRICES.items()
+        )
+        cache = f"{size_mb:.0f} MB per archive (no Cloud Storage price for {region} here; {known})"
+    parts = ["network egress (per GB leaving Google's network)"]
+    if cfg.network.enable_external_ip:
+        parts.append("the node's external IP address")
+    parts += [
+        "its boot disk, where billed apart from the chip",
+        f"Secret Manager (2 secrets, ${facts.SECRET_VERSION_PER_MONTH:.2f} per active version a "
+        "month beyond the free 6)",
+        f"the compile-cache bucket, which make destroy keeps: {cache}, one archive per image "
+        "build and config",
+    ]
+    return "not counted: " + "; ".join(parts)
+
+
+def rate_text(cfg: DeployConfig) -> str:
+    """The deployment's chip-hour rate for a message, or what to call it when the region has
+    no prices (the cost commands say why; a status line must not fail on it)."""
+    try:
+        rate = price_table(cfg).rate(cfg.provisioning)
+    except NoPricesError:
+        return "its chip-hour rate"
+    return f"${rate:.4f}/chip-hour"

@@ -7,6 +7,7 @@ from typing import Literal
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.messages import toml_value
 from tpudeploy.planner.capacity import (
     TPU_PALLAS,
     BackendSpec,
@@ -31,7 +32,7 @@ class Finding:
     override: str | None = None
 
     def __str__(self) -> str:
-        text = f"{self.severity}: {self.key} = {self.value!r}: {self.message}"
+        text = f"{self.severity}: {self.key} = {toml_value(self.value)}: {self.message}"
         if self.override:
             text += f" (if you know better, set {self.override} = true)"
         return text
@@ -87,7 +88,7 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
     model = cfg.model_geometry
     key, value = "vllm.gpu_memory_utilization", cfg.vllm.gpu_memory_utilization
     if not 0 < value <= 1:
-        return [Finding("error", key, value, "must be a fraction in (0, 1]; use 0.92 (seed)")]
+        return [Finding("error", key, value, "must be a fraction in (0, 1]; use 0.92 (build log)")]
     try:
         pool = kv_pool(
             max_model_len=cfg.vllm.max_model_len,
@@ -105,7 +106,7 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
                 value,
                 f"leaves a {pool.tokens:,}-token KV pool ({pool.pool_bytes / GIB:.2f} GiB), "
                 f"less than one request of vllm.max_model_len {cfg.vllm.max_model_len:,}: vLLM "
-                f"refuses to start. Use 0.92 (seed: 321,344 tokens at 32K)",
+                f"refuses to start. Use 0.92 (build log: 321,344 tokens at 32K)",
             )
         ]
     ceiling = MEMORY_UTILIZATION_CEILING.get((accel.chip.generation, cfg.vllm.model))
@@ -138,7 +139,8 @@ def check_kv_cache_dtype(cfg: DeployConfig) -> list[Finding]:
                 key,
                 value,
                 f"not in vLLM's --kv-cache-dtype enum (the CLI exits with \"invalid choice: "
-                f"'{value}'\"; the seed hit this with int8). Use 'auto' (bf16); known: {known}",
+                f"'{value}'\"; the build log hit this with int8). Use 'auto' (bf16); "
+                f"known: {known}",
             )
         ]
     if dtype in KV_DTYPES_CRASH:
@@ -148,7 +150,7 @@ def check_kv_cache_dtype(cfg: DeployConfig) -> list[Finding]:
                 key,
                 value,
                 "accepted by the CLI, then kills the server at boot on the TPU JAX path "
-                "(seed: int8_per_token_head, turboquant_*, nvfp4, fp8_inc, fp8_ds_mla). "
+                "(build log: int8_per_token_head, turboquant_*, nvfp4, fp8_inc, fp8_ds_mla). "
                 "Use 'auto'",
             )
         ]
@@ -157,12 +159,12 @@ def check_kv_cache_dtype(cfg: DeployConfig) -> list[Finding]:
     if dtype in KV_DTYPES_PADDED:
         message = (
             "gives 1.000x KV capacity on this stack: the block layout is word-aligned, so "
-            "the narrower element buys padding, not room, and costs ~2% throughput (seed, "
+            "the narrower element buys padding, not room, and costs ~2% throughput (build log, "
             "re-verified: 5,021 blocks either way). Use 'auto'"
         )
     else:
         message = (
-            "accepted by the CLI but never run by the seed on this model and chip; expect "
+            "accepted by the CLI but never run by the build log on this model and chip; expect "
             "fp8's 1.000x capacity or a boot failure. Use 'auto'"
         )
     return [Finding("warning", key, value, message, "vllm.force_kv_cache_dtype")]
@@ -188,7 +190,7 @@ def check_tensor_parallel(cfg: DeployConfig, accel: Accelerator) -> list[Finding
         message = (
             f"{cfg.vllm.model} has {model.num_key_value_heads} KV head(s), which cannot be "
             f"sharded {tp} ways: the runtime pads them to {model.padded_kv_heads(tp)} and "
-            f"stores the same head replicated, {factor:g}x the KV memory per token (seed "
+            f"stores the same head replicated, {factor:g}x the KV memory per token (build log "
             f"trap 5: more chips multiply KV cost). Use 1 and scale out with more replicas"
         )
         severity: Severity = "warning" if cfg.vllm.force_tensor_parallel_size else "error"
@@ -225,7 +227,7 @@ def check_max_num_batched_tokens(cfg: DeployConfig) -> list[Finding]:
                 key,
                 value,
                 f"TPU compiles power-of-two buckets, so {value} runs the {bucket} kernel "
-                f"while carrying {value} tokens (seed: 2496 cost 24.7% throughput against "
+                f"while carrying {value} tokens (build log: 2496 cost 24.7% throughput against "
                 f"4096 with the latency tail unchanged). Use {bucket}, or set "
                 f"VLLM_TPU_BUCKET_PADDING_GAP=128 for linear buckets",
             )
@@ -245,7 +247,8 @@ def check_block_size(cfg: DeployConfig, backend: BackendSpec = TPU_PALLAS) -> li
             f"leave it unset: the TPU backend scales the block size with max_model_len to "
             f"keep {backend.blocks_per_request} blocks per request (it would pick {chosen} at "
             f"{cfg.vllm.max_model_len}); pinning it fights the scaling that keeps long context "
-            f"free and more blocks per request slow decode (2048 blocks: 8.32 vs 8.02 ms, seed)",
+            "free and more blocks per request slow decode (2048 blocks: 8.32 vs 8.02 ms, "
+            "build log)",
         )
     ]
 
@@ -286,7 +289,7 @@ def check_load(
                 "load.expected_clients",
                 value,
                 f"{wanted:,} KV tokens wanted against a {pool.tokens:,}-token pool: past the "
-                f"KV wall more clients buy queueing, not throughput (seed: 64 x 8,192 fell "
+                f"KV wall more clients buy queueing, not throughput (build log: 64 x 8,192 fell "
                 f"from 400 to 324 tok/s, median TTFT 11.7 s). Keep clients x context under "
                 f"{pool.safe_tokens:,} (at most {pool.safe_clients(cfg.load.expected_context)} "
                 f"clients at this context)",
@@ -298,7 +301,7 @@ def check_load(
                 "note",
                 "load.expected_clients",
                 value,
-                f"{wanted:,} KV tokens is above the seed's safe line of clients x context < "
+                f"{wanted:,} KV tokens is above the build log's safe line of clients x context < "
                 f"{pool.safe_tokens:,} (~{backend.safe_pool_fraction:.0%} of the "
                 f"{pool.tokens:,}-token pool): expect tail latency. Use at most "
                 f"{pool.safe_clients(cfg.load.expected_context)} clients at this context",
@@ -307,9 +310,39 @@ def check_load(
     return []
 
 
+# Keys that act only under some provisioning models; set under another, they would be accepted
+# and do nothing. Only flex-start goes through the queued-resource API, whose request carries a
+# run duration and waits for capacity (build log: flex-start is the only model that accepts
+# --max-run-duration).
+PROVISIONING_ONLY_KEYS: dict[str, tuple[str, ...]] = {
+    "max_run_duration": ("flex-start",),
+    "flex_start_timeout": ("flex-start",),
+    "allow_untested_flex_zone": ("flex-start",),
+}
+
+
+def check_provisioning_keys(cfg: DeployConfig) -> list[Finding]:
+    """A warning for each key the file sets that has no effect under its provisioning model."""
+    found = []
+    for key, models in PROVISIONING_ONLY_KEYS.items():
+        if key in cfg.model_fields_set and cfg.provisioning not in models:
+            found.append(
+                Finding(
+                    "warning",
+                    key,
+                    getattr(cfg, key),
+                    f"has no effect with provisioning = {toml_value(cfg.provisioning)}: it "
+                    f"applies to {' and '.join(models)} only. Remove it, or set provisioning = "
+                    f"{toml_value(models[0], quote=chr(34))}",
+                )
+            )
+    return found
+
+
 def check_settings(cfg: DeployConfig, *, backend: BackendSpec = TPU_PALLAS) -> list[Finding]:
-    """Every guard rail; errors first. An empty list means the seed would run it as is."""
+    """Every guard rail; errors first. An empty list means the build log would run it as is."""
     findings = check_kv_cache_dtype(cfg) + check_max_num_batched_tokens(cfg)
+    findings += check_provisioning_keys(cfg)
     findings += check_block_size(cfg, backend)
     try:
         accel = lookup_accelerator(cfg.accelerator_type)

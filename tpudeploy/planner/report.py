@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 
 from tpudeploy.config import DeployConfig
@@ -24,11 +25,12 @@ from tpudeploy.planner.cost import (
     SEED_THROUGHPUT,
     SPOT,
     BootTimes,
+    NoPricesError,
     PriceTable,
     ThroughputPoint,
     cost_rows,
     hourly_cost,
-    monthly_cost,
+    left_out,
     normalize_model,
     preemption_break_even,
     price_table,
@@ -161,51 +163,89 @@ def capacity_table(
     )
 
 
+# Rates older than this get a line saying where to check them (cloud rates change rarely, but
+# they do change, and a table in a repository ages silently).
+STALE_PRICE_DAYS = 180
+
+
+def dated(prices: PriceTable, today: datetime.date | None = None) -> str:
+    """ "as of 2026-08-09" with the age when `today` is given (None keeps generated text stable)."""
+    if not prices.as_of:
+        return f"undated: add as_of = <date> to [prices.{prices.region}]"
+    text = f"as of {prices.as_of}"
+    age = prices.age_days(today) if today is not None else None
+    if age is not None:
+        text += f" ({age} days old)"
+        if age > STALE_PRICE_DAYS:
+            text += (
+                f"; check cloud.google.com/tpu/pricing and set [prices.{prices.region}] with "
+                "today's as_of"
+            )
+    return text
+
+
 def cost_table(
     *,
     chips: int = 1,
     prices: PriceTable = SEED_PRICES,
     points: Sequence[ThroughputPoint] = SEED_THROUGHPUT,
     boot: BootTimes = SEED_BOOT,
+    today: datetime.date | None = None,
 ) -> str:
-    """Rates, monthly cost, $ per million output tokens and the spot/flex-start break-even."""
-    spot = prices.rate(SPOT)
+    """Rates, monthly cost, $ per million output tokens and the spot/flex-start break-even, for
+    the models the price table has."""
+    spot = prices.per_chip_hour.get(SPOT)
     rates = [
         (
             model,
             f"{rate:.4f}",
-            "-" if model == SPOT else f"{(rate / spot - 1):+.1%}",
+            "-" if model == SPOT or spot is None else f"{(rate / spot - 1):+.1%}",
             f"{rate * chips:.4f}",
             f"{rate * chips * HOURS_PER_MONTH:,.0f}",
         )
         for model, rate in sorted(prices.per_chip_hour.items(), key=lambda kv: kv[1])
     ]
+    models = tuple(m for m in PROVISIONING_MODELS if prices.has(m))
     rows = [
         (
             r.point.label,
             f"{r.point.output_tok_s:,.1f}",
-            *(f"${r.per_million[m]:.3f}" for m in PROVISIONING_MODELS),
+            *(f"${r.per_million[m]:.3f}" for m in models),
         )
-        for r in cost_rows(points=tuple(points), chips=chips, prices=prices)
+        for r in cost_rows(models=models, points=tuple(points), chips=chips, prices=prices)
     ]
-    lines = []
-    for label, seconds in (("cold", boot.cold_s), ("warm (compile cache mounted)", boot.warm_s)):
-        b = preemption_break_even(seconds, chips=chips, prices=prices)
-        lines.append(
-            f"- {label}: a preemption wastes {seconds:.0f} s = ${b.rebuild_cost:.4f}; flex-start "
-            f"premium ${b.premium_per_hour:.4f}/h; spot wins only if preempted less often "
-            f"than every {b.interval_h:.1f} h"
+    parts = [
+        f"Cost: {chips} chip(s), {prices.source}, {dated(prices, today)}",
+        _table(
+            ["model", "$/chip-hr", "vs spot", "$/hour", f"$/month ({HOURS_PER_MONTH} h)"], rates
+        ),
+        _table(["workload", "tok/s", *(f"{m} $/M" for m in models)], rows),
+    ]
+    if prices.has(SPOT) and prices.has(FLEX_START):
+        lines = []
+        for label, seconds in (
+            ("cold", boot.cold_s),
+            ("warm (compile cache mounted)", boot.warm_s),
+        ):
+            b = preemption_break_even(seconds, chips=chips, prices=prices)
+            lines.append(
+                f"- {label}: a preemption wastes {seconds:.0f} s = ${b.rebuild_cost:.4f}; "
+                f"flex-start premium ${b.premium_per_hour:.4f}/h; spot wins only if preempted "
+                f"less often than every {b.interval_h:.1f} h"
+            )
+        parts.append("Spot vs flex-start break-even:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def endpoint_line(cfg: DeployConfig) -> str:
+    """Who can reach the API port: nobody until [network] allowed_cidrs names someone."""
+    port = cfg.proxy.port
+    if not cfg.network.allowed_cidrs:
+        return (
+            f"endpoint: port {port} (TLS proxy) open to: nobody; use make tunnel, or set "
+            "[network] allowed_cidrs to your ranges"
         )
-    return "\n\n".join(
-        [
-            f"Cost: {chips} chip(s), {prices.source}, as of {prices.as_of}",
-            _table(
-                ["model", "$/chip-hr", "vs spot", "$/hour", f"$/month ({HOURS_PER_MONTH} h)"], rates
-            ),
-            _table(["workload", "tok/s", *(f"{m} $/M" for m in PROVISIONING_MODELS)], rows),
-            "Spot vs flex-start break-even:\n" + "\n".join(lines),
-        ]
-    )
+    return f"endpoint: port {port} (TLS proxy) open to: {', '.join(cfg.network.allowed_cidrs)}"
 
 
 def synth_summary(
@@ -213,40 +253,61 @@ def synth_summary(
     *,
     prices: PriceTable | None = None,
     backend: BackendSpec = TPU_PALLAS,
+    today: datetime.date | None = None,
 ) -> list[str]:
-    """Four lines: hourly cost, what stops the billing, KV pool, safe concurrency; for spot, a
-    fifth: what a preemption costs against flex-start."""
+    """Hourly cost, what stops the billing, what the cost leaves out, who reaches the endpoint,
+    KV pool, safe concurrency; for spot, one more: what a preemption costs against flex-start."""
     cfg = cfg or DeployConfig()
-    prices = prices or price_table(cfg)
     accel = lookup_accelerator(cfg.accelerator_type)
     pm = normalize_model(cfg.provisioning)
     max_run_duration_s = cfg.max_run_duration_seconds
-    hourly = hourly_cost(pm, chips=accel.chips, prices=prices)
-    monthly = monthly_cost(pm, chips=accel.chips, prices=prices)
+    try:
+        prices = prices or price_table(cfg)
+        hourly: float | None = hourly_cost(pm, chips=accel.chips, prices=prices)
+    except NoPricesError as exc:
+        hourly = None
+        cost = f"cost: not estimated: {exc}"
+    else:
+        cost = (
+            f"cost: ${hourly:.4f}/h ({pm}, {accel.chips} chip(s), {prices.region}, prices "
+            f"{dated(prices, today)})"
+        )
     if pm == FLEX_START and max_run_duration_s:
         hours = max_run_duration_s / 3600
+        most = f" (at most ${hourly * hours:.2f} per run)" if hourly is not None else ""
         stops = (
-            f"billing stops: on its own after max run duration {hours:g} h "
-            f"(at most ${hourly * hours:.2f} per run), or at make destroy"
+            f"billing stops: on its own after max run duration {hours:g} h{most}, or at "
+            "make destroy"
         )
     elif max_run_duration_s:
         hours = max_run_duration_s / 3600
+        most = f" (at most ${hourly * hours:.2f} per run)" if hourly is not None else ""
         stops = (
             f"billing stops: at the deadline, deploy time + {hours:g} h, when a Cloud Scheduler "
-            f"job deletes the node (at most ${hourly * hours:.2f} per run); make extend BY=2h "
-            "moves it, make status shows it, make destroy stops it now"
+            f"job deletes the node{most}; make extend BY=2h moves it, make status shows it, "
+            "make destroy stops it now"
         )
     else:
+        monthly = (
+            f" (${hourly * HOURS_PER_MONTH:,.0f}/month if forgotten)" if hourly is not None else ""
+        )
         stops = (
-            f'billing stops: NOTHING stops {pm} but make destroy (max_run_duration = "none"): '
-            f"${monthly:,.0f}/month if forgotten"
+            f"billing stops: NOTHING stops {pm} but make destroy "
+            f'(max_run_duration = "none"){monthly}'
         )
     pool = _pool(cfg, backend, cfg.vllm.max_model_len)
     context = cfg.load.expected_context or cfg.vllm.max_model_len
-    extra = [preemption_line(chips=accel.chips, prices=prices)] if pm == SPOT else []
+    # Without prices for the region there is no cost to compare a preemption against.
+    extra = (
+        [preemption_line(chips=accel.chips, prices=prices)]
+        if pm == SPOT and prices is not None and hourly is not None
+        else []
+    )
     return [
-        f"cost: ${hourly:.4f}/h ({pm}, {accel.chips} chip(s), {prices.region}, {prices.as_of})",
+        cost,
         stops,
+        left_out(cfg),
+        endpoint_line(cfg),
         f"KV pool: {pool.tokens:,} tokens ({_gib(pool.pool_bytes)}, {pool.num_blocks:,} blocks "
         f"x {pool.block_size}) at max_model_len {cfg.vllm.max_model_len:,}",
         f"safe concurrency: {pool.safe_clients(context)} client(s) at {context:,} tokens of "

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tpudeploy import names
+from tpudeploy.errors import no_credentials, refused_credentials
 from tpudeploy.queued_resource.errors import ApiError, QueuedResourceError
 
 EMULATOR_ENV = "TPU_EMULATOR_HOST"
@@ -64,10 +65,7 @@ def build_service(
         try:
             credentials, _ = google.auth.default(scopes=[names.CLOUD_PLATFORM_SCOPE])
         except DefaultCredentialsError as exc:
-            raise QueuedResourceError(
-                f"no Google Cloud credentials ({exc}); run "
-                "`gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
-            ) from None
+            raise QueuedResourceError(no_credentials(exc)) from None
         endpoint = None
     http = google_auth_httplib2.AuthorizedHttp(
         credentials, http=httplib2.Http(timeout=http_timeout)
@@ -153,10 +151,10 @@ class DiscoveryApi:
             # Refused, reset and timed-out connections were retried; others fail at once.
             raise ApiError(0, f"network error: {exc}", action, api=self.API_NAME) from None
         except GoogleAuthError as exc:
-            # Expired or revoked credentials (or a 401 they cannot be refreshed after): the
-            # same fix as a 401, instead of a traceback from inside the transport.
-            raise ApiError(
-                401, f"credentials refused or not refreshable ({exc})", action, api=self.API_NAME
+            # Expired or revoked credentials (or a 401 they cannot be refreshed after): the one
+            # credentials message (tpudeploy.errors), never a traceback from the transport.
+            raise QueuedResourceError(
+                f"{self.API_NAME} {action}: {refused_credentials(exc)}"
             ) from None
 
 

@@ -266,7 +266,7 @@ class QueuedResourceClient:
                     if not _delete_can_wait(exc, state):
                         raise with_hint(exc, spec) from None
                     self._say(
-                        f"cannot delete yet in {state} ({exc.api_message}); the seed: a QR in "
+                        f"cannot delete yet in {state} ({exc.api_message}); the build log: a QR in "
                         f"PROVISIONING cannot be deleted. Retrying (elapsed "
                         f"{format_seconds(now - start)})"
                     )

@@ -30,7 +30,7 @@ def hint_for(status: int, message: str, spec: QueuedResourceSpec | None = None) 
     ):
         zone = spec.zone if spec else "this zone"
         accelerator = spec.accelerator_type if spec else "v5litepod-1"
-        known = flex_start_zones_text(accelerator) or "none recorded"
+        known = flex_start_zones_text(accelerator) or f"no zone is recorded for {accelerator}"
         return (
             f"zone rule: {zone} refused flex-start {accelerator} (europe-west4-a/-b refuse "
             f"v5litepod-1 whatever the quota). Known to accept it: {known}. Set zone to one "

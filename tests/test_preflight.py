@@ -1,0 +1,256 @@
+"""`make preflight` (the first step of deploy, diff and destroy): each failure is one line with
+its fix, in under two seconds, run as the Makefile runs it: `python -m tpudeploy preflight`."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.fake_boot_apis import FakeSecretManager
+from tpudeploy.config import parse_config
+
+PROJECT = "preflight-proj-1"
+CFG = parse_config({"project": PROJECT})
+HF, KEY = CFG.hf_token_secret_id, CFG.api_key_secret_id
+# The issue's bar: every mistake answered in under two seconds. Measured as the command's own
+# CPU time (user + system): wall time on a machine shared by several test runs says more about
+# the neighbours than about the command (alone it is about 0.5 s).
+BUDGET_S = 2.0
+
+
+def credentials_file(tmp_path: Path) -> Path:
+    """Application Default Credentials as `gcloud auth application-default login` writes them.
+    Preflight only reads the file: nothing here is ever sent anywhere."""
+    path = tmp_path / "adc.json"
+    path.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "preflight-test.apps.googleusercontent.com",
+                "client_secret": "not-a-real-client-secret",
+                "refresh_token": "not-a-real-refresh-token",
+            }
+        )
+    )
+    return path
+
+
+def bin_with(tmp_path: Path, *tools: str) -> str:
+    """A PATH holding only the named tools (and nothing else a test did not choose)."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for tool in tools:
+        found = shutil.which(tool)
+        assert found, f"{tool} is not installed"
+        (folder / tool).symlink_to(found)
+    return str(folder)
+
+
+def fake_terraform(tmp_path: Path, version: str) -> str:
+    folder = tmp_path / "oldbin"
+    folder.mkdir()
+    script = folder / "terraform"
+    script.write_text(f"#!/bin/sh\necho '{json.dumps({'terraform_version': version})}'\n")
+    script.chmod(0o755)
+    return str(folder)
+
+
+def run(
+    tmp_path: Path,
+    purpose: str,
+    *,
+    path: str,
+    credentials: Path | None,
+    project: str = PROJECT,
+    secret_manager: str = "",
+    extra: str = "",
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    config = tmp_path / "deploy.toml"
+    config.write_text((f'project = "{project}"\n' if project else "") + extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT")
+    }
+    env.update(
+        PATH=path,
+        DEPLOY_CONFIG=str(config),
+        # No gcloud configuration of the developer's, no metadata-server probe.
+        CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
+        NO_GCE_CHECK="True",
+        GCE_METADATA_HOST="127.0.0.1:9",
+        SECRETMANAGER_EMULATOR_HOST=secret_manager,
+    )
+    if credentials is not None:
+        env["GOOGLE_APPLICATION_CREDENTIALS"] = str(credentials)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = subprocess.run(
+        [sys.executable, "-m", "tpudeploy", "preflight", purpose],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return result, cpu
+
+
+def lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def test_without_terraform_one_line_with_the_fix(tmp_path: Path) -> None:
+    result, took = run(
+        tmp_path, "deploy", path=bin_with(tmp_path), credentials=credentials_file(tmp_path)
+    )
+    assert result.returncode == 1
+    assert lines(result.stderr) == [
+        "preflight: terraform is not on PATH: install Terraform 1.11.4 (the tested version; "
+        ">= 1.5.0 works) from developer.hashicorp.com/terraform/install and put it on PATH"
+    ]
+    assert took < BUDGET_S, took
+
+
+def test_without_credentials_one_line_with_the_fix(tmp_path: Path) -> None:
+    result, took = run(tmp_path, "destroy", path=bin_with(tmp_path, "terraform"), credentials=None)
+    assert result.returncode == 1
+    (line,) = lines(result.stderr)
+    assert line.startswith("preflight: no Google Cloud credentials")
+    assert "gcloud auth application-default login" in line
+    assert "Traceback" not in result.stderr
+    assert took < BUDGET_S, took
+
+
+def test_a_credentials_path_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.json"
+    result, _ = run(tmp_path, "diff", path=bin_with(tmp_path, "terraform"), credentials=missing)
+    (line,) = lines(result.stderr)
+    assert f"GOOGLE_APPLICATION_CREDENTIALS={missing} is not a file" in line
+
+
+def test_every_failure_at_once_each_on_its_line(tmp_path: Path) -> None:
+    result, took = run(tmp_path, "deploy", path=bin_with(tmp_path), credentials=None, project="")
+    found = lines(result.stderr)
+    assert [line.split(":", 2)[1].strip() for line in found] == [
+        "terraform is not on PATH",
+        "no Google Cloud credentials; run `gcloud auth application-default login` (or set "
+        "GOOGLE_APPLICATION_CREDENTIALS to a credentials file), then try again",
+        "no project",
+    ]
+    assert 'set project = "my-project"' in found[2] and "GOOGLE_CLOUD_PROJECT" in found[2]
+    assert took < BUDGET_S, took
+
+
+def test_terraform_older_than_the_stacks_accept(tmp_path: Path) -> None:
+    path = fake_terraform(tmp_path, "1.4.6")
+    result, _ = run(tmp_path, "destroy", path=path, credentials=credentials_file(tmp_path))
+    (line,) = lines(result.stderr)
+    assert "Terraform 1.4.6" in line and "older than 1.5.0" in line and "install" in line
+
+
+@pytest.mark.parametrize(
+    ("secrets", "state", "says"),
+    [
+        pytest.param({}, {}, [f"secret {HF} does not exist", "make deploy-secrets"], id="no-stack"),
+        pytest.param(
+            {HF: [], KEY: ["k"]}, {}, [f"secret {HF} has no version", "make secret"], id="no-token"
+        ),
+        pytest.param(
+            {HF: ["t"], KEY: []}, {}, [f"secret {KEY} has no version", "make api-key"], id="no-key"
+        ),
+        pytest.param(
+            {HF: ["t"], KEY: ["k"]},
+            {HF: "DISABLED"},
+            [f"latest version of {HF} is disabled", "make secret"],
+            id="disabled",
+        ),
+    ],
+)
+def test_deploy_refuses_until_the_secrets_are_in_place(
+    tmp_path: Path, secrets: dict[str, list[str]], state: dict[str, str], says: list[str]
+) -> None:
+    with FakeSecretManager(secrets, latest_state=state) as sm:
+        result, took = run(
+            tmp_path,
+            "deploy",
+            path=bin_with(tmp_path, "terraform"),
+            credentials=credentials_file(tmp_path),
+            secret_manager=sm.host,
+        )
+        # Metadata only: no call reads a secret's value.
+        assert all(not r["path"].endswith(":access") for r in sm.requests)
+    assert result.returncode == 1, result.stdout
+    refusals = lines(result.stderr)
+    assert refusals, result.stdout
+    for fragment in says:
+        assert fragment in refusals[0], refusals
+    assert took < BUDGET_S, took
+
+
+def test_deploy_passes_with_both_secrets_in_place(tmp_path: Path) -> None:
+    with FakeSecretManager({HF: ["t"], KEY: ["k"]}) as sm:
+        result, took = run(
+            tmp_path,
+            "deploy",
+            path=bin_with(tmp_path, "terraform"),
+            credentials=credentials_file(tmp_path),
+            secret_manager=sm.host,
+        )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    (line,) = lines(result.stdout)
+    assert line.startswith("preflight for deploy: terraform 1.")
+    assert f"project {PROJECT}" in line and f"{HF} has a version" in line
+    assert took < BUDGET_S, took
+
+
+def test_a_secret_it_may_not_look_at_is_a_note_not_a_refusal(tmp_path: Path) -> None:
+    """A GitOps deploy identity may manage a secret without reading its versions' metadata:
+    preflight says what it could not check instead of blocking the pipeline."""
+    with FakeSecretManager({HF: ["t"], KEY: ["k"]}, forbidden=frozenset({HF})) as sm:
+        result, _ = run(
+            tmp_path,
+            "deploy",
+            path=bin_with(tmp_path, "terraform"),
+            credentials=credentials_file(tmp_path),
+            secret_manager=sm.host,
+        )
+    assert result.returncode == 0, result.stderr
+    (note,) = lines(result.stderr)
+    assert note.startswith(f"preflight: note: cannot tell whether {HF} has a version")
+    assert "make secret" in note
+
+
+@pytest.mark.parametrize("purpose", ["deploy-secrets", "diff", "destroy"])
+def test_only_a_deploy_needs_the_secrets(tmp_path: Path, purpose: str) -> None:
+    with FakeSecretManager({}) as sm:
+        result, _ = run(
+            tmp_path,
+            purpose,
+            path=bin_with(tmp_path, "terraform"),
+            credentials=credentials_file(tmp_path),
+            secret_manager=sm.host,
+        )
+        assert sm.requests == []
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_guard_rail_refuses_before_a_deploy_but_never_a_destroy(tmp_path: Path) -> None:
+    refused = "[vllm]\ngpu_memory_utilization = 0.95\n"
+    path, credentials = bin_with(tmp_path, "terraform"), credentials_file(tmp_path)
+    diff, _ = run(tmp_path, "diff", path=path, credentials=credentials, extra=refused)
+    assert diff.returncode == 2
+    assert "vllm.gpu_memory_utilization = 0.95" in diff.stderr
+    destroy, _ = run(tmp_path, "destroy", path=path, credentials=credentials, extra=refused)
+    assert destroy.returncode == 0, destroy.stderr

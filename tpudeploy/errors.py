@@ -1,0 +1,122 @@
+"""One error path for every command: a failure a user can cause is one line with the fix.
+
+Each command's own errors already carry their message (ConfigError, SecretStoreError, ...). What
+reaches here otherwise comes from the libraries under them: Google's auth (no credentials, or
+credentials the token endpoint refuses), the network, an interrupted run. Those get the same line
+`make status` prints, whichever command met them. An unexpected exception is a bug: it gets one
+line too, and TPUDEPLOY_DEBUG=1 shows its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+DEBUG_ENV = "TPUDEPLOY_DEBUG"
+
+# What to do about missing or refused credentials, wherever they were needed.
+CREDENTIALS_FIX = (
+    "run `gcloud auth application-default login` (or set GOOGLE_APPLICATION_CREDENTIALS to a "
+    "credentials file), then try again"
+)
+
+
+class UserError(Exception):
+    """A failure whose message is meant for the user as-is (printed after "error: ")."""
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """`text` on one line, long library messages shortened."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def no_credentials(detail: object = "") -> str:
+    """The one message for absent credentials."""
+    why = f" ({one_line(detail, 160)})" if str(detail).strip() else ""
+    return f"no Google Cloud credentials{why}; {CREDENTIALS_FIX}"
+
+
+def refused_credentials(detail: object) -> str:
+    """The one message for credentials Google refused (expired, revoked, wrong key)."""
+    return (
+        "Google refused your credentials (they may have expired or been revoked: "
+        f"{one_line(detail, 160)}); {CREDENTIALS_FIX}"
+    )
+
+
+def explain(exc: BaseException) -> tuple[str, int]:
+    """The line to print for `exc` and the exit code."""
+    from tpudeploy.config import ConfigError
+
+    if isinstance(exc, ConfigError):
+        return str(exc), 2
+    if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
+        return "interrupted", 130
+    module = type(exc).__module__
+    name = type(exc).__name__
+    if module.startswith("google.auth") or module.startswith("google.oauth2"):
+        if name == "DefaultCredentialsError":
+            return f"error: {no_credentials(exc)}", 1
+        if name == "RefreshError":
+            return f"error: {refused_credentials(exc)}", 1
+        if name == "TransportError":
+            return (
+                f"error: cannot reach Google's token service ({one_line(exc, 160)}); check the "
+                "network",
+                1,
+            )
+    if module.startswith("googleapiclient") and name == "HttpError":
+        status = getattr(getattr(exc, "resp", None), "status", "?")
+        return f"error: a Google API answered HTTP {status}: {one_line(exc, 200)}", 1
+    if module.startswith(("requests", "httplib2", "urllib3")) or isinstance(
+        exc, ConnectionError | TimeoutError
+    ):
+        return f"error: cannot reach Google's APIs ({name}); check the network and try again", 1
+    if isinstance(exc, UserError) or _is_user_error(exc):
+        return f"error: {one_line(exc, 2000)}", 1
+    return (
+        f"error: unexpected {name}: {one_line(exc, 200)}. This is a bug in tpudeploy; rerun "
+        f"with {DEBUG_ENV}=1 for the traceback and report it",
+        1,
+    )
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    """The commands' own error types, whose messages already say what to do."""
+    from tpudeploy.cachebucket import CacheBucketError
+    from tpudeploy.frontdoor import FrontDoorError
+    from tpudeploy.planner.cost import NoPricesError
+    from tpudeploy.queued_resource.errors import QueuedResourceError
+    from tpudeploy.recover import RecoverError
+    from tpudeploy.secretstore import SecretStoreError
+    from tpudeploy.smoke import SmokeError
+
+    return isinstance(
+        exc,
+        SecretStoreError
+        | SmokeError
+        | FrontDoorError
+        | QueuedResourceError
+        | NoPricesError
+        | RecoverError
+        | CacheBucketError,
+    )
+
+
+def run(command: Callable[[], int], *, err: TextIO | None = None) -> int:
+    """Run a command's main; print any failure as one line (with its fix) and return the code."""
+    try:
+        return command()
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        if os.environ.get(DEBUG_ENV) and not isinstance(exc, KeyboardInterrupt):
+            raise
+        if isinstance(exc, BrokenPipeError):
+            return 1  # the reader went away (`make status | head`): nothing to tell it
+        message, code = explain(exc)
+        print(message, file=err or sys.stderr, flush=True)
+        return code

@@ -1,0 +1,144 @@
+"""The last lines of a failed `make deploy` or `make destroy`: only what is true about state and
+billing, read from the state files themselves.
+
+A failure before Terraform wrote anything (preflight, synth, init, plan, a refused apply) leaves
+no state file: then nothing of the deployment was created here, and saying "may still bill"
+would send the user hunting for a charge that does not exist. When state holds resources, the
+message names the ones that bill and how to check them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from tpudeploy import planner, terraform
+from tpudeploy.addresses import QUEUED_RESOURCE_ADDRESS
+from tpudeploy.config import DeployConfig
+
+# Resource types that bill by the hour while they exist (the chip); the rest of the node stack
+# (firewall rules, the queued resource's terraform_data bookkeeping aside) costs nothing.
+CHIP_TYPES = ("google_tpu_v2_vm",)
+
+
+def _rate(cfg: DeployConfig) -> str:
+    return planner.rate_text(cfg)
+
+
+def billing_resources(cfg: DeployConfig, resources: list[terraform.StateResource]) -> list[str]:
+    """The node stack's resources in state that bill, each with what it costs."""
+    found = []
+    for r in resources:
+        if r.address == QUEUED_RESOURCE_ADDRESS:
+            text = (
+                f"flex-start queued resource {cfg.queued_resource_id} ({_rate(cfg)} while its "
+                "node runs)"
+            )
+            if r.tainted:
+                text += (
+                    "; its create failed, and the client deleted what it requested (its last "
+                    "lines above say so), so it is likely gone"
+                )
+            found.append(text)
+        elif r.type in CHIP_TYPES:
+            found.append(
+                f"TPU VM {cfg.node_id} ({cfg.provisioning}, {_rate(cfg)} until it is deleted)"
+            )
+    return found
+
+
+def _state_name(cfg: DeployConfig, stack: str) -> str:
+    """The state file's name, as the user finds it at the repository root."""
+    return terraform.local_state_path(stack).name
+
+
+def after_deploy(
+    cfg: DeployConfig, *, out: TextIO | None = None, root: Path = terraform.REPO_ROOT
+) -> None:
+    """What a failed `make deploy` says last (`root`: where the state files are)."""
+    out = out or sys.stderr
+    again = "Fix the error above, then run `make deploy` again."
+    if cfg.state_bucket:
+        print(
+            f"deploy failed. {again} State is remote (gs://{cfg.state_bucket}): `make status` "
+            "shows whether a node or queued resource of this deployment exists; `make destroy` "
+            "stops its billing.",
+            file=out,
+        )
+        return
+    node = terraform.state_resources(terraform.local_state_path(cfg.node_stack_name, root))
+    secrets = terraform.state_resources(terraform.local_state_path(cfg.secrets_stack_name, root))
+    if not node and not secrets:
+        state = _state_name(cfg, cfg.node_stack_name)
+        print(
+            f"deploy failed before Terraform created anything (no resource in {state}): "
+            f"nothing of this deployment bills. {again}",
+            file=out,
+        )
+        return
+    billing = billing_resources(cfg, node or [])
+    if not billing:
+        print(
+            f"deploy failed. {again} Terraform's state holds no TPU node or queued resource of "
+            f"{cfg.name} ({_state_name(cfg, cfg.node_stack_name)}), so no chip bills.",
+            file=out,
+        )
+        return
+    print(
+        f"deploy failed. {again} In Terraform's state, and billing if it runs: "
+        + "; ".join(billing)
+        + ". `make status` shows its live state; `make destroy` stops the billing.",
+        file=out,
+    )
+
+
+def after_destroy(
+    cfg: DeployConfig,
+    *,
+    terraform_exit: int,
+    cleanup_exit: int,
+    out: TextIO | None = None,
+    root: Path = terraform.REPO_ROOT,
+) -> None:
+    """What a failed `make destroy` says last: Terraform's part, then the by-name cleanup's."""
+    out = out or sys.stderr
+    if terraform_exit:
+        if cfg.state_bucket:
+            print(
+                f"destroy failed. State is remote (gs://{cfg.state_bucket}): `make status` shows "
+                "whether the node or queued resource still exists and bills. Fix the error above "
+                "and run `make destroy` again.",
+                file=out,
+            )
+        else:
+            path = terraform.local_state_path(cfg.node_stack_name, root)
+            node = terraform.state_resources(path)
+            billing = billing_resources(cfg, node or [])
+            if node is None:
+                print(
+                    f"destroy failed, but Terraform has no state for {cfg.node_stack_name} here "
+                    f"(no {path.name}): it created nothing on this machine that could bill.",
+                    file=out,
+                )
+            elif not billing:
+                print(
+                    f"destroy failed; Terraform's state ({path.name}) holds no TPU node or queued "
+                    "resource, so no chip bills. Fix the error above and run `make destroy` again "
+                    "to remove the rest (firewall rules, which cost nothing).",
+                    file=out,
+                )
+            else:
+                print(
+                    "destroy failed. Still in Terraform's state, and billing if it runs: "
+                    + "; ".join(billing)
+                    + ". `make status` shows its live state; fix the error above and run "
+                    "`make destroy` again.",
+                    file=out,
+                )
+    if cleanup_exit:
+        print(
+            f"Whether queued resource {cfg.queued_resource_id} exists could not be checked (the "
+            "error above); once that is fixed, run `make destroy` again, or `make status`.",
+            file=out,
+        )

@@ -1,0 +1,180 @@
+"""`make preflight`: what a deploy, diff or destroy needs, checked in about a second before any of
+them spends half a minute loading cdktf.
+
+Terraform on PATH and recent enough, credentials present (read from disk, no token request),
+a project, and for a deploy the two secrets with a version: the node reads them at boot and
+stops there without them, after a capacity wait and a paid boot. Each failure is one line with
+the command that fixes it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from tpudeploy import errors, policy, terraform
+from tpudeploy.config import DeployConfig, config_path
+from tpudeploy.secretstore import SecretStore, SecretStoreError
+
+# What each creating or destroying command needs before it starts.
+PURPOSES = ("deploy", "deploy-secrets", "diff", "destroy")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    ok: bool
+    line: str
+    # A check that could not be made (e.g. no permission to look): said, never a refusal.
+    note: bool = False
+
+
+def check_terraform() -> Check:
+    minimum = ".".join(map(str, terraform.MIN_VERSION))
+    install = (
+        f"install Terraform {terraform.TESTED_VERSION} (the tested version; >= {minimum} works) "
+        "from developer.hashicorp.com/terraform/install and put it on PATH"
+    )
+    try:
+        path, version = terraform.installed_version()
+    except terraform.TerraformMissing as exc:
+        return Check(False, f"{exc}: {install}")
+    shown = ".".join(map(str, version))
+    if version < terraform.MIN_VERSION:
+        return Check(False, f"Terraform {shown} ({path}) is older than {minimum}: {install}")
+    return Check(True, f"terraform {shown}")
+
+
+def check_credentials() -> Check:
+    """Application Default Credentials present and readable, without asking Google for a token
+    (and without probing the metadata server off a Google machine)."""
+    import google.auth
+    from google.auth import _cloud_sdk
+    from google.auth.compute_engine import _metadata
+    from google.auth.exceptions import DefaultCredentialsError
+
+    explicit = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS", "").strip()
+    candidates = []
+    if explicit:
+        candidates.append((explicit, "GOOGLE_APPLICATION_CREDENTIALS"))
+    else:
+        default = _cloud_sdk.get_application_default_credentials_path()  # type: ignore[no-untyped-call]
+        if os.path.isfile(default):
+            candidates.append((default, "gcloud auth application-default login"))
+    for path, origin in candidates:
+        if not os.path.isfile(path):
+            return Check(
+                False,
+                f"GOOGLE_APPLICATION_CREDENTIALS={path} is not a file: fix the path, or unset it "
+                "and run `gcloud auth application-default login`",
+            )
+        try:
+            google.auth.load_credentials_from_file(path)  # type: ignore[no-untyped-call]
+        except DefaultCredentialsError as exc:
+            return Check(
+                False, f"{path} ({origin}) is not a usable credentials file: {errors.one_line(exc)}"
+            )
+        return Check(True, f"credentials from {origin}")
+    # google-auth's own switch (NO_GCE_CHECK=True) also turns off this local DMI check.
+    on_gce = os.environ.get("NO_GCE_CHECK") != "True" and _metadata.detect_gce_residency_linux()  # type: ignore[no-untyped-call]
+    if on_gce:
+        return Check(True, "credentials from this Google Cloud machine's service account")
+    return Check(False, errors.no_credentials())
+
+
+def check_project(cfg: DeployConfig) -> Check:
+    if cfg.project:
+        return Check(True, f"project {cfg.project}")
+    return Check(
+        False,
+        f'no project: set project = "my-project" in {config_path()} or export '
+        "GOOGLE_CLOUD_PROJECT=my-project",
+    )
+
+
+def check_secrets(cfg: DeployConfig, store: SecretStore) -> list[Check]:
+    """The two secrets the node reads at boot, each with an enabled latest version."""
+    checks = []
+    for secret_id, command in (
+        (cfg.hf_token_secret_id, "make secret"),
+        (cfg.api_key_secret_id, "make api-key"),
+    ):
+        try:
+            state = store.version_state(secret_id)
+        except SecretStoreError as exc:
+            checks.append(
+                Check(
+                    True,
+                    f"cannot tell whether {secret_id} has a version ({exc}); if the boot stops "
+                    f"at reading-secrets, run `{command}`",
+                    note=True,
+                )
+            )
+            continue
+        if state == SecretStore.NO_SECRET:
+            checks.append(
+                Check(
+                    False,
+                    f"secret {secret_id} does not exist in project {store.project}: run "
+                    "`make deploy-secrets` first (the long-lived stack), then `make secret` and "
+                    "`make api-key`, then `make deploy`",
+                )
+            )
+            break  # the long-lived stack is missing: one line says it for both secrets
+        elif state == SecretStore.NO_VERSION:
+            checks.append(
+                Check(
+                    False,
+                    f"secret {secret_id} has no version yet: run `{command}` (the node reads it "
+                    "at boot and stops without it), then `make deploy`",
+                )
+            )
+        elif state != "ENABLED":
+            checks.append(
+                Check(
+                    False,
+                    f"the latest version of {secret_id} is {state.lower()}: run `{command}` to "
+                    "add a new one, then `make deploy`",
+                )
+            )
+        else:
+            checks.append(Check(True, f"{secret_id} has a version"))
+    return checks
+
+
+def run(
+    cfg: DeployConfig,
+    purpose: str,
+    *,
+    store: Callable[[str], SecretStore] = SecretStore.from_env,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Print one line per failure (stderr) or one summary line (stdout); 0 when all pass."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    start = time.monotonic()
+    if purpose in ("deploy", "deploy-secrets", "diff"):
+        # What is about to be created passes the guard rails (a destroy never needs them).
+        policy.enforce(cfg, source=str(config_path()))
+    checks = [check_terraform(), check_credentials(), check_project(cfg)]
+    if purpose == "deploy" and all(c.ok for c in checks):
+        try:
+            checks += check_secrets(cfg, store(cfg.project))
+        except SecretStoreError as exc:
+            checks.append(Check(False, str(exc)))
+    failed = [c for c in checks if not c.ok]
+    for check in failed:
+        print(f"preflight: {check.line}", file=err)
+    for check in checks:
+        if check.note:
+            print(f"preflight: note: {check.line}", file=err)
+    if failed:
+        return 1
+    took = time.monotonic() - start
+    passed = ", ".join(c.line for c in checks if not c.note)
+    print(f"preflight for {purpose}: {passed} ({took:.1f} s)", file=out)
+    return 0
