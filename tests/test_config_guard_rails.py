@@ -138,6 +138,7 @@ def test_status_of_a_refused_config_still_answers(
     assert "NOT_FOUND" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cdktf_destroy_can_synthesize_a_refused_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
