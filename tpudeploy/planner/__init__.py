@@ -28,7 +28,7 @@ from tpudeploy.planner.cost import (
     price_table,
 )
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
-from tpudeploy.planner.guards import Finding, check_settings, errors
+from tpudeploy.planner.guards import Finding, check_settings
 from tpudeploy.planner.report import capacity_table, cost_table, synth_summary
 
 __all__ = [
@@ -60,7 +60,6 @@ __all__ = [
     "cost_per_million_tokens",
     "cost_table",
     "decode_floor_s",
-    "errors",
     "hourly_cost",
     "kv_memory_multiplier",
     "kv_pool",
