@@ -27,7 +27,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	preflight \
-	capacity cost status bench bench-quick bench-plan report readme \
+	capacity cost status bench bench-quick bench-plan report readme mutants \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel \
 	rehearse test-fast recover extend
 
@@ -183,6 +183,11 @@ lint: $(VENV_STAMP) ## ruff and mypy
 readme: $(VENV_STAMP) ## Regenerate README.md's and docs/build-log.md's generated sections
 	$(PY) -m tools.readme
 
+# Minutes, not seconds: never part of `make test` or CI. Fails on a survivor that neither a test
+# kills nor tests/mutants_equivalent.toml explains. JOBS=n sets mutmut's workers (default 2).
+mutants: $(VENV_STAMP) ## Mutation-test config validation, guard rails, rendering, flex-start spec
+	$(PY) -m tools.mutants $(if $(JOBS),--jobs $(JOBS))
+
 scan: synth ## checkov on the synthesized JSON
 	$(PY) -m tools.scan $(OUTDIR)
 
@@ -209,5 +214,5 @@ bootstrap: install ## Create the state bucket, GitHub federation and CI accounts
 		$(if $(AUTO_APPROVE),--auto-approve)
 
 clean: ## Remove synth output and caches (keeps .venv, node_modules and Terraform state)
-	rm -rf cdktf.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdktf.out mutants .pytest_cache .mypy_cache .ruff_cache
 	find . -name __pycache__ -not -path './.venv/*' -not -path './node_modules/*' -prune -exec rm -rf {} +

@@ -57,6 +57,28 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 Stacks = dict[str, dict[str, Any]]
 
 
+# Fixtures that synthesize (cdktf, ~7 s for the first) or run Terraform: a test using one is
+# marked `slow`, which `make mutants` leaves out (it reruns the fast tests once per mutant). A
+# test that synthesizes in a subprocess carries the mark itself.
+SLOW_FIXTURES = frozenset(
+    {
+        "synth",
+        "default_stacks",
+        "node_stack",
+        "secrets_stack",
+        "bootstrap_outdir",
+        "boot",
+        "terraform",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def _key(overrides: dict[str, Any] | None) -> str:
     return json.dumps(overrides or {}, sort_keys=True, separators=(",", ":"))
 

@@ -45,6 +45,17 @@ def test_refused_with_key_and_seed_reason(overrides: dict[str, Any], key: str, r
         policy.enforce(cfg, source="deploy.toml")
     assert key in str(err.value)
     assert reason in str(err.value)
+    # The one-line problem names the file it came from, then what to change.
+    assert err.value.source == "deploy.toml"
+    assert str(err.value).startswith("deploy.toml: 1 problem(s) in the deployment config:")
+
+
+def test_creating_commands_print_warnings_and_refuse_errors_never_both() -> None:
+    cfg = parse_config({"vllm": {"kv_cache_dtype": "int8", "block_size": 64}})
+    (refusal,) = policy.refusals(cfg)
+    assert refusal.startswith("error: vllm.kv_cache_dtype = 'int8': ")
+    (warning,) = policy.warnings(cfg)
+    assert warning.startswith("warning: vllm.block_size = 64: ")
 
 
 @pytest.mark.parametrize(("overrides", "key", "reason"), WARNED)
@@ -159,6 +170,7 @@ def test_status_of_a_refused_config_still_answers(
     assert "NOT_FOUND" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cdktf_destroy_can_synthesize_a_refused_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

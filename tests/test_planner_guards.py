@@ -6,12 +6,14 @@ from typing import Any
 
 import pytest
 
+from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.planner.capacity import kv_pool
+from tpudeploy.planner.geometry import GIB
 from tpudeploy.planner.guards import (
     VLLM_KV_CACHE_DTYPES,
     Finding,
     check_settings,
-    errors,
 )
 
 SEED = DeployConfig()
@@ -19,15 +21,17 @@ _TOP = ("accelerator_type",)
 _LOAD = ("expected_clients", "expected_context")
 
 
-def replace(cfg: DeployConfig, **flat: Any) -> DeployConfig:
-    """The config with keys changed by their flat names, WITHOUT validation: the guard rails
-    must judge whatever a config could hold, including values the schema would refuse."""
+def replace(cfg: DeployConfig, geometry: dict[str, Any] | None = None, **flat: Any) -> DeployConfig:
+    """The config with keys changed by their flat names (`geometry` for [model_geometry]),
+    WITHOUT validation: the guard rails must judge whatever a config could hold, including
+    values the schema would refuse."""
     top = {k: flat.pop(k) for k in _TOP if k in flat}
     load = {k: flat.pop(k) for k in _LOAD if k in flat}
     return cfg.model_copy(
         update={
             "vllm": cfg.vllm.model_copy(update=flat),
             "load": cfg.load.model_copy(update=load),
+            "model_geometry": cfg.model_geometry.model_copy(update=geometry or {}),
             **top,
         }
     )
@@ -35,6 +39,20 @@ def replace(cfg: DeployConfig, **flat: Any) -> DeployConfig:
 
 def only(settings: DeployConfig, key: str) -> list[Finding]:
     return [f for f in check_settings(settings) if f.key == key]
+
+
+def refused(settings: DeployConfig) -> list[Finding]:
+    return [f for f in check_settings(settings) if f.severity == "error"]
+
+
+def says(finding: Finding, severity: str, key: str, value: object) -> str:
+    """The finding as the user reads it, checked to name its severity, key and value first."""
+    assert (finding.severity, finding.key, finding.value) == (severity, key, value)
+    text = str(finding)
+    assert text.startswith(f"{severity}: {key} = {value!r}: ")
+    if finding.override:
+        assert text.endswith(f" (if you know better, set {finding.override} = true)")
+    return text
 
 
 def test_seed_config_is_quiet() -> None:
@@ -133,8 +151,8 @@ def test_batched_tokens_below_multimodal_floor_refused() -> None:
 def test_floor_only_applies_with_chunking_disabled_and_modalities_on() -> None:
     chunked = replace(SEED, max_num_batched_tokens=2048, disable_chunked_mm_input=False)
     text_only = replace(SEED, max_num_batched_tokens=2048, limit_mm_per_prompt={"image": 0})
-    assert errors(check_settings(chunked)) == []
-    assert errors(check_settings(text_only)) == []
+    assert refused(chunked) == []
+    assert refused(text_only) == []
 
 
 def test_non_power_of_two_batched_tokens_noted() -> None:
@@ -175,3 +193,260 @@ def test_findings_sorted_errors_first_and_printable() -> None:
     assert [f.severity for f in findings] == ["error", "warning", "warning"]
     assert str(findings[0]).startswith("error: vllm.gpu_memory_utilization = 0.95: ")
     assert "set vllm.force_gpu_memory_utilization = true" in str(findings[0])
+
+
+# ---- what each finding tells the user: key, value, the build log's reason, the fix -----------
+
+
+@pytest.mark.parametrize("value", [0.0, -0.1, 1.5])
+def test_memory_utilization_outside_a_fraction_names_the_fix(value: float) -> None:
+    (finding,) = only(replace(SEED, gpu_memory_utilization=value), "vllm.gpu_memory_utilization")
+    text = says(finding, "error", "vllm.gpu_memory_utilization", value)
+    assert text.endswith(": must be a fraction in (0, 1]; use 0.92 (seed)")
+    assert finding.override is None
+
+
+@pytest.mark.parametrize(
+    ("value", "estimate"),
+    # compile_headroom_bytes' own figures for the seed's chip (the build log: ~291 and ~127 MB
+    # at 0.93 and 0.94; 0.95 died 37 MiB short); 1.0 leaves nothing for compiled programs.
+    [
+        (0.93, "~286 MiB of margin"),
+        (0.94, "~124 MiB of margin"),
+        (0.95, "37 MiB short"),
+        (1.0, "843 MiB short"),
+    ],
+)
+def test_memory_utilization_above_the_ceiling_says_what_it_estimates(
+    value: float, estimate: str
+) -> None:
+    (finding,) = only(replace(SEED, gpu_memory_utilization=value), "vllm.gpu_memory_utilization")
+    text = says(finding, "error", "vllm.gpu_memory_utilization", value)
+    assert f"above the 0.92 ceiling for {facts.MODEL} on v5e" in text
+    assert f"this value is untested and estimates {estimate}. Use 0.92, or pin the pool" in text
+    assert finding.override == "vllm.force_gpu_memory_utilization"
+
+
+def test_memory_utilization_that_cannot_hold_the_weights_says_so() -> None:
+    (finding,) = only(replace(SEED, gpu_memory_utilization=0.5), "vllm.gpu_memory_utilization")
+    cap = facts.V5E.hbm_bytes * 0.5 / GIB
+    says(finding, "error", "vllm.gpu_memory_utilization", 0.5)
+    # The build log's 8.97 GiB resident weights do not fit under half of the 15.75 GiB chip.
+    assert finding.message == (
+        f"cap {cap:.2f} GiB does not hold the 8.97 GiB of weights; use 0.92 (the seed's value)"
+    )
+
+
+def test_a_pool_smaller_than_one_request_is_refused_unless_the_pool_is_pinned() -> None:
+    (finding,) = only(replace(SEED, gpu_memory_utilization=0.58), "vllm.gpu_memory_utilization")
+    pool = kv_pool(gpu_memory_utilization=0.58)
+    text = says(finding, "error", "vllm.gpu_memory_utilization", 0.58)
+    assert (
+        f"leaves a {pool.tokens:,}-token KV pool ({pool.pool_bytes / GIB:.2f} GiB), less than "
+        "one request of vllm.max_model_len 32,768: vLLM refuses to start" in text
+    )
+    assert text.endswith("Use 0.92 (seed: 321,344 tokens at 32K)")
+    # --kv-cache-memory-bytes sizes the pool itself (seed: 5923602432 good): no fraction check.
+    pinned = replace(SEED, gpu_memory_utilization=0.58, kv_cache_memory_bytes=5923602432)
+    assert only(pinned, "vllm.gpu_memory_utilization") == []
+
+
+def test_the_pool_holds_whole_blocks_of_the_size_max_model_len_gives() -> None:
+    """At 0.9 the pool holds 303,168 tokens in 64-token blocks but fewer in the 1024-token
+    blocks a 300K context makes the backend use: the request that fills those passes, one more
+    token is refused."""
+    full = kv_pool(gpu_memory_utilization=0.9, max_model_len=300_000).tokens
+    assert full < kv_pool(gpu_memory_utilization=0.9).tokens
+    fits = replace(SEED, gpu_memory_utilization=0.9, max_model_len=full)
+    assert only(fits, "vllm.gpu_memory_utilization") == []
+    over = replace(SEED, gpu_memory_utilization=0.9, max_model_len=full + 1)
+    (finding,) = only(over, "vllm.gpu_memory_utilization")
+    assert f"leaves a {full:,}-token KV pool" in says(
+        finding, "error", "vllm.gpu_memory_utilization", 0.9
+    )
+
+
+def test_the_pool_is_sized_with_the_configured_models_geometry() -> None:
+    """Four KV heads (4x Gemma 4 E2B's KV per token) do not fit a 128K request in the pool."""
+    gemma = replace(SEED, max_model_len=131_072)
+    assert only(gemma, "vllm.gpu_memory_utilization") == []
+    wider = replace(gemma, geometry={"num_key_value_heads": 4})
+    (finding,) = only(wider, "vllm.gpu_memory_utilization")
+    pool = kv_pool(max_model_len=131_072, model=wider.model_geometry)
+    assert f"leaves a {pool.tokens:,}-token KV pool" in str(finding)
+    assert "less than one request of vllm.max_model_len 131,072" in str(finding)
+
+
+def test_kv_dtype_outside_vllms_enum_lists_what_it_takes() -> None:
+    (finding,) = only(replace(SEED, kv_cache_dtype="int8"), "vllm.kv_cache_dtype")
+    text = says(finding, "error", "vllm.kv_cache_dtype", "int8")
+    assert "not in vLLM's --kv-cache-dtype enum (the CLI exits with \"invalid choice: 'int8'\"" in (
+        text
+    )
+    assert text.endswith("Use 'auto' (bf16); known: " + ", ".join(sorted(VLLM_KV_CACHE_DTYPES)))
+
+
+def test_kv_dtypes_by_what_the_seed_measured() -> None:
+    (crash,) = only(replace(SEED, kv_cache_dtype="nvfp4"), "vllm.kv_cache_dtype")
+    assert "kills the server at boot" in says(crash, "error", "vllm.kv_cache_dtype", "nvfp4")
+    (padded,) = only(replace(SEED, kv_cache_dtype="fp8_e5m2"), "vllm.kv_cache_dtype")
+    text = says(padded, "warning", "vllm.kv_cache_dtype", "fp8_e5m2")
+    assert "1.000x KV capacity" in text and "5,021 blocks either way" in text
+    assert "never run by the seed" not in text
+    (untested,) = only(replace(SEED, kv_cache_dtype="float16"), "vllm.kv_cache_dtype")
+    text = says(untested, "warning", "vllm.kv_cache_dtype", "float16")
+    assert "never run by the seed" in text and "5,021 blocks" not in text
+    assert untested.override == "vllm.force_kv_cache_dtype"
+
+
+def test_tensor_parallel_below_one_names_the_fix() -> None:
+    (finding,) = only(replace(SEED, tensor_parallel_size=0), "vllm.tensor_parallel_size")
+    text = says(finding, "error", "vllm.tensor_parallel_size", 0)
+    assert text.endswith(": must be at least 1; use 1 on one chip")
+
+
+def test_tensor_parallel_over_the_slice_names_the_chips() -> None:
+    (finding,) = only(replace(SEED, tensor_parallel_size=4), "vllm.tensor_parallel_size")
+    text = says(finding, "error", "vllm.tensor_parallel_size", 4)
+    assert text.endswith(
+        ": v5litepod-1 has 1 chip(s); tensor parallelism cannot exceed it. Use 1 or a larger slice"
+    )
+    assert finding.override is None
+
+
+def test_tensor_parallel_two_ways_doubles_one_kv_head() -> None:
+    settings = replace(SEED, accelerator_type="v5litepod-4", tensor_parallel_size=2)
+    (finding,) = only(settings, "vllm.tensor_parallel_size")
+    text = says(finding, "error", "vllm.tensor_parallel_size", 2)
+    assert "1 KV head(s), which cannot be sharded 2 ways" in text
+    assert "pads them to 2" in text and "2x the KV memory per token" in text
+    assert finding.override == "vllm.force_tensor_parallel_size"
+    forced = replace(settings, force_tensor_parallel_size=True)
+    (warned,) = only(forced, "vllm.tensor_parallel_size")
+    assert says(warned, "warning", "vllm.tensor_parallel_size", 2) == text.replace(
+        "error: ", "warning: ", 1
+    )
+
+
+def test_tensor_parallel_is_judged_on_the_configured_models_kv_heads() -> None:
+    """The guard is about heads that cannot be split: four heads shard four ways; three pad."""
+    four = replace(
+        SEED,
+        accelerator_type="v5litepod-4",
+        tensor_parallel_size=4,
+        geometry={"num_key_value_heads": 4},
+    )
+    assert only(four, "vllm.tensor_parallel_size") == []
+    three = replace(four, geometry={"num_key_value_heads": 3})
+    (finding,) = only(three, "vllm.tensor_parallel_size")
+    text = says(finding, "error", "vllm.tensor_parallel_size", 4)
+    assert "3 KV head(s), which cannot be sharded 4 ways" in text
+    assert "pads them to 4" in text and f"{4 / 3:g}x the KV memory" in text
+
+
+@pytest.mark.parametrize("value", [1, 2, 4096, 8192])
+def test_power_of_two_batched_tokens_pass(value: int) -> None:
+    text_only = replace(SEED, max_num_batched_tokens=value, disable_chunked_mm_input=False)
+    assert only(text_only, "vllm.max_num_batched_tokens") == []
+
+
+@pytest.mark.parametrize(("value", "bucket"), [(3000, 4096), (4095, 4096), (4097, 8192)])
+def test_other_batched_tokens_name_the_bucket_that_runs(value: int, bucket: int) -> None:
+    (finding,) = only(replace(SEED, max_num_batched_tokens=value), "vllm.max_num_batched_tokens")
+    text = says(finding, "note", "vllm.max_num_batched_tokens", value)
+    assert f"so {value} runs the {bucket} kernel while carrying {value} tokens" in text
+    assert f"Use {bucket}, or set VLLM_TPU_BUCKET_PADDING_GAP=128" in text
+
+
+def test_batched_tokens_under_the_floor_say_vllms_error() -> None:
+    (finding,) = only(replace(SEED, max_num_batched_tokens=2048), "vllm.max_num_batched_tokens")
+    text = says(finding, "error", "vllm.max_num_batched_tokens", 2048)
+    assert ': vLLM refuses to start: "ValueError: Chunked MM input disabled' in text
+    assert "limit_mm_per_prompt {'image': 4, 'audio': 1}" in text
+    assert "Use 4096 (the compile bucket at the floor)" in text
+
+
+def test_block_size_warning_names_its_value() -> None:
+    (finding,) = only(replace(SEED, block_size=32), "vllm.block_size")
+    text = says(finding, "warning", "vllm.block_size", 32)
+    assert "keep 512 blocks per request (it would pick 64 at 32768)" in text
+
+
+@pytest.mark.parametrize("load", [{"expected_clients": 64}, {"expected_context": 8192}])
+def test_load_needs_both_clients_and_context(load: dict[str, Any]) -> None:
+    assert check_settings(replace(SEED, **load)) == []
+
+
+def test_load_context_up_to_max_model_len_is_accepted() -> None:
+    assert check_settings(replace(SEED, expected_clients=1, expected_context=32_768)) == []
+    (finding,) = only(
+        replace(SEED, expected_clients=1, expected_context=32_769), "load.expected_context"
+    )
+    text = says(finding, "error", "load.expected_context", 32_769)
+    assert ": longer than vllm.max_model_len (32768): vLLM rejects such requests" in text
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"kv_cache_memory_bytes": 2**30},
+        {"gpu_memory_utilization": 0.85},
+        # Whole 1024-token blocks at 300K hold fewer tokens than 64-token ones at 32K.
+        {"gpu_memory_utilization": 0.9, "max_model_len": 300_000},
+        {"geometry": {"num_key_value_heads": 2}},
+    ],
+    ids=["pinned-pool", "smaller-fraction", "300k-context", "two-kv-heads"],
+)
+def test_load_is_judged_against_the_configured_pool(settings: dict[str, Any]) -> None:
+    cfg = replace(SEED, expected_clients=64, expected_context=8192, **settings)
+    pool = kv_pool(
+        max_model_len=cfg.vllm.max_model_len,
+        gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+        kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
+        model=cfg.model_geometry,
+    )
+    assert pool.tokens != kv_pool().tokens  # each setting changes the pool
+    (finding,) = only(cfg, "load.expected_clients")
+    text = says(finding, "warning", "load.expected_clients", "64 x 8192")
+    assert f": 524,288 KV tokens wanted against a {pool.tokens:,}-token pool" in text
+    assert f"Keep clients x context under {pool.safe_tokens:,}" in text
+
+
+def test_the_kv_wall_and_the_seeds_safe_line_are_where_the_pool_says() -> None:
+    """Filling the pool exactly is not past the wall (a note); the safe line is strict."""
+    pool_len = 2**19
+    pool = kv_pool(max_model_len=pool_len)
+    at: dict[str, Any] = {"max_model_len": pool_len, "expected_clients": 1}
+    (full,) = only(replace(SEED, **at, expected_context=pool.tokens), "load.expected_clients")
+    says(full, "note", "load.expected_clients", f"1 x {pool.tokens}")
+    (line,) = only(replace(SEED, **at, expected_context=pool.safe_tokens), "load.expected_clients")
+    text = says(line, "note", "load.expected_clients", f"1 x {pool.safe_tokens}")
+    assert f"not under the seed's safe line of clients x context < {pool.safe_tokens:,}" in text
+    under = replace(SEED, **at, expected_context=pool.safe_tokens - 1)
+    assert only(under, "load.expected_clients") == []
+
+
+def test_errors_come_before_warnings_before_notes() -> None:
+    # Checked in this order: memory (a forced warning), then kv dtype (an error); batched
+    # tokens (a note) before block size (a warning).
+    findings = check_settings(
+        replace(
+            SEED,
+            gpu_memory_utilization=0.95,
+            force_gpu_memory_utilization=True,
+            kv_cache_dtype="int8",
+            max_num_batched_tokens=3000,
+            block_size=64,
+        )
+    )
+    assert [(f.severity, f.key) for f in findings] == [
+        ("error", "vllm.kv_cache_dtype"),
+        ("warning", "vllm.gpu_memory_utilization"),
+        ("warning", "vllm.block_size"),
+        ("note", "vllm.max_num_batched_tokens"),
+    ]
+
+
+def test_an_accelerator_without_chip_data_names_its_value() -> None:
+    (finding,) = check_settings(replace(SEED, accelerator_type="v5e-1"))
+    assert "'v5e' is the prose name" in says(finding, "error", "accelerator_type", "v5e-1")

@@ -205,6 +205,218 @@ def test_invalid_spec_is_one_clear_line(mutate: Any, fragment: str) -> None:
     assert str(info.value).startswith("queued resource spec")
 
 
+# Each refusal as the user reads it: the spec key, the value given, what to write instead.
+SPEC_REFUSALS = [
+    ({"project": ""}, "project", "", "must be a non-empty string"),
+    ({"network": 5}, "network", 5, "must be a non-empty string"),
+    ({"project": "Bad_Project"}, "project", "Bad_Project", "must be a Google Cloud project id"),
+    ({"zone": "us-west4"}, "zone", "us-west4", "must be a zone such as 'us-west4-a'"),
+    ({"queued_resource_id": "qr/1"}, "queued_resource_id", "qr/1", "use [A-Za-z0-9_.~+%-]"),
+    (
+        {"node_id": "Gemma_Node"},
+        "node_id",
+        "Gemma_Node",
+        "use lowercase letters, digits and '-', start with a letter",
+    ),
+    ({"service_account_email": "nobody"}, "service_account_email", "nobody", "must be an email"),
+    (
+        {"max_run_duration_seconds": "4h"},
+        "max_run_duration_seconds",
+        "4h",
+        "must be an integer number of seconds",
+    ),
+    (
+        {"max_run_duration_seconds": True},
+        "max_run_duration_seconds",
+        True,
+        "must be an integer number of seconds",
+    ),
+    (
+        {"max_run_duration_seconds": 0},
+        "max_run_duration_seconds",
+        0,
+        "must be between 1 and 604800 (7 days, flex-start's maximum)",
+    ),
+    (
+        {"max_run_duration_seconds": 604801},
+        "max_run_duration_seconds",
+        604801,
+        "must be between 1 and 604800 (7 days, flex-start's maximum)",
+    ),
+    ({"subnetwork": ""}, "subnetwork", "", "must be a non-empty string or null"),
+    ({"subnetwork": " "}, "subnetwork", " ", "must be a non-empty string or null"),
+    ({"subnetwork": 7}, "subnetwork", 7, "must be a non-empty string or null"),
+    ({"enable_external_ips": "yes"}, "enable_external_ips", "yes", "must be true or false"),
+    ({"enable_secure_boot": 1}, "enable_secure_boot", 1, "must be true or false"),
+    ({"description": 5}, "description", 5, "must be a string"),
+    ({"metadata": {"a": 1}}, "metadata['a']", 1, "keys and values must be strings"),
+    ({"labels": {"a": 1}}, "labels['a']", 1, "keys and values must be strings"),
+    (
+        {"metadata": {"startup-script": "echo"}},
+        "metadata['startup-script']",
+        "...",
+        "set it through startup_script, not metadata",
+    ),
+    (
+        {"labels": {"App": "x"}},
+        "labels['App']",
+        "App",
+        "key must be lowercase [a-z0-9_-], not 'tpudeploy-spec'",
+    ),
+    (
+        {"labels": {"tpudeploy-spec": "x"}},
+        "labels['tpudeploy-spec']",
+        "tpudeploy-spec",
+        "key must be lowercase [a-z0-9_-], not 'tpudeploy-spec'",
+    ),
+    (
+        {"labels": {"app": "Gemma 4"}},
+        "labels['app']",
+        "Gemma 4",
+        "value must be at most 63 of [a-z0-9_-]",
+    ),
+    ({"scopes": [CLOUD_PLATFORM, ""]}, "scopes", "", "items must be non-empty strings"),
+    ({"tags": ["gemma4-vllm", 5]}, "tags", 5, "items must be non-empty strings"),
+    ({"scopes": []}, "scopes", [], f"give at least one scope, e.g. {CLOUD_PLATFORM}"),
+]
+
+
+@pytest.mark.parametrize(("change", "key", "value", "fix"), SPEC_REFUSALS)
+def test_each_spec_refusal_names_key_value_and_fix(
+    change: dict[str, Any], key: str, value: object, fix: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        make_spec(**change)
+    assert str(info.value) == f"queued resource spec: {key}={value!r}: {fix}"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "ok"), [(1, True), (604800, True), (0, False), (604801, False)]
+)
+def test_run_duration_bounds_are_one_second_to_seven_days(seconds: int, ok: bool) -> None:
+    if ok:
+        assert make_spec(max_run_duration_seconds=seconds).to_body()["runDuration"] == {
+            "maxRunDuration": f"{seconds}s"
+        }
+    else:
+        with pytest.raises(ValueError, match="7 days"):
+            make_spec(max_run_duration_seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "kind"),
+    [
+        ("metadata", "x", "object"),
+        ("labels", ["a"], "object"),
+        ("scopes", CLOUD_PLATFORM, "list"),
+        ("tags", "gemma4-vllm", "list"),
+    ],
+)
+def test_spec_json_of_the_wrong_shape_names_the_shape(key: str, value: object, kind: str) -> None:
+    data = json.loads(make_spec().to_json())
+    data[key] = value
+    with pytest.raises(ValueError) as info:
+        QueuedResourceSpec.from_json(json.dumps(data))
+    assert str(info.value) == (
+        f"queued resource spec: {key}={value!r}: must be a JSON {kind} of strings"
+    )
+
+
+def test_the_spec_keeps_its_own_copies_of_what_it_was_given() -> None:
+    """A frozen spec: changing the caller's dicts and lists afterwards changes nothing sent."""
+    metadata = {"enable-oslogin": "TRUE"}
+    labels = {"app": "gemma4"}
+    scopes = [CLOUD_PLATFORM]
+    spec = make_spec(metadata=metadata, labels=labels, scopes=scopes)
+    body, fingerprint = spec.to_body(), spec.fingerprint()
+    metadata["extra"] = "1"
+    labels["extra"] = "1"
+    scopes.append("https://www.googleapis.com/auth/devstorage.read_only")
+    assert spec.to_body() == body and spec.fingerprint() == fingerprint
+    assert spec.scopes == (CLOUD_PLATFORM,)
+
+
+def test_description_and_the_spec_label_without_user_labels() -> None:
+    spec = make_spec(description="vLLM google/gemma-4-E2B-it (flex-start)", labels={})
+    node = spec.to_body()["tpu"]["nodeSpec"][0]["node"]
+    assert node["description"] == "vLLM google/gemma-4-E2B-it (flex-start)"
+    assert node["labels"] == {"tpudeploy-spec": spec.fingerprint()}
+
+
+def _echo(spec: QueuedResourceSpec, change: Any) -> dict[str, Any]:
+    """The spec's body as the API would echo it back, with one field changed by `change`."""
+    body = spec.to_body()
+    change(body, body["tpu"]["nodeSpec"][0], body["tpu"]["nodeSpec"][0]["node"])
+    return body
+
+
+@pytest.mark.parametrize(
+    ("change", "difference"),
+    [
+        (
+            lambda b, s, n: b.update(provisioningModel="SPOT"),
+            "provisioningModel: existing 'SPOT', wanted 'FLEX_START'",
+        ),
+        (
+            lambda b, s, n: b.update(runDuration={"maxRunDuration": "3600s"}),
+            "runDuration.maxRunDuration: existing '3600s', wanted '14400s'",
+        ),
+        (
+            lambda b, s, n: b.update(runDuration={"maxRunDuration": 14400}),
+            "runDuration.maxRunDuration: existing 14400, wanted '14400s'",
+        ),
+        (
+            lambda b, s, n: s.update(nodeId="other-node"),
+            "nodeId: existing 'other-node', wanted 'gemma4-qr-node'",
+        ),
+        (
+            lambda b, s, n: n.update(acceleratorType="v5litepod-4"),
+            "node.acceleratorType: existing 'v5litepod-4', wanted 'v5litepod-1'",
+        ),
+        (
+            lambda b, s, n: n.update(runtimeVersion="v2-alpha-tpuv6e"),
+            "node.runtimeVersion: existing 'v2-alpha-tpuv6e', wanted 'v2-alpha-tpuv5-lite'",
+        ),
+        (
+            lambda b, s, n: n.update(tags=["other"]),
+            "node.tags: existing ['other'], wanted ['gemma4-vllm']",
+        ),
+        (
+            lambda b, s, n: n["metadata"].update(extra="1"),
+            "node.metadata: keys ['extra'] differ",
+        ),
+        (
+            lambda b, s, n: n.update(metadata="startup"),
+            "node.metadata: existing 'startup', wanted {",
+        ),
+        (
+            lambda b, s, n: n.update(serviceAccount={"email": "other@x.iam.gserviceaccount.com"}),
+            f"node.serviceAccount.email: existing 'other@x.iam.gserviceaccount.com', wanted {SA!r}",
+        ),
+        (
+            lambda b, s, n: n["labels"].update({"tpudeploy-spec": "0123456789abcdef"}),
+            "node.labels[tpudeploy-spec]: existing '0123456789abcdef', wanted '",
+        ),
+    ],
+)
+def test_each_drifted_field_is_named(change: Any, difference: str) -> None:
+    spec = make_spec()
+    (found,) = qr.spec_differences(spec, _echo(spec, change))
+    assert found.startswith(difference)
+
+
+def test_fields_the_api_leaves_out_are_not_differences() -> None:
+    spec = make_spec()
+
+    def strip(b: dict[str, Any], s: dict[str, Any], n: dict[str, Any]) -> None:
+        for key in ("metadata", "serviceAccount", "labels", "tags"):
+            del n[key]
+        del b["runDuration"]
+
+    assert qr.spec_differences(spec, _echo(spec, strip)) == []
+    assert qr.spec_differences(spec, {"provisioningModel": "FLEX_START"}) == []
+
+
 def test_not_json() -> None:
     with pytest.raises(ValueError, match="not valid JSON"):
         QueuedResourceSpec.from_json("{project:")

@@ -30,7 +30,7 @@ from tpudeploy.planner.cost import (
     rate_text,
 )
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
-from tpudeploy.planner.guards import Finding, check_settings, errors
+from tpudeploy.planner.guards import Finding, check_settings
 from tpudeploy.planner.report import capacity_table, cost_table, preemption_line, synth_summary
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "cost_per_million_tokens",
     "cost_table",
     "decode_floor_s",
-    "errors",
     "hourly_cost",
     "kv_memory_multiplier",
     "kv_pool",

@@ -26,14 +26,15 @@ class BackendSpec:
 TPU_PALLAS = BackendSpec()
 
 
-def _next_power_of_two(n: int) -> int:
+def next_power_of_two(n: int) -> int:
+    """The smallest power of two >= n: TPU kernels are compiled for power-of-two sizes."""
     return 1 << max(0, (n - 1).bit_length())
 
 
 def block_size_for(max_model_len: int, backend: BackendSpec = TPU_PALLAS) -> int:
     """16,384 -> 32 and 32,768 -> 64 (build log): the power of two keeping 512 blocks a request."""
     per_block = -(-max_model_len // backend.blocks_per_request)
-    return max(backend.min_block_size, _next_power_of_two(per_block))
+    return max(backend.min_block_size, next_power_of_two(per_block))
 
 
 @dataclass(frozen=True, slots=True)

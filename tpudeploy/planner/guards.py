@@ -10,11 +10,11 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.config.messages import toml_value
 from tpudeploy.planner.capacity import (
     TPU_PALLAS,
-    BackendSpec,
     block_size_for,
     compile_headroom_bytes,
     kv_memory_multiplier,
     kv_pool,
+    next_power_of_two,
 )
 from tpudeploy.planner.chips import Accelerator, AcceleratorError, lookup_accelerator
 from tpudeploy.planner.geometry import GIB
@@ -80,10 +80,6 @@ def _is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _next_power_of_two(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
     model = cfg.model_geometry
     key, value = "vllm.gpu_memory_utilization", cfg.vllm.gpu_memory_utilization
@@ -97,7 +93,8 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
             chip=accel.chip,
         )
     except ValueError as exc:
-        return [Finding("error", key, value, str(exc).split(": ", 1)[1])]
+        # kv_pool names the key and value itself; the finding says them once.
+        return [Finding("error", key, value, str(exc).removeprefix(f"{key} = {value}: "))]
     if cfg.vllm.kv_cache_memory_bytes is None and pool.tokens < cfg.vllm.max_model_len:
         return [
             Finding(
@@ -112,8 +109,8 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
     ceiling = MEMORY_UTILIZATION_CEILING.get((accel.chip.generation, cfg.vllm.model))
     if ceiling is None or value <= ceiling:
         return []
-    headroom = compile_headroom_bytes(value, chip=accel.chip) / MIB
-    outcome = f"{-headroom:.0f} MiB short" if headroom < 0 else f"~{headroom:.0f} MiB of margin"
+    headroom = round(compile_headroom_bytes(value, chip=accel.chip) / MIB)
+    outcome = f"{-headroom} MiB short" if headroom < 0 else f"~{headroom} MiB of margin"
     message = (
         f"above the {ceiling} ceiling for {cfg.vllm.model} on {accel.chip.generation}. The knob "
         f"governs weights + KV only; compiled XLA programs live in the rest. 0.95 died 691 s "
@@ -215,12 +212,12 @@ def check_max_num_batched_tokens(cfg: DeployConfig) -> list[Finding]:
                 f'({value}). Please increase max_num_batched_tokens." With '
                 f"disable_chunked_mm_input and limit_mm_per_prompt "
                 f"{dict(cfg.vllm.limit_mm_per_prompt)} one item must fit in one step. Use "
-                f"{_next_power_of_two(floor)} (the compile bucket at the floor), or drop the "
+                f"{next_power_of_two(floor)} (the compile bucket at the floor), or drop the "
                 f"modalities you do not need",
             )
         )
     elif not _is_power_of_two(value):
-        bucket = _next_power_of_two(value)
+        bucket = next_power_of_two(value)
         findings.append(
             Finding(
                 "note",
@@ -235,17 +232,17 @@ def check_max_num_batched_tokens(cfg: DeployConfig) -> list[Finding]:
     return findings
 
 
-def check_block_size(cfg: DeployConfig, backend: BackendSpec = TPU_PALLAS) -> list[Finding]:
+def check_block_size(cfg: DeployConfig) -> list[Finding]:
     if cfg.vllm.block_size is None:
         return []
-    chosen = block_size_for(cfg.vllm.max_model_len, backend)
+    chosen = block_size_for(cfg.vllm.max_model_len)
     return [
         Finding(
             "warning",
             "vllm.block_size",
             cfg.vllm.block_size,
             f"leave it unset: the TPU backend scales the block size with max_model_len to "
-            f"keep {backend.blocks_per_request} blocks per request (it would pick {chosen} at "
+            f"keep {TPU_PALLAS.blocks_per_request} blocks per request (it would pick {chosen} at "
             f"{cfg.vllm.max_model_len}); pinning it fights the scaling that keeps long context "
             "free and more blocks per request slow decode (2048 blocks: 8.32 vs 8.02 ms, "
             "build log)",
@@ -253,9 +250,7 @@ def check_block_size(cfg: DeployConfig, backend: BackendSpec = TPU_PALLAS) -> li
     ]
 
 
-def check_load(
-    cfg: DeployConfig, accel: Accelerator, backend: BackendSpec = TPU_PALLAS
-) -> list[Finding]:
+def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
     model = cfg.model_geometry
     if cfg.load.expected_clients is None or cfg.load.expected_context is None:
         return []
@@ -276,7 +271,6 @@ def check_load(
             kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
             model=model,
             chip=accel.chip,
-            backend=backend,
         )
     except ValueError:
         return []  # check_gpu_memory_utilization reports it
@@ -295,14 +289,15 @@ def check_load(
                 f"clients at this context)",
             )
         ]
-    if wanted > pool.safe_tokens:
+    # The seed's line is strict (clients x context < ~250,000): reaching it is not under it.
+    if wanted >= pool.safe_tokens:
         return [
             Finding(
                 "note",
                 "load.expected_clients",
                 value,
-                f"{wanted:,} KV tokens is above the build log's safe line of clients x context < "
-                f"{pool.safe_tokens:,} (~{backend.safe_pool_fraction:.0%} of the "
+                f"{wanted:,} KV tokens is not under the build log's safe line of clients x "
+                f"context < {pool.safe_tokens:,} (~{TPU_PALLAS.safe_pool_fraction:.0%} of the "
                 f"{pool.tokens:,}-token pool): expect tail latency. Use at most "
                 f"{pool.safe_clients(cfg.load.expected_context)} clients at this context",
             )
@@ -315,7 +310,6 @@ def check_load(
 # run duration and waits for capacity (build log: flex-start is the only model that accepts
 # --max-run-duration).
 PROVISIONING_ONLY_KEYS: dict[str, tuple[str, ...]] = {
-    "max_run_duration": ("flex-start",),
     "flex_start_timeout": ("flex-start",),
     "allow_untested_flex_zone": ("flex-start",),
 }
@@ -339,11 +333,13 @@ def check_provisioning_keys(cfg: DeployConfig) -> list[Finding]:
     return found
 
 
-def check_settings(cfg: DeployConfig, *, backend: BackendSpec = TPU_PALLAS) -> list[Finding]:
+# The guard rails judge the one backend vLLM runs on TPU (Pallas, capacity.TPU_PALLAS): the
+# planner's functions take it as their default.
+def check_settings(cfg: DeployConfig) -> list[Finding]:
     """Every guard rail; errors first. An empty list means the build log would run it as is."""
     findings = check_kv_cache_dtype(cfg) + check_max_num_batched_tokens(cfg)
     findings += check_provisioning_keys(cfg)
-    findings += check_block_size(cfg, backend)
+    findings += check_block_size(cfg)
     try:
         accel = lookup_accelerator(cfg.accelerator_type)
     except AcceleratorError as exc:
@@ -353,11 +349,7 @@ def check_settings(cfg: DeployConfig, *, backend: BackendSpec = TPU_PALLAS) -> l
             check_gpu_memory_utilization(cfg, accel)
             + check_tensor_parallel(cfg, accel)
             + findings
-            + check_load(cfg, accel, backend)
+            + check_load(cfg, accel)
         )
     order = {"error": 0, "warning": 1, "note": 2}
     return sorted(findings, key=lambda f: order[f.severity])
-
-
-def errors(findings: list[Finding]) -> list[Finding]:
-    return [f for f in findings if f.severity == "error"]

@@ -1,0 +1,158 @@
+"""`make mutants` (tools/mutants.py): how survivors are judged, and the reviewed list itself."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tools.mutants import (
+    EQUIVALENT_FILE,
+    REPO_ROOT,
+    Equivalent,
+    ListError,
+    Mutant,
+    changed_lines,
+    entry_for,
+    format_verdict,
+    judge,
+    load_equivalents,
+    parse_equivalents,
+    readable_function,
+)
+
+DIFF = """--- tpudeploy/planner/guards.py
++++ tpudeploy/planner/guards.py
+@@ -1,4 +1,4 @@
+ def _is_power_of_two(n: int) -> bool:
+-    return n > 0 and n & (n - 1) == 0
++    return n >= 0 and n & (n - 1) == 0
+"""
+
+
+def mutant(name: str = "tpudeploy.planner.guards.x__is_power_of_two__mutmut_2") -> Mutant:
+    removed, added = changed_lines(DIFF)
+    return Mutant(name, "survived", readable_function(name), removed, added, DIFF)
+
+
+def mutmut_config() -> dict[str, list[str]]:
+    with (REPO_ROOT / "pyproject.toml").open("rb") as f:
+        config: dict[str, list[str]] = tomllib.load(f)["tool"]["mutmut"]
+    return config
+
+
+def test_mutmut_names_read_as_python_names() -> None:
+    assert readable_function("tpudeploy.flex.x_queued_resource_spec__mutmut_34") == (
+        "tpudeploy.flex.queued_resource_spec"
+    )
+    assert readable_function(
+        "tpudeploy.queued_resource.spec.xǁQueuedResourceSpecǁto_json__mutmut_2"
+    ) == ("tpudeploy.queued_resource.spec.QueuedResourceSpec.to_json")
+    # A private function keeps its own underscore.
+    assert readable_function("tpudeploy.planner.guards.x__is_power_of_two__mutmut_2") == (
+        "tpudeploy.planner.guards._is_power_of_two"
+    )
+
+
+def test_a_survivor_is_known_by_the_lines_it_changes_not_its_number() -> None:
+    assert changed_lines(DIFF) == (
+        ("return n > 0 and n & (n - 1) == 0",),
+        ("return n >= 0 and n & (n - 1) == 0",),
+    )
+    entry = Equivalent(
+        "tpudeploy.planner.guards._is_power_of_two",
+        ("return n > 0 and n & (n - 1) == 0",),
+        ("return n >= 0 and n & (n - 1) == 0",),
+        "only n = 0 differs and the schema refuses it",
+    )
+    # Renumbered after an unrelated edit of the function: still the same survivor.
+    verdict = judge([mutant("tpudeploy.planner.guards.x__is_power_of_two__mutmut_7")], [entry])
+    assert verdict.ok and verdict.unexplained == [] and verdict.stale == []
+
+
+def test_an_unexplained_survivor_fails_and_prints_what_to_paste() -> None:
+    verdict = judge([mutant()], [])
+    assert not verdict.ok
+    report = format_verdict(verdict)
+    assert "SURVIVED (survived): tpudeploy.planner.guards.x__is_power_of_two__mutmut_2" in report
+    assert "+    return n >= 0 and n & (n - 1) == 0" in report
+    assert report.endswith(
+        "1 unexplained survivor(s), 0 explained as equivalent, 0 stale entr(ies)"
+    )
+    # The printed entry is valid list syntax that explains this very survivor once filled in.
+    pasted = entry_for(mutant()).replace('"..."', '"only n = 0 differs, and the schema refuses it"')
+    assert judge([mutant()], parse_equivalents(pasted, source="pasted")).ok
+
+
+def test_an_entry_that_explains_nothing_is_stale() -> None:
+    entry = Equivalent("tpudeploy.flex.queued_resource_spec", ("x = 1",), ("x = 2",), "a reason")
+    verdict = judge([], [entry])
+    assert verdict.stale == [entry] and not verdict.ok
+    assert "STALE ENTRY: tpudeploy.flex.queued_resource_spec ['x = 1'] -> ['x = 2']" in (
+        format_verdict(verdict)
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[[equivalent]\n", "not valid TOML"),
+        ("[other]\n", "unknown table(s) ['other']; write [[equivalent]] entries only"),
+        (
+            "[[equivalent]]\nfunction = 'a.b'\nremoved = ['x']\nadded = []\nreason = 'why'\n",
+            "entry 1 (a.b): reason = 'why': an equivalent mutant needs the reason",
+        ),
+        (
+            "[[equivalent]]\nfunction = 'nodots'\nremoved = []\nadded = []\nreason = 'a b c d'\n",
+            "entry 1: function = 'nodots': not a dotted name",
+        ),
+        (
+            "[[equivalent]]\nfunction = 'a.b'\nremoved = 'x'\nadded = []\nreason = 'a b c d'\n",
+            "entry 1: removed = 'x': not a list of source lines",
+        ),
+        (
+            "[[equivalent]]\nfunction = 'a.b'\nremoved = []\nadded = []\nreason = 'a b c d'\n",
+            "entry 1 (a.b): removed and added are both empty",
+        ),
+        (
+            "[[equivalent]]\nfunction = 'a.b'\nremoved = ['x']\nadded = []\nreason = 'a b c d'\n"
+            "colour = 'blue'\n",
+            "entry 1: unknown key(s) ['colour']",
+        ),
+        (
+            "[[equivalent]]\nfunction = 'a.b'\nremoved = ['x']\nadded = []\nreason = 'a b c d'\n"
+            "[[equivalent]]\nfunction = 'a.b'\nremoved = ['x']\nadded = []\nreason = 'e f g h'\n",
+            "a.b ('x',) is listed twice; keep one",
+        ),
+    ],
+)
+def test_a_broken_list_is_one_line_naming_the_entry(text: str, said: str) -> None:
+    with pytest.raises(ListError) as err:
+        parse_equivalents(text, source="tests/mutants_equivalent.toml")
+    message = str(err.value)
+    assert message.startswith("tests/mutants_equivalent.toml: ")
+    assert said in message and "\n" not in message
+
+
+def test_every_listed_mutant_is_in_a_mutated_module_and_still_in_its_source() -> None:
+    """A line that changed makes its entry stale; this finds it without running mutmut."""
+    mutated = {p.removesuffix(".py").replace("/", ".") for p in mutmut_config()["only_mutate"]}
+    entries = load_equivalents(EQUIVALENT_FILE)
+    assert entries, "the list is read"
+    for entry in entries:
+        module = next((m for m in mutated if entry.function.startswith(m + ".")), None)
+        assert module, f"{entry.function} is not in a module make mutants mutates"
+        source = {line.strip() for line in (REPO_ROOT / f"{module.replace('.', '/')}.py").open()}
+        for line in entry.removed:
+            assert line in source, f"{entry.function}: {line!r} is no longer in {module}"
+
+
+def test_make_mutants_runs_the_fast_tests_only() -> None:
+    config = mutmut_config()
+    for path in config["only_mutate"]:
+        assert (REPO_ROOT / path).is_file(), path
+    selection = config["pytest_add_cli_args_test_selection"]
+    assert selection[-2:] == ["-m", "not slow"]
+    for path in selection[:-2]:
+        assert Path(REPO_ROOT / path).is_file(), path
