@@ -44,7 +44,7 @@ def test_auto_recover_is_for_nodes_that_can_be_preempted() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config({"auto_recover": True})
     (problem,) = err.value.problems
-    assert problem.startswith("auto_recover = True:") and "Fix:" in problem
+    assert problem.startswith("auto_recover = true:") and "Fix:" in problem
 
 
 def test_a_deadline_too_short_for_its_job_is_refused() -> None:

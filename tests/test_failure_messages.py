@@ -160,7 +160,11 @@ exit 1
 @pytest.fixture
 def make_env(tmp_path: Path) -> dict[str, str]:
     config = tmp_path / "deploy.toml"
-    config.write_text(f'name = "{NAME}"\nproject = "{PROJECT}"\nprovisioning = "spot"\n')
+    config.write_text(
+        f'name = "{NAME}"\nproject = "{PROJECT}"\nprovisioning = "spot"\n'
+        # No deadline job to look up: these tests are about what a failure says.
+        'max_run_duration = "none"\n'
+    )
     adc = tmp_path / "adc.json"
     adc.write_text(
         json.dumps(

@@ -202,7 +202,7 @@ def test_findings_sorted_errors_first_and_printable() -> None:
 def test_memory_utilization_outside_a_fraction_names_the_fix(value: float) -> None:
     (finding,) = only(replace(SEED, gpu_memory_utilization=value), "vllm.gpu_memory_utilization")
     text = says(finding, "error", "vllm.gpu_memory_utilization", value)
-    assert text.endswith(": must be a fraction in (0, 1]; use 0.92 (seed)")
+    assert text.endswith(": must be a fraction in (0, 1]; use 0.92 (build log)")
     assert finding.override is None
 
 
@@ -233,7 +233,7 @@ def test_memory_utilization_that_cannot_hold_the_weights_says_so() -> None:
     says(finding, "error", "vllm.gpu_memory_utilization", 0.5)
     # The build log's 8.97 GiB resident weights do not fit under half of the 15.75 GiB chip.
     assert finding.message == (
-        f"cap {cap:.2f} GiB does not hold the 8.97 GiB of weights; use 0.92 (the seed's value)"
+        f"cap {cap:.2f} GiB does not hold the 8.97 GiB of weights; use 0.92 (the build log's)"
     )
 
 
@@ -245,7 +245,7 @@ def test_a_pool_smaller_than_one_request_is_refused_unless_the_pool_is_pinned() 
         f"leaves a {pool.tokens:,}-token KV pool ({pool.pool_bytes / GIB:.2f} GiB), less than "
         "one request of vllm.max_model_len 32,768: vLLM refuses to start" in text
     )
-    assert text.endswith("Use 0.92 (seed: 321,344 tokens at 32K)")
+    assert text.endswith("Use 0.92 (build log: 321,344 tokens at 32K)")
     # --kv-cache-memory-bytes sizes the pool itself (seed: 5923602432 good): no fraction check.
     pinned = replace(SEED, gpu_memory_utilization=0.58, kv_cache_memory_bytes=5923602432)
     assert only(pinned, "vllm.gpu_memory_utilization") == []
@@ -292,10 +292,10 @@ def test_kv_dtypes_by_what_the_seed_measured() -> None:
     (padded,) = only(replace(SEED, kv_cache_dtype="fp8_e5m2"), "vllm.kv_cache_dtype")
     text = says(padded, "warning", "vllm.kv_cache_dtype", "fp8_e5m2")
     assert "1.000x KV capacity" in text and "5,021 blocks either way" in text
-    assert "never run by the seed" not in text
+    assert "never run by the build log" not in text
     (untested,) = only(replace(SEED, kv_cache_dtype="float16"), "vllm.kv_cache_dtype")
     text = says(untested, "warning", "vllm.kv_cache_dtype", "float16")
-    assert "never run by the seed" in text and "5,021 blocks" not in text
+    assert "never run by the build log" in text and "5,021 blocks" not in text
     assert untested.override == "vllm.force_kv_cache_dtype"
 
 
@@ -421,7 +421,9 @@ def test_the_kv_wall_and_the_seeds_safe_line_are_where_the_pool_says() -> None:
     says(full, "note", "load.expected_clients", f"1 x {pool.tokens}")
     (line,) = only(replace(SEED, **at, expected_context=pool.safe_tokens), "load.expected_clients")
     text = says(line, "note", "load.expected_clients", f"1 x {pool.safe_tokens}")
-    assert f"not under the seed's safe line of clients x context < {pool.safe_tokens:,}" in text
+    assert (
+        f"not under the build log's safe line of clients x context < {pool.safe_tokens:,}" in text
+    )
     under = replace(SEED, **at, expected_context=pool.safe_tokens - 1)
     assert only(under, "load.expected_clients") == []
 

@@ -112,7 +112,8 @@ def empty_cache(
         return 0
     print(
         f"compile cache gs://{bucket} holds {len(versions)} archive version(s); destroying "
-        "everything deletes them (the next node compiles cold: seed 857 s instead of 497 s)",
+        "everything deletes them (the next node compiles cold: 857 s instead of 497 s in the "
+        "build log)",
         file=out,
     )
     if not assume_yes:

@@ -297,12 +297,13 @@ def synth_summary(
         )
     pool = _pool(cfg, backend, cfg.vllm.max_model_len)
     context = cfg.load.expected_context or cfg.vllm.max_model_len
-    # Without prices for the region there is no cost to compare a preemption against.
-    extra = (
-        [preemption_line(chips=accel.chips, prices=prices)]
-        if pm == SPOT and prices is not None and hourly is not None
-        else []
-    )
+    # Without both rates for the region there is no cost to compare a preemption against.
+    extra: list[str] = []
+    if pm == SPOT and prices is not None and hourly is not None:
+        try:
+            extra = [preemption_line(chips=accel.chips, prices=prices)]
+        except NoPricesError:
+            extra = []
     return [
         cost,
         stops,
