@@ -1,5 +1,6 @@
 """cdktf entry point: load the deployment config, build the stacks, synthesize."""
 
+import datetime
 import os
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def main() -> int:
         # config, the code and the pins are those of the JSON already there, untouched.
         print(f"deployment {cfg.name!r} from {path}: unchanged since the last synth of {outdir}")
         print()
-        print("\n".join(summary_lines(cfg)))
+        print("\n".join(summary_lines(cfg, today=datetime.date.today())))
         return 0
     # Imported only now: loading cdktf's jsii assembly takes seconds, a bad config fails in ms.
     from stacks.app import synth

@@ -4,6 +4,7 @@ in a scratch copy of the repository."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -30,6 +31,7 @@ from tools.rehearsal.scratch import (
     install_post_synth,
     write_config,
 )
+from tpudeploy import terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.config.secretshape import HF_TOKEN_RE
 from tpudeploy.names import service_account_email
@@ -247,11 +249,19 @@ class Rehearsal(ScenarioStages):
         for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
             env.pop(name, None)
         env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost,::1"
+        # The user's own credentials, as `gcloud auth application-default login` writes them:
+        # `make preflight` requires them before deploy, diff and destroy. The fakes take every
+        # client by its emulator variable, so no token is ever asked for.
+        env.update(
+            GOOGLE_APPLICATION_CREDENTIALS=str(write_user_credentials(self.workdir)),
+            CLOUDSDK_CONFIG=str(self.workdir / "gcloud"),
+            NO_GCE_CHECK="True",
+        )
         self._env = env
         (self.workdir / "terraform" / "plugin-cache").mkdir(parents=True, exist_ok=True)
         lock = lock_file(self.workdir / "terraform", env=env)
         for stack in (self.cfg.secrets_stack_name, self.cfg.node_stack_name):
-            folder = self.scratch / "cdktf.out" / "stacks" / stack
+            folder = self.scratch / terraform.synth_outdir(self.cfg) / "stacks" / stack
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy(lock, folder / ".terraform.lock.hcl")
         return (
@@ -394,6 +404,23 @@ class Rehearsal(ScenarioStages):
 def _plain(text: str) -> str:
     """Without the terminal colour codes Terraform and the cdktf CLI print."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def write_user_credentials(workdir: Path) -> Path:
+    """An authorized-user credentials file of the kind gcloud writes (never sent anywhere)."""
+    path = workdir / "application_default_credentials.json"
+    path.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "rehearsal.apps.googleusercontent.com",
+                "client_secret": "rehearsal-not-a-secret",
+                "refresh_token": "rehearsal-not-a-token",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path
 
 
 def _tail(log: Path, lines: int = 25) -> str:

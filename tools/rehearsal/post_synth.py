@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tpudeploy import synthcache
-from tpudeploy.config import config_path
+from tpudeploy import synthcache, terraform
+from tpudeploy.config import config_path, load_config
 
 
 def main(argv: list[str]) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     if rc != 0:
         return rc
     hook = getattr(importlib.import_module(module_name), function_name)
-    outdir = Path(os.environ.get("CDKTF_OUTDIR") or "cdktf.out")
+    outdir = Path(os.environ.get("CDKTF_OUTDIR") or terraform.synth_outdir(load_config()))
     hook(outdir)
     synthcache.record(outdir, synthcache.input_key(config_path(), outdir))
     print(f"post-synth hook {argv[0]} applied to {outdir}", file=sys.stderr)

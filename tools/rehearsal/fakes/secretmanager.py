@@ -30,6 +30,9 @@ class FakeSecretManager(ApiFake):
         self.route("DELETE", _SECRET, self._delete)
         self.route("POST", _SECRET + r":addVersion", self._add_version)
         self.route("GET", _SECRET + r"/versions/(?P<version>[^/:]+):access", self._access)
+        # versions.get: a version's metadata (its state), never its value; `make preflight`
+        # reads the latest one's before a deploy.
+        self.route("GET", _SECRET + r"/versions/(?P<version>[^/:]+)", self._get_version)
         self.route("POST", _SECRET + r":getIamPolicy", self._get_policy)
         self.route("GET", _SECRET + r":getIamPolicy", self._get_policy)
         self.route("POST", _SECRET + r":setIamPolicy", self._set_policy)
@@ -107,6 +110,23 @@ class FakeSecretManager(ApiFake):
         secret["versions"].append(data)
         return 200, {
             "name": f"{name}/versions/{len(secret['versions'])}",
+            "state": "ENABLED",
+            "createTime": "2026-08-09T16:00:00.000000Z",
+        }
+
+    def _get_version(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        name, secret, error = self._secret(m)
+        if error or secret is None:
+            return error or api_error(404, "no secret")
+        if not self.inventory.allowed(who, self.api, name, "secretmanager.versions.get"):
+            return api_error(403, f"Permission 'secretmanager.versions.get' denied for {name}")
+        count = len(secret["versions"])
+        wanted = m["version"]
+        index = count if wanted == "latest" else int(wanted) if wanted.isdigit() else 0
+        if not 1 <= index <= count:
+            return api_error(404, f"Secret Version [{name}/versions/{wanted}] not found.")
+        return 200, {
+            "name": f"{name}/versions/{index}",
             "state": "ENABLED",
             "createTime": "2026-08-09T16:00:00.000000Z",
         }
