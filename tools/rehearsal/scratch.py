@@ -73,7 +73,7 @@ def write_config(dest: Path, *, provisioning: str, port: int, proxy_port: int) -
     test's caller)."""
     path = dest / "deploy.toml"
     path.write_text(
-        "# Written by `make rehearse` for its scratch copy: the seed's deployment with\n"
+        "# Written by `make rehearse` for its scratch copy: the build log's deployment with\n"
         "# the provisioning model asked for, in the fake cloud's project.\n"
         f'project = "{REHEARSAL_PROJECT}"\n'
         f'provisioning = "{provisioning}"\n'
