@@ -179,7 +179,10 @@ def make_env(tmp_path: Path) -> dict[str, str]:
     cdktf = tmp_path / "cdktf"
     cdktf.write_text(STAND_IN_CDKTF.format(record=tmp_path / "cdktf-calls"))
     cdktf.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "GOOGLE_CLOUD_PROJECT")}
+    # As a user runs make: not nested in `make test` (MAKELEVEL would turn "make:" into
+    # "make[1]:" in every message), not under CI.
+    nested = ("CI", "GOOGLE_CLOUD_PROJECT", "MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+    env = {k: v for k, v in os.environ.items() if k not in nested}
     env.update(
         DEPLOY_CONFIG=str(config),
         GOOGLE_APPLICATION_CREDENTIALS=str(adc),
