@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -320,6 +321,25 @@ def test_spec_json_of_the_wrong_shape_names_the_shape(key: str, value: object, k
     assert str(info.value) == (
         f"queued resource spec: {key}={value!r}: must be a JSON {kind} of strings"
     )
+
+
+def test_the_fingerprint_format_is_stable(spec: QueuedResourceSpec) -> None:
+    """Running queued resources carry it as their tpudeploy-spec label: a new format would make
+    the next deploy take every running node for a different spec. It is 16 hex digits of
+    sha256 over the request body without the label, keys sorted."""
+    body = spec.to_body()
+    label = body["tpu"]["nodeSpec"][0]["node"]["labels"].pop("tpudeploy-spec")
+    expected = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    assert label == spec.fingerprint() == expected
+
+
+def test_the_terraform_input_lists_keys_in_sorted_order(spec: QueuedResourceSpec) -> None:
+    """terraform_data replaces the queued resource when its input text changes: sorted keys keep
+    that text independent of the order the spec's fields are declared in."""
+    data = json.loads(spec.to_json())
+    assert list(data) == sorted(data)
+    assert list(data["metadata"]) == sorted(data["metadata"])
+    assert QueuedResourceSpec.from_json(spec.to_json()) == spec
 
 
 def test_the_spec_keeps_its_own_copies_of_what_it_was_given() -> None:
