@@ -18,24 +18,34 @@ _COMBO = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _EXAMPLES = "use e.g. '4h', '90m', '2d', '45s', '1h30m' or plain seconds '14400'"
 
 
+class DurationError(ValueError):
+    """A value that is not a duration: "name: reason; fix", with reason and fix kept apart for
+    messages that name the key themselves (the config's)."""
+
+    def __init__(self, name: str, reason: str, fix: str = _EXAMPLES) -> None:
+        self.reason, self.fix = reason, fix
+        super().__init__(f"{name}: {reason}; {fix}")
+
+
 def parse_duration(text: str | int, *, name: str = "duration") -> int:
-    """Return the number of seconds in `text`; raise ValueError naming `name`, value and fix."""
+    """Return the number of seconds in `text`; raise DurationError naming `name`, value and fix."""
     if isinstance(text, bool):
-        raise ValueError(f"{name}: {text!r} is not a duration; {_EXAMPLES}")
+        raise DurationError(name, f"{str(text).lower()} is not a duration")
     if isinstance(text, int):
         seconds = text
     elif isinstance(text, str):
         cleaned = text.strip().lower()
         if not cleaned:
-            raise ValueError(f"{name}: empty duration; {_EXAMPLES}")
+            raise DurationError(name, "empty duration")
         if cleaned.isdigit():
             seconds = int(cleaned)
         else:
             match = _COMBO.fullmatch(cleaned)
             if match is None or not any(match.groups()):
-                raise ValueError(
-                    f"{name}: {text!r} is not a duration (units d, h, m, s in that order, "
-                    f"whole numbers only); {_EXAMPLES}"
+                raise DurationError(
+                    name,
+                    f"{text!r} is not a duration (units d, h, m, s in that order, "
+                    "whole numbers only)",
                 )
             seconds = sum(
                 int(value) * _UNIT_SECONDS[unit]
@@ -43,13 +53,14 @@ def parse_duration(text: str | int, *, name: str = "duration") -> int:
                 if value is not None
             )
     else:
-        raise ValueError(f"{name}: {text!r} is not a duration; {_EXAMPLES}")
+        raise DurationError(name, f"{text!r} is not a duration")
     if seconds <= 0:
-        raise ValueError(f"{name}: {text!r} must be longer than 0 seconds; {_EXAMPLES}")
+        raise DurationError(name, f"{text!r} must be longer than 0 seconds")
     if seconds > MAX_DURATION_SECONDS:
-        raise ValueError(
-            f"{name}: {text!r} is {seconds} s, over the 7-day maximum "
-            f"({MAX_DURATION_SECONDS} s; flex-start accepts no longer run, and a deadline stays "
-            "within a week); use at most '7d'"
+        raise DurationError(
+            name,
+            f"{text!r} is {seconds} s, over the 7-day maximum ({MAX_DURATION_SECONDS} s: "
+            "flex-start accepts no longer run, and a deadline stays within a week)",
+            "use at most '7d'",
         )
     return seconds

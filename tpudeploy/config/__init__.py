@@ -1,9 +1,12 @@
 """The deployment's typed configuration: one TOML file, every default the build log's value.
 
-`schema` (with `base`, `network`, `geometry`) holds the pydantic models and nothing else;
-`loading` reads and validates a file. Neither imports a feature module of the package.
+`schema` (with `base`, `network`, `proxy`, `workload`, `geometry`) holds the pydantic models;
+their field checks are plain functions (`checks`, and `network`, `prices`, `serveflags`,
+`containers` for theirs); `loading` reads and validates a file, `messages` words its problems.
+None imports a feature module of the package.
 """
 
+from tpudeploy.config.checks import RESERVED_LABEL_KEYS
 from tpudeploy.config.geometry import LayerType, ModelGeometry
 from tpudeploy.config.loading import (
     CONFIG_ENV,
@@ -25,7 +28,6 @@ from tpudeploy.config.prices import PRICE_KEYS, normalize_provisioning
 from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.schema import (
     PROVISIONING_MODELS,
-    RESERVED_LABEL_KEYS,
     DeployConfig,
     VllmConfig,
 )

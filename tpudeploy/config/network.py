@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from tpudeploy import names
 from tpudeploy.config.base import Strict
+from tpudeploy.config.checks import as_tuple
 
 
 class NetworkConfig(Strict):
@@ -29,44 +30,56 @@ class NetworkConfig(Strict):
     @field_validator("allowed_cidrs", mode="before")
     @classmethod
     def _list_to_tuple(cls, v: object) -> object:
-        return tuple(v) if isinstance(v, list) else v
+        return as_tuple(v)
 
     @field_validator("network")
     @classmethod
     def _network(cls, v: str) -> str:
-        # These strings reach Terraform arguments: anything but GCE's grammar (a `${...}` say)
-        # would be evaluated by Terraform, not passed to the API.
-        if not (names.GCE_NAME_RE.fullmatch(v) or names.NETWORK_PATH_RE.fullmatch(v)):
-            raise ValueError(
-                "not a VPC network; write its name (1-63 lowercase letters, digits and '-', "
-                'starting with a letter), e.g. "default", or for a shared VPC '
-                '"projects/HOST_PROJECT/global/networks/NAME"'
-            )
-        return v
+        return check_network(v)
 
     @field_validator("subnetwork")
     @classmethod
     def _subnetwork(cls, v: str) -> str:
-        if v and not (names.GCE_NAME_RE.fullmatch(v) or names.SUBNETWORK_PATH_RE.fullmatch(v)):
-            raise ValueError(
-                "not a subnetwork; write its name (lowercase letters, digits and '-', starting "
-                'with a letter), "projects/HOST_PROJECT/regions/REGION/subnetworks/NAME" for a '
-                "shared VPC, or leave it out for the network's default"
-            )
-        return v
+        return check_subnetwork(v)
 
     @field_validator("allowed_cidrs")
     @classmethod
     def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for cidr in v:
-            try:
-                ipaddress.ip_network(cidr, strict=True)
-            except ValueError as exc:
-                raise ValueError(
-                    f"{cidr!r} is not a valid CIDR range ({exc}); write it like 203.0.113.0/24 "
-                    "with the host bits zero, or 203.0.113.7/32 for one address"
-                ) from None
-        return v
+        return check_cidrs(v)
+
+
+def check_network(v: str) -> str:
+    # These strings reach Terraform arguments: anything but GCE's grammar (a `${...}` say) would
+    # be evaluated by Terraform, not passed to the API.
+    if not (names.GCE_NAME_RE.fullmatch(v) or names.NETWORK_PATH_RE.fullmatch(v)):
+        raise ValueError(
+            "not a VPC network; write its name (1-63 lowercase letters, digits and '-', "
+            'starting with a letter), e.g. "default", or for a shared VPC '
+            '"projects/HOST_PROJECT/global/networks/NAME"'
+        )
+    return v
+
+
+def check_subnetwork(v: str) -> str:
+    if v and not (names.GCE_NAME_RE.fullmatch(v) or names.SUBNETWORK_PATH_RE.fullmatch(v)):
+        raise ValueError(
+            "not a subnetwork; write its name (lowercase letters, digits and '-', starting "
+            'with a letter), "projects/HOST_PROJECT/regions/REGION/subnetworks/NAME" for a '
+            "shared VPC, or leave it out for the network's default"
+        )
+    return v
+
+
+def check_cidrs(v: tuple[str, ...]) -> tuple[str, ...]:
+    for cidr in v:
+        try:
+            ipaddress.ip_network(cidr, strict=True)
+        except ValueError as exc:
+            raise ValueError(
+                f"{cidr!r} is not a valid CIDR range ({exc}); write it like 203.0.113.0/24 "
+                "with the host bits zero, or 203.0.113.7/32 for one address"
+            ) from None
+    return v
 
 
 # Ranges that are not the internet: VPC-internal (RFC 1918, shared address space, ULA) and the
@@ -122,7 +135,8 @@ _TLD_RE = re.compile(r"^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$")
 
 
 def media_domain_problem(host: str) -> str:
-    """Why `host` must not be an allowed media domain, or "" when it may be: a DNS name of at
+    """Why `host` must not be an allowed media domain (a reason without "; ": the caller adds the
+    fix), or "" when it may be: a DNS name of at
     least two labels ending in a real top-level domain. Addresses in any spelling are refused:
     vLLM runs with --net=host, so an address can reach the node or the metadata server."""
     name = host.lower().removesuffix(".")
@@ -132,14 +146,14 @@ def media_domain_problem(host: str) -> str:
         pass
     else:
         return (
-            "is an IP address; media hosts must be DNS names (with --net=host an address reaches "
-            "whatever it names, the metadata server at 169.254.169.254 included)"
+            "is an IP address, and media hosts must be DNS names (with --net=host an address "
+            "reaches whatever it names, the metadata server at 169.254.169.254 included)"
         )
     labels = name.split(".")
     if _NUMERIC_LABEL_RE.match(labels[-1]):
         return (
             "is a numeric or shorthand IP address (a URL parser reads 2852039166, 0xa9fea9fe and "
-            "127.1 as IPv4); media hosts must be DNS names"
+            "127.1 as IPv4), and media hosts must be DNS names"
         )
     if name in _LOCAL_NAMES or name.endswith(_LOCAL_SUFFIXES):
         return (
@@ -149,7 +163,22 @@ def media_domain_problem(host: str) -> str:
         return "is not a host name (write the host only, e.g. upload.wikimedia.org, no scheme)"
     if len(labels) < 2 or not _TLD_RE.match(labels[-1]):
         return (
-            "is not a fully qualified DNS name (a single label resolves through the node's search "
-            "domains, metadata.google.internal among them); write e.g. upload.wikimedia.org"
+            "is not a fully qualified DNS name like upload.wikimedia.org (a single label resolves "
+            "through the node's search domains, metadata.google.internal among them)"
         )
     return ""
+
+
+def check_media_domains(v: tuple[str, ...]) -> tuple[str, ...]:
+    """[vllm] allowed_media_domains: never empty (vLLM's "every host"), DNS names only."""
+    if not v:
+        raise ValueError(
+            "an empty list lets vLLM fetch media from every host, including the metadata "
+            f"server; list the hosts you trust, or keep [{MEDIA_URLS_DISABLED!r}] to allow "
+            "inline data: URLs only"
+        )
+    for host in v:
+        problem = media_domain_problem(host)
+        if problem:
+            raise ValueError(f"{host!r} {problem}; remove it (inline data: URLs need no domain)")
+    return v

@@ -69,7 +69,10 @@ def _check_table(region: str, table: dict[str, Any]) -> dict[str, Any]:
             out[AS_OF] = _date(region, item)
         elif key == SOURCE:
             if not isinstance(item, str):
-                raise ValueError(f"[prices.{region}] source = {item!r}; write a string")
+                raise ValueError(
+                    f"[prices.{region}] source = {item!r} is not text; write where you read the "
+                    'rates as a string, e.g. source = "cloud.google.com/tpu/pricing"'
+                )
             out[SOURCE] = item
         else:
             known = [*PRICE_KEYS, AS_OF, SOURCE]

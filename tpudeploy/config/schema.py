@@ -8,25 +8,21 @@ lives in tpudeploy.config.loading; the guard rails in tpudeploy.policy.
 from __future__ import annotations
 
 import datetime
-import re
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, field_validator
 
 from tpudeploy import facts, names
+from tpudeploy.config import checks
 from tpudeploy.config import prices as prices_config
 from tpudeploy.config.base import Strict
-from tpudeploy.config.containers import check_container_name, check_image
+from tpudeploy.config.checks import NO_END
+from tpudeploy.config.containers import check_container_name, check_image, check_shm_size
 from tpudeploy.config.geometry import ModelGeometry
-from tpudeploy.config.network import (
-    MEDIA_URLS_DISABLED,
-    NetworkConfig,
-    media_domain_problem,
-)
+from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
 from tpudeploy.config.proxy import ProxyConfig
-from tpudeploy.config.secretshape import redact
-from tpudeploy.config.serveflags import extra_arg_problem
+from tpudeploy.config.serveflags import check_extra_args
 from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration
 
@@ -36,14 +32,6 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # deleted (build log: "no automatic stop"), so they get a deadline the cloud enforces (a Cloud
 # Scheduler job deleting the node): one forgotten weekend on spot costs about $35.
 DEFAULT_RUN_DURATION = MappingProxyType({"flex-start": "4h", "spot": "8h", "on-demand": "8h"})
-# The explicit opt-out: a spot or on-demand node with no deadline (billing until `make destroy`).
-NO_END = "none"
-
-_PARSER_RE = re.compile(r"^[A-Za-z0-9_]+$")
-# Labels the project sets itself on the node (and the provider on every resource); a user label
-# with one of these keys would silently replace it, or (tpudeploy-spec, the flex-start spec's
-# fingerprint) break the spec check.
-RESERVED_LABEL_KEYS = ("deployment", "provisioning", "managed_by", "component", "tpudeploy-spec")
 
 
 class VllmConfig(Strict):
@@ -119,37 +107,21 @@ class VllmConfig(Strict):
     vllm_xla_check_recompilation: bool = False
     """written as 1 (vLLM parses bool(int(...)))"""
 
+    # The checks are plain functions (tpudeploy.config.checks and the modules it names).
     @field_validator("extra_args", "allowed_media_domains", mode="before")
     @classmethod
     def _list_to_tuple(cls, v: object) -> object:
-        return tuple(v) if isinstance(v, list) else v
+        return checks.as_tuple(v)
 
     @field_validator("allowed_media_domains")
     @classmethod
     def _media_domains(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        if not v:
-            raise ValueError(
-                "an empty list lets vLLM fetch media from every host, including the metadata "
-                f"server; list the hosts you trust, or keep [{MEDIA_URLS_DISABLED!r}] to allow "
-                "inline data: URLs only"
-            )
-        for host in v:
-            problem = media_domain_problem(host)
-            if problem:
-                raise ValueError(
-                    f"{host!r} {problem}; remove it (inline data: URLs need no domain)"
-                )
-        return v
+        return check_media_domains(v)
 
     @field_validator("extra_args")
     @classmethod
     def _extra_args(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        for i, arg in enumerate(v):
-            problem = extra_arg_problem(arg)
-            if problem:
-                shown = redact(arg)
-                raise ValueError(f"item {i}, {shown!r}: {problem}; remove it from extra_args")
-        return v
+        return check_extra_args(v)
 
     @field_validator("image")
     @classmethod
@@ -164,33 +136,22 @@ class VllmConfig(Strict):
     @field_validator("shm_size")
     @classmethod
     def _shm(cls, v: str) -> str:
-        if not re.fullmatch(r"\d+[bkmg]b?", v):
-            raise ValueError("not a docker size; write e.g. 10gb (the build log's value) or 512m")
-        return v
+        return check_shm_size(v)
 
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?", v):
-            raise ValueError("not a Hugging Face model id; write e.g. google/gemma-4-E2B-it")
-        return v
+        return checks.check_model_id(v)
 
     @field_validator("tool_call_parser", "reasoning_parser", "kv_cache_dtype")
     @classmethod
     def _word(cls, v: str) -> str:
-        if not _PARSER_RE.match(v):
-            raise ValueError("not a vLLM choice name; write one word of letters, digits and '_'")
-        return v
+        return checks.check_choice_name(v)
 
     @field_validator("limit_mm_per_prompt")
     @classmethod
     def _mm(cls, v: dict[str, int]) -> dict[str, int]:
-        for modality, count in v.items():
-            if modality not in ("image", "audio", "video"):
-                raise ValueError(f"unknown modality {modality!r}; use image, audio or video")
-            if count < 0:
-                raise ValueError(f"{modality} limit {count} is negative; use 0 to disable")
-        return v
+        return checks.check_mm_limits(v)
 
     def tpu_inference_env(self) -> dict[str, str]:
         """Environment for the container: only values that differ from the engine's defaults."""
@@ -275,28 +236,20 @@ class DeployConfig(Strict):
 
     # Before type checks: a value of neither type (true, 1.5) gets one message with the fix,
     # not one per member of the union.
-    @field_validator("max_run_duration", "flex_start_timeout", mode="before")
+    @field_validator("max_run_duration", mode="before")
     @classmethod
-    def _duration(cls, v: object, info: ValidationInfo) -> object:
-        if info.field_name == "max_run_duration" and (
-            v is None or (isinstance(v, str) and v.strip().lower() == NO_END)
-        ):
-            return v
-        try:
-            parse_duration(v)  # type: ignore[arg-type]
-        except ValueError as exc:
-            reason, _, fix = str(exc).partition("; ")
-            if info.field_name == "max_run_duration":
-                fix += f'; or "{NO_END}" (spot, on-demand) to bill until make destroy'
-            raise ValueError(f"{reason.split(': ', 1)[-1]}; {fix}") from None
-        return v
+    def _run_duration(cls, v: object) -> object:
+        return checks.check_run_duration(v)
+
+    @field_validator("flex_start_timeout", mode="before")
+    @classmethod
+    def _timeout(cls, v: object) -> object:
+        return checks.check_duration(v)
 
     @field_validator("state_bucket")
     @classmethod
     def _bucket(cls, v: str) -> str:
-        if v and not names.BUCKET_RE.fullmatch(v):
-            raise ValueError("not a Cloud Storage bucket name; write the bare name, no gs://")
-        return v
+        return checks.check_bucket(v)
 
     @field_validator("prices", mode="before")
     @classmethod
@@ -347,58 +300,27 @@ class DeployConfig(Strict):
     @field_validator("project")
     @classmethod
     def _project(cls, v: str) -> str:
-        if v and not names.PROJECT_ID_RE.fullmatch(v):
-            raise ValueError(
-                "not a Google Cloud project id; use the id (6-30 lowercase letters, digits, "
-                "hyphens), not the display name or number"
-            )
-        return v
+        return checks.check_project(v)
 
     @field_validator("zone")
     @classmethod
     def _zone(cls, v: str) -> str:
-        if not names.ZONE_RE.fullmatch(v):
-            raise ValueError("not a zone name; write e.g. us-west4-a (the build log's zone)")
-        return v
+        return checks.check_zone(v)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not names.DEPLOYMENT_NAME_RE.fullmatch(v):
-            raise ValueError(
-                "not a usable deployment name (it prefixes the node, the service account and "
-                "the secrets); use 3-24 lowercase letters, digits and hyphens, starting with a "
-                "letter, e.g. gemma4-v5e"
-            )
-        return v
+        return checks.check_deployment_name(v)
 
     @field_validator("accelerator_type")
     @classmethod
     def _accel(cls, v: str) -> str:
-        # One judge of accelerator types (tpudeploy.facts): one message for an unknown chip.
-        try:
-            facts.lookup_accelerator(v)
-        except facts.AcceleratorError as exc:
-            raise ValueError(exc.reason) from None
-        return v
+        return checks.check_accelerator(v)
 
     @field_validator("labels")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            if key in RESERVED_LABEL_KEYS:
-                raise ValueError(
-                    f"label key {key!r} is set by tpudeploy itself; rename it (reserved: "
-                    + ", ".join(RESERVED_LABEL_KEYS)
-                    + ")"
-                )
-            if not names.LABEL_KEY_RE.fullmatch(key) or not names.LABEL_VALUE_RE.fullmatch(value):
-                raise ValueError(
-                    f"label {key!r} = {value!r} is not a valid Google Cloud label; use lowercase "
-                    "letters, digits, '_' and '-', keys starting with a letter, at most 63 "
-                    "characters"
-                )
-        return v
+        return checks.check_labels(v)
 
     # Derived names: deterministic, from the deployment name (no random suffixes).
     @property

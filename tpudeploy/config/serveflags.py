@@ -3,7 +3,7 @@ models, nothing on the deny list, no credential."""
 
 from __future__ import annotations
 
-from tpudeploy.config.secretshape import secret_shape
+from tpudeploy.config.secretshape import redact, secret_shape
 
 # Flags the config models: `extra_args` must not repeat them (vLLM takes the last occurrence, so
 # a repeat would silently win over the validated value). tests/test_render.py checks that every
@@ -52,7 +52,7 @@ _SECRET_FLAG_WORDS = frozenset(
 def _flag_name(arg: str) -> str:
     """The option an argument names the way vLLM's parser reads it: `--x_y=v` and `--x-y.k v`
     are `--x-y`; `--no-x` is `--x`."""
-    name = arg.split("=", 1)[0].split(".", 1)[0].lower()
+    name = arg.partition("=")[0].partition(".")[0].lower()
     if name.startswith("--"):
         name = "--" + name[2:].replace("_", "-")
         name = "--" + name[5:] if name.startswith("--no-") else name
@@ -67,22 +67,32 @@ def extra_arg_problem(arg: str) -> str:
             f"looks like {what}, and extra_args land in instance metadata, Terraform state and "
             "the process list (secrets belong in Secret Manager)"
         )
-    if not arg.startswith("-") or len(arg) < 2:
+    if not arg.startswith("-"):
         return ""
     name = _flag_name(arg)
     # argparse accepts any unambiguous prefix of a flag (allow_abbrev), so `--api-k` is --api-key.
+    # Every prefix past "--" counts: a short one that vLLM finds ambiguous fails at boot anyway.
     protected = [f for f in (*DENIED_SERVE_FLAGS, *MODELLED_SERVE_FLAGS) if f.startswith(name)]
-    if name in DENIED_SERVE_FLAGS or (len(name) > 3 and protected):
-        flag = name if name in DENIED_SERVE_FLAGS or not protected else protected[0]
+    if name in DENIED_SERVE_FLAGS or (len(name) > 2 and protected):
+        flag = name if name in DENIED_SERVE_FLAGS else protected[0]
         if flag in DENIED_SERVE_FLAGS:
             return f"{flag} is not allowed: {DENIED_SERVE_FLAGS[flag]}"
         return (
             f"{flag} is set from its own config key, vllm.{flag[2:].replace('-', '_')}, and a "
             "second one would override the validated value"
         )
-    if name.rsplit("-", 1)[-1] in _SECRET_FLAG_WORDS:
+    if name.rpartition("-")[2] in _SECRET_FLAG_WORDS:
         return (
             f"{name} carries a credential, and extra_args land in instance metadata, Terraform "
             "state and the process list"
         )
     return ""
+
+
+def check_extra_args(v: tuple[str, ...]) -> tuple[str, ...]:
+    """[vllm] extra_args: the first item that must not reach `vllm serve`, shown redacted."""
+    for i, arg in enumerate(v):
+        problem = extra_arg_problem(arg)
+        if problem:
+            raise ValueError(f"item {i}, {redact(arg)!r}: {problem}; remove it from extra_args")
+    return v

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from tpudeploy import facts
+from tpudeploy.config import checks
 from tpudeploy.config.base import Strict
 
 
@@ -56,9 +57,7 @@ class BenchTable(Strict):
     @field_validator("contexts", "clients")
     @classmethod
     def _distinct(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and len(set(v)) != len(v):
-            raise ValueError(f"{v!r} repeats a value; list each once")
-        return v
+        return checks.check_distinct(v)
 
 
 class BenchConfig(BenchTable):
