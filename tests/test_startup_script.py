@@ -28,7 +28,6 @@ from tests.boot_sandbox import (
 )
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.render import (
-    compile_cache_key,
     node_metadata,
     render_shutdown_script,
     render_startup_script,
@@ -349,31 +348,6 @@ def test_uploads_are_create_only(tmp_path: Path, cfg: DeployConfig) -> None:
     assert second.cache_object().read_bytes() == saved
     (put,) = [c for c in second.calls("curl") if "--upload-file" in c["argv"]]
     assert put["status"] == 412
-
-
-def test_cache_key_changes_with_shape_flags_only(cfg: DeployConfig) -> None:
-    base = compile_cache_key(cfg)
-    assert len(base) == 16 and int(base, 16) >= 0
-    for change in (
-        {"vllm": {"max_model_len": 16384}},
-        {"vllm": {"max_num_batched_tokens": 8192}},
-        {"vllm": {"kv_cache_dtype": "fp8_e4m3", "force_kv_cache_dtype": True}},
-        {"vllm": {"limit_mm_per_prompt": {"image": 1}}},
-        {"vllm": {"disable_chunked_mm_input": False}},
-        {"vllm": {"vllm_tpu_bucket_padding_gap": 128}},
-        {"vllm": {"image": "example.org/other/vllm-tpu:nightly"}},
-        {"vllm": {"gpu_memory_utilization": 0.9}},
-    ):
-        other = parse_config({"project": PROJECT, **change})
-        assert compile_cache_key(other) != base, change
-    for same in (
-        {"vllm": {"port": 8080}},
-        {"vllm": {"allowed_media_domains": ["upload.wikimedia.org"]}},
-        # The tag does not key the cache; the pulled digest does (previous test).
-        {"vllm": {"image": "vllm/vllm-tpu:v0.33.0"}},
-        {"proxy": {"port": 9443}},
-    ):
-        assert compile_cache_key(parse_config({"project": PROJECT, **same})) == base, same
 
 
 # --- idempotency and failures ------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -84,8 +85,9 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # noqa: S701 - shell scripts, not HTML; values go through |q instead
         keep_trailing_newline=True,
+        # Block tags take their line with them: a blank line inside `docker run ... \` would end
+        # the command before `vllm serve`.
         trim_blocks=True,
-        lstrip_blocks=True,
     )
     env.filters["q"] = lambda value: shlex.quote(str(value))
     return env
@@ -95,11 +97,15 @@ def _environment() -> jinja2.Environment:
 READY_TIMEOUT_SECONDS = 2400
 
 
+# The config's image grammar (config.containers.IMAGE_RE) has no ':' or '@' before the tag and
+# the digest: the repository is everything up to the first of them.
+_REPOSITORY = re.compile(r"[^:@]+")
+
+
 def image_repository(image: str) -> str:
     """`vllm/vllm-tpu:nightly` -> `vllm/vllm-tpu`: the image without its tag or digest."""
-    name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    return name[: len(name) - len(last)] + last.split(":", 1)[0]
+    match = _REPOSITORY.match(image)
+    return match[0] if match else image
 
 
 def compile_cache_inputs(cfg: DeployConfig) -> dict[str, object]:
