@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -861,10 +862,13 @@ def test_cli_bad_spec_in_process(
     data = json.loads(make_spec().to_json())
     data["max_run_duration_seconds"] = 0
     monkeypatch.setenv(qr.SPEC_ENV, json.dumps(data))
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
     assert qr.main(["create"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: queued resource spec: max_run_duration_seconds=0")
     assert fake.requests == []
+    # The handlers that turn SIGTERM into a clean-up are main's own, not left in the caller.
+    assert {sig: signal.getsignal(sig) for sig in before} == before
 
 
 def test_different_metadata_names_keys_without_dumping_script(

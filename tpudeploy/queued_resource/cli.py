@@ -51,12 +51,17 @@ def _load_spec(spec_file: str | None) -> QueuedResourceSpec:
     return QueuedResourceSpec.from_json(text)
 
 
-def _raise_on_termination() -> None:
+_TERMINATION = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_on_termination() -> dict[signal.Signals, object]:
+    """SIGTERM/SIGHUP (a CI job's timeout) become Interrupted, so a create deletes what it
+    requested; returns the handlers they replace."""
+
     def handler(signum: int, frame: object) -> None:
         raise Interrupted(signal.Signals(signum).name)
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
+    return {sig: signal.signal(sig, handler) for sig in _TERMINATION}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"seconds between polls (default {DEFAULT_POLL:g}, or ${POLL_ENV})",
     )
     args = parser.parse_args(argv)
-    _raise_on_termination()
+    previous = _raise_on_termination()
     try:
         spec = _load_spec(args.spec_file)
         client = QueuedResourceClient(spec, poll=args.poll)
@@ -98,4 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # last resort: the CLI promises no tracebacks
         print(f"error: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        # Called in-process (tests), main must not leave its handlers behind.
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
     return 0
