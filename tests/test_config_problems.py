@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -311,6 +312,34 @@ REFUSALS = [
     ),
     # ---- rules across keys (loading.cross_check)
     pytest.param(
+        {"max_run_duration": "none"},
+        "max_run_duration",
+        "none",
+        "flex-start always ends: its queued resource takes a run duration of at most 7 days, "
+        "and only spot and on-demand may run with no end",
+        'write a duration such as "4h", or choose provisioning = "spot" or "on-demand"',
+        id="flex-start-without-end",
+    ),
+    pytest.param(
+        {"provisioning": "spot", "max_run_duration": "14m"},
+        "max_run_duration",
+        "14m",
+        "a spot deadline under 15 minutes could pass before the deploy has created its job, "
+        "which would then fire a year later",
+        'use at least "15m"',
+        id="deadline-too-soon",
+    ),
+    pytest.param(
+        {"auto_recover": True},
+        "auto_recover",
+        True,
+        "flex-start is never preempted: its run ends (SUSPENDED) when max_run_duration is "
+        "over, and that end is the billing stop, which only a deliberate make deploy starts "
+        "again",
+        'remove auto_recover, or use provisioning = "spot"',
+        id="auto-recover-flex-start",
+    ),
+    pytest.param(
         {"region": "europe-west4"},
         "region",
         "europe-west4",
@@ -450,6 +479,9 @@ ACCEPTED = [
     pytest.param({"vllm": {"extra_args": ["--", "gemma"]}}, id="end-of-options"),
     pytest.param({"vllm": {"extra_args": ["-q"]}}, id="short-flag"),
     pytest.param({"accelerator_type": "v5litepod-4", "provisioning": "spot"}, id="vm-slice"),
+    pytest.param({"provisioning": "spot", "max_run_duration": "15m"}, id="shortest-deadline"),
+    pytest.param({"provisioning": "on-demand", "max_run_duration": "none"}, id="no-end-vm"),
+    pytest.param({"provisioning": "spot", "auto_recover": True}, id="auto-recover-spot"),
     pytest.param({"network": {"allowed_cidrs": ["203.0.0.0/16", "10.0.0.0/8"]}}, id="a-slash-16"),
     pytest.param({"network": {"allowed_cidrs": ["2001:db8::/48"]}}, id="a-slash-48"),
 ]
@@ -483,6 +515,18 @@ def test_media_host_names_up_to_253_characters() -> None:
     longer = ".".join([label, label, label, "a" * 58, "org"])
     (problem,) = problems({"vllm": {"allowed_media_domains": [longer]}})
     assert "is not a host name" in problem
+
+
+def test_a_price_table_keeps_its_rates_date_and_source() -> None:
+    table = {"spot": 0.5, "FLEX_START": 0.61, "as_of": "2026-09-01", "source": "console"}
+    assert parse_config({"prices": {"us-west4": table}}).prices == {
+        "us-west4": {
+            "spot": 0.5,
+            "flex-start": 0.61,
+            "as_of": datetime.date(2026, 9, 1),
+            "source": "console",
+        }
+    }
 
 
 def test_every_unknown_key_is_reported() -> None:

@@ -65,3 +65,12 @@ def test_the_vm_path_shares_labels_and_description() -> None:
     spot = parse_config({"provisioning": "spot", "labels": {"team": "ml"}})
     assert node_labels(spot) == {"deployment": "gemma4-v5e", "provisioning": "spot", "team": "ml"}
     assert node_description(spot) == "vLLM google/gemma-4-E2B-it (spot)"
+
+
+def test_a_vm_deployment_without_end_still_names_a_valid_request() -> None:
+    """make status and recover build the spec of a spot node too; "none" has no run length, so
+    the request carries flex-start's default (4h) and stays valid."""
+    cfg = parse_config({"provisioning": "spot", "max_run_duration": "none"})
+    assert queued_resource_spec(cfg, PROJECT).max_run_duration_seconds == 4 * 3600
+    timed = parse_config({"provisioning": "spot", "max_run_duration": "2h"})
+    assert queued_resource_spec(timed, PROJECT).max_run_duration_seconds == 2 * 3600

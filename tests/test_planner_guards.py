@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tpudeploy import facts
-from tpudeploy.config import DeployConfig
+from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.planner.capacity import kv_pool
 from tpudeploy.planner.geometry import GIB
 from tpudeploy.planner.guards import (
@@ -452,3 +452,15 @@ def test_errors_come_before_warnings_before_notes() -> None:
 def test_an_accelerator_without_chip_data_names_its_value() -> None:
     (finding,) = check_settings(replace(SEED, accelerator_type="v5e-1"))
     assert "'v5e' is the prose name" in says(finding, "error", "accelerator_type", "v5e-1")
+
+
+def test_flex_start_keys_on_a_vm_say_they_do_nothing() -> None:
+    vm = parse_config({"provisioning": "spot", "flex_start_timeout": "2h"})
+    (finding,) = only(vm, "flex_start_timeout")
+    text = says(finding, "warning", "flex_start_timeout", "2h")
+    assert text.endswith(
+        "has no effect with provisioning = 'spot': it applies to flex-start only. Remove it, "
+        'or set provisioning = "flex-start"'
+    )
+    # Only keys the file sets are judged: the default of the other says nothing.
+    assert only(vm, "allow_untested_flex_zone") == []

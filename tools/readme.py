@@ -46,7 +46,7 @@ def gitops_grants_section() -> str:
 
 def _toml(value: object) -> str:
     """A default as the user would write it in deploy.toml."""
-    return "unset" if value is None else toml_value(value, quote='"')
+    return "unset" if value is None else toml_value(value, basic=True)
 
 
 def _rows(model: type[BaseModel], table: str) -> list[tuple[str, str, str]]:

@@ -65,7 +65,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             )
         )
     if cfg.provisioning == "flex-start" and not cfg.allow_untested_flex_zone:
-        known = facts.FLEX_START_ZONES.get(cfg.accelerator_type, {})
+        known = facts.FLEX_START_ZONES.get(cfg.accelerator_type)
         if not known:
             # No zone to suggest: the accelerator type is what to change.
             verified = ", ".join(facts.FLEX_START_ZONES)

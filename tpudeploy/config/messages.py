@@ -22,15 +22,16 @@ from pydantic.fields import FieldInfo
 from tpudeploy.config.secretshape import redact
 
 
-def toml_value(value: object, *, quote: str = "'") -> str:
+def toml_value(value: object, *, basic: bool = False) -> str:
     """`value` as it would be written in a TOML file. Strings use literal quotes ('...') by
-    default, which TOML reads verbatim; quote='"' gives basic strings, as examples are written."""
+    default, which TOML reads verbatim; basic=True gives basic strings ("..."), as examples are
+    written."""
     if value is None:
         return "(unset)"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        if quote == "'" and "'" not in value and value.isprintable():
+        if not basic and "'" not in value and value.isprintable():
             return f"'{value}'"
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, int | float):
@@ -38,10 +39,10 @@ def toml_value(value: object, *, quote: str = "'") -> str:
     if isinstance(value, datetime.date | datetime.time):
         return value.isoformat()
     if isinstance(value, Mapping):
-        items = (f"{k} = {toml_value(v, quote=quote)}" for k, v in value.items())
+        items = (f"{k} = {toml_value(v, basic=basic)}" for k, v in value.items())
         return "{" + ", ".join(items) + "}"
     if isinstance(value, list | tuple | set | frozenset):
-        return "[" + ", ".join(toml_value(v, quote=quote) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v, basic=basic) for v in value) + "]"
     return str(value)
 
 
@@ -87,7 +88,7 @@ def expected_kind(annotation: object) -> str:
         if typing.get_origin(member) is typing.Annotated:
             origin = typing.get_origin(typing.get_args(member)[0]) or typing.get_args(member)[0]
         if origin is typing.Literal:
-            choices = ", ".join(toml_value(c, quote='"') for c in typing.get_args(member))
+            choices = ", ".join(toml_value(c, basic=True) for c in typing.get_args(member))
             word = f"one of {choices}"
         elif origin is bool:
             word = "true or false"
@@ -182,23 +183,21 @@ def _walk(root: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[str, Field
     while i < len(loc) and model is not None:
         name = str(loc[i])
         field = model.model_fields.get(name)
-        if field is None:
-            parts.append(name)
-            return ".".join(parts), None, False
         parts.append(name)
         i += 1
+        if field is None:
+            break  # a part no model declares (pydantic names fields here): shown as it is
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             model = annotation
             continue
         model = None
-        origin = typing.get_origin(_members(annotation)[0]) if _members(annotation) else None
+        # Every field takes at least one kind besides None: _members is never empty.
+        origin = typing.get_origin(_members(annotation)[0])
         if i < len(loc) and origin in (list, tuple, dict):
+            # A table's item is named by its key (a TOML key is a string), a list's by index.
             part = loc[i]
-            if origin is dict and isinstance(part, str):
-                parts[-1] += f".{part}"
-            elif isinstance(part, int):
-                parts[-1] += f"[{part}]"
+            parts[-1] += f".{part}" if origin is dict else f"[{part}]"
             inside = True
     return ".".join(parts), field, inside
 
@@ -219,7 +218,7 @@ def format_errors(
         # Errors echo the input: a token pasted into the wrong key must not reach a log.
         value = redact(err.get("input"))
         if err["type"] == "extra_forbidden":
-            key, parent, _ = _walk(root, loc[:-1]) if len(loc) > 1 else ("", None, False)
+            key, parent, _ = _walk(root, loc[:-1])
             known = list(_model_of(parent).model_fields if parent else root.model_fields)
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
@@ -239,7 +238,8 @@ def format_errors(
         if err["type"] == "value_error":
             # Our own validators: the message already says what to write.
             reason, _, fix = str(err["msg"]).removeprefix("Value error, ").partition("; ")
-            problems.append(problem(key, value, reason, fix or hints.get(key, "")))
+            fix = fix or hints.get(key) or "see the configuration reference in README.md"
+            problems.append(problem(key, value, reason, fix))
             continue
         problems.append(_kind_or_constraint(key, value, err, field, inside, hints))
     return problems
@@ -267,7 +267,7 @@ def _write(
             shown = None
     text = f"write {want}"
     if shown is not None:
-        text += f", like {toml_value(shown, quote=chr(34))}"
+        text += f", like {toml_value(shown, basic=True)}"
     if isinstance(value, str) and want in ("a whole number", "a number", "true or false"):
         text += " (no quotes)"
     return text
@@ -311,5 +311,5 @@ def _kind_or_constraint(
     fix = hints.get(key)
     if fix is None and field is not None and not inside:
         shown = example(field)
-        fix = f"for example {toml_value(shown, quote=chr(34))}" if shown is not None else ""
+        fix = f"for example {toml_value(shown, basic=True)}" if shown is not None else ""
     return problem(key, value, reason, fix or "see the configuration reference in README.md")

@@ -327,7 +327,7 @@ def check_provisioning_keys(cfg: DeployConfig) -> list[Finding]:
                     getattr(cfg, key),
                     f"has no effect with provisioning = {toml_value(cfg.provisioning)}: it "
                     f"applies to {' and '.join(models)} only. Remove it, or set provisioning = "
-                    f"{toml_value(models[0], quote=chr(34))}",
+                    f"{toml_value(models[0], basic=True)}",
                 )
             )
     return found
