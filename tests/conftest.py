@@ -48,6 +48,12 @@ if _node:
     _major = _version.stdout.strip().lstrip("v").split(".")[0]
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", _major or "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", _major or "1")
+# google-auth probes the metadata server (169.254.169.254, with retries: ~3 s) whenever it finds
+# no credentials file. Nothing in the suite may leave loopback, and nothing should wait: its own
+# switch, spelled exactly as it reads it ("true"), and a closed loopback port if it probes anyway.
+os.environ["NO_GCE_CHECK"] = "true"
+os.environ["GCE_METADATA_HOST"] = "127.0.0.1:9"
+os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 # No telemetry or version pings from anything cdktf-related.
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
 os.environ.setdefault("DISABLE_VERSION_CHECK", "1")

@@ -187,7 +187,7 @@ def make_env(tmp_path: Path) -> dict[str, str]:
         DEPLOY_CONFIG=str(config),
         GOOGLE_APPLICATION_CREDENTIALS=str(adc),
         CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
-        NO_GCE_CHECK="True",
+        NO_GCE_CHECK="true",
         GCE_METADATA_HOST="127.0.0.1:9",
         STAND_IN_CDKTF=str(cdktf),
     )

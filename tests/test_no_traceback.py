@@ -126,7 +126,7 @@ def run(
     env.update(
         DEPLOY_CONFIG=str(config),
         CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
-        NO_GCE_CHECK="True",
+        NO_GCE_CHECK="true",
         # If anything probed the metadata server it would meet a closed loopback port.
         GCE_METADATA_HOST="127.0.0.1:9",
         GCE_METADATA_IP="127.0.0.1:9",

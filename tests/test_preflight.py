@@ -85,7 +85,7 @@ def run(
         DEPLOY_CONFIG=str(config),
         # No gcloud configuration of the developer's, no metadata-server probe.
         CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
-        NO_GCE_CHECK="True",
+        NO_GCE_CHECK="true",
         GCE_METADATA_HOST="127.0.0.1:9",
         SECRETMANAGER_EMULATOR_HOST=secret_manager,
     )
@@ -254,3 +254,26 @@ def test_a_guard_rail_refuses_before_a_deploy_but_never_a_destroy(tmp_path: Path
     assert "vllm.gpu_memory_utilization = 0.95" in diff.stderr
     destroy, _ = run(tmp_path, "destroy", path=path, credentials=credentials, extra=refused)
     assert destroy.returncode == 0, destroy.stderr
+
+
+@pytest.mark.parametrize(("switch", "on_gce"), [("true", False), ("True", True), ("", True)])
+def test_the_gce_switch_is_read_as_google_auth_reads_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, switch: str, on_gce: bool
+) -> None:
+    """Preflight's answer is the one google.auth.default() will act on: google-auth 2.63 skips
+    the machine's Google check for NO_GCE_CHECK exactly "true" (compute_engine/_metadata.py) and
+    goes on to the metadata server for any other spelling, "True" included."""
+    from google.auth.compute_engine import _metadata
+
+    from tpudeploy import preflight
+
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))  # no ADC file there
+    monkeypatch.setenv("NO_GCE_CHECK", switch)
+    monkeypatch.setattr(_metadata, "detect_gce_residency_linux", lambda: True)
+    check = preflight.check_credentials()
+    assert check.ok is on_gce
+    if on_gce:
+        assert check.line == "credentials from this Google Cloud machine's service account"
+    else:
+        assert check.line.startswith("no Google Cloud credentials")

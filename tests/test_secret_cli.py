@@ -149,7 +149,7 @@ def test_no_emulator_and_no_credentials_is_a_clear_error(
     monkeypatch.delenv("SECRETMANAGER_EMULATOR_HOST", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("NO_GCE_CHECK", "true")
     monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
     with pytest.raises(SecretStoreError, match="application-default login"):
         SecretStore.from_env("p")

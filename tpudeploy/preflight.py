@@ -78,8 +78,10 @@ def check_credentials() -> Check:
                 False, f"{path} ({origin}) is not a usable credentials file: {errors.one_line(exc)}"
             )
         return Check(True, f"credentials from {origin}")
-    # google-auth's own switch (NO_GCE_CHECK=True) also turns off this local DMI check.
-    on_gce = os.environ.get("NO_GCE_CHECK") != "True" and _metadata.detect_gce_residency_linux()  # type: ignore[no-untyped-call]
+    # google-auth's own switch turns off this local DMI check too, read as google-auth reads it
+    # (compute_engine/_metadata.py: exactly "true"; "True" still probes the metadata server).
+    skip = os.environ.get("NO_GCE_CHECK") == "true"
+    on_gce = not skip and _metadata.detect_gce_residency_linux()  # type: ignore[no-untyped-call]
     if on_gce:
         return Check(True, "credentials from this Google Cloud machine's service account")
     return Check(False, errors.no_credentials())

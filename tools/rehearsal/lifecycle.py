@@ -255,7 +255,7 @@ class Rehearsal(ScenarioStages):
         env.update(
             GOOGLE_APPLICATION_CREDENTIALS=str(write_user_credentials(self.workdir)),
             CLOUDSDK_CONFIG=str(self.workdir / "gcloud"),
-            NO_GCE_CHECK="True",
+            NO_GCE_CHECK="true",
         )
         self._env = env
         (self.workdir / "terraform" / "plugin-cache").mkdir(parents=True, exist_ok=True)
