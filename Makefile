@@ -159,11 +159,17 @@ report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make r
 	@test -n "$(RESULTS)" || { echo "usage: make report RESULTS=<dir of vllm bench serve JSON files>" >&2; exit 2; }
 	$(PY) -m tpudeploy.bench report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
 
+# Two pytest workers (pytest-xdist), one per core of the machines this runs on; each test file
+# stays on one worker, so a module's shared fixture (the rehearsal starts all its runs at once)
+# runs once. TEST_WORKERS=0 runs in one process; on a bigger machine, TEST_WORKERS=auto.
+TEST_WORKERS ?= 2
+PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: install ## Run the offline test suite, the dress rehearsal included
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-fast: install ## The offline test suite without the rehearsal tier
-	$(PY) -m pytest -q -m "not rehearsal"
+	$(PYTEST) -m "not rehearsal"
 
 # The whole lifecycle, make deploy-secrets to make destroy-all, run for real (cdktf CLI,
 # Terraform, the project's clients) against loopback fakes of the Google APIs, in a scratch copy
