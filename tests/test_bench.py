@@ -37,11 +37,16 @@ TARGET = NodeTarget("gemma4-v5e", "us-west4-a", "demo-project")
 
 
 def flags(argv: Sequence[str]) -> dict[str, list[str]]:
-    """Map each --flag to the values that follow it (empty for switches)."""
+    """Map each --flag to the values that follow it (empty for switches); --flag=value is the
+    flag with its one value."""
     out: dict[str, list[str]] = {}
     current = ""
     for arg in argv:
-        if arg.startswith("--"):
+        if arg.startswith("--") and "=" in arg:
+            name, _, value = arg.partition("=")
+            out[name] = [value]
+            current = ""
+        elif arg.startswith("--"):
             current = arg
             out[current] = []
         elif current:
@@ -156,7 +161,7 @@ def test_every_run_has_its_own_seed() -> None:
 def test_cell_command_goes_over_iap_ssh_without_tty() -> None:
     cell = Cell(1024, 16, 1, 7)
     argv = cell_command(SweepSettings(), cell, run_id="run1", target=TARGET)
-    assert argv[:6] == ["gcloud", "compute", "tpus", "tpu-vm", "ssh", "gemma4-v5e"]
+    assert argv[:7] == ["gcloud", "alpha", "compute", "tpus", "tpu-vm", "ssh", "gemma4-v5e"]
     f = flags(argv)
     assert f["--zone"] == ["us-west4-a"]
     assert f["--project"] == ["demo-project"]
@@ -475,7 +480,7 @@ def test_cli_plan_takes_node_and_sweep_from_config(
     commands = [shlex.split(x) for x in capsys.readouterr().out.splitlines() if x[0] != "#"]
     assert len(commands) == 1 * 2 * 2
     for argv in commands:
-        assert argv[5] == "bench-box"
+        assert argv[6] == "bench-box"
         assert flags(argv)["--zone"] == ["us-west4-a"]
         assert flags(argv)["--project"] == ["demo-project"]
         assert shlex.split(argv[-1])[4] == "served"

@@ -90,7 +90,7 @@ def test_tunnel_forwards_a_local_port_to_the_proxy_through_iap(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     (argv,) = _tunnel(monkeypatch, tmp_path, 0, LOCAL_PORT="9443")
-    assert argv[:5] == ["compute", "tpus", "tpu-vm", "ssh", "gemma4-v5e"]
+    assert argv[:6] == ["alpha", "compute", "tpus", "tpu-vm", "ssh", "gemma4-v5e"]
     assert "--tunnel-through-iap" in argv and "--zone=us-west4-a" in argv
     assert argv[argv.index("--") + 1 :] == ["-N", "-L", "9443:localhost:8443"]
 

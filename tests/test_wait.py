@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import itertools
+import shlex
 from pathlib import Path
 
 import pytest
 
 from tests.fake_boot_apis import FakeTpu
 from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.nodessh import ssh_argv
 from tpudeploy.queued_resource import TpuApi
 from tpudeploy.wait import wait_ready
 
@@ -73,7 +75,10 @@ def test_failed_phase_exits_non_zero_with_reason_and_next_commands(
     assert reason in out
     assert "make status" in out
     assert f"sudo docker logs --tail 100 {cfg.vllm.container_name}" in out
-    assert "--tunnel-through-iap" in out
+    # The hint is the command line tests/test_nodessh.py has the real gcloud parse.
+    ssh = shlex.join([*ssh_argv(cfg.node_id, cfg.zone, PROJECT), "--"])
+    assert ssh.startswith("gcloud alpha compute tpus tpu-vm ssh ")
+    assert f"{ssh} sudo docker logs --tail 100 {cfg.vllm.container_name}" in out
 
 
 def test_timeout_names_the_phase_and_the_next_command(

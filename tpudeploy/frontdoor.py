@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.nodessh import ssh_argv
 from tpudeploy.queued_resource import ApiError, QueuedResourceError, TpuApi
 from tpudeploy.wait import node_name, read_attributes
 
@@ -248,15 +249,7 @@ def tunnel_command(cfg: DeployConfig, project: str, local_port: int) -> list[str
     """gcloud's IAP SSH to the node, forwarding local_port to the proxy on the node's loopback.
     The node's firewall opens port 22 to Google's IAP range only, and no API port at all."""
     return [
-        "gcloud",
-        "compute",
-        "tpus",
-        "tpu-vm",
-        "ssh",
-        cfg.node_id,
-        f"--zone={cfg.zone}",
-        f"--project={project}",
-        "--tunnel-through-iap",
+        *ssh_argv(cfg.node_id, cfg.zone, project),
         "--",
         "-N",
         "-L",
@@ -291,8 +284,9 @@ def run_tunnel(cfg: DeployConfig, project: str, *, out: TextIO | None = None) ->
         ) from None
     if done.returncode not in (0, 130):
         raise FrontDoorError(
-            f"gcloud ended with status {done.returncode}. It needs `gcloud auth login`, the "
-            "IAP-secured Tunnel User role and OS Login on the node; the build log saw `tpu-vm ssh` "
+            f"gcloud ended with status {done.returncode}. It needs its alpha component (`gcloud "
+            "components install alpha`), `gcloud auth login`, the IAP-secured Tunnel User role "
+            "and OS Login on the node; the build log saw `tpu-vm ssh` "
             "crash with ConnectionResetError in some sandboxed shells: run it from a plain "
             "terminal"
         )

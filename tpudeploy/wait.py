@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.nodessh import ssh_argv
 from tpudeploy.queued_resource import ApiError, TpuApi
 from tpudeploy.timefmt import format_seconds
 
@@ -78,10 +80,7 @@ def wait_ready(
     out = out or sys.stdout
     api = api or TpuApi(log=sys.stderr)
     name = node_name(cfg, project)
-    ssh = (
-        f"gcloud compute tpus tpu-vm ssh {cfg.node_id} --zone={cfg.zone} --project={project} "
-        "--tunnel-through-iap --"
-    )
+    ssh = shlex.join([*ssh_argv(cfg.node_id, cfg.zone, project), "--"])
     start = clock()
     last = None
     interactive = out.isatty()

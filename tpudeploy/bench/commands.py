@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tpudeploy.bench.settings import SweepSettings
+from tpudeploy.nodessh import ssh_argv
 
 # Inside the container: the serving image ships vLLM's own client, and the container's HF_HOME
 # already holds the tokenizer the server loaded, so nothing is downloaded to benchmark.
@@ -53,7 +54,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class NodeTarget:
-    """Where the serving container runs, reached with `gcloud compute tpus tpu-vm ssh`."""
+    """Where the serving container runs, reached through IAP SSH (tpudeploy.nodessh)."""
 
     name: str
     zone: str
@@ -151,15 +152,11 @@ def image_info_command(settings: SweepSettings, target: NodeTarget | None) -> li
 
 
 def over_ssh(command: Sequence[str], target: NodeTarget | None) -> list[str]:
-    """Wrap a node-side argv in `gcloud compute tpus tpu-vm ssh` (None: already on the node)."""
+    """Wrap a node-side argv in the IAP SSH of tpudeploy.nodessh (None: already on the node)."""
     if target is None:
         return list(command)
-    argv = ["gcloud", "compute", "tpus", "tpu-vm", "ssh", target.name, "--zone", target.zone]
-    if target.project:
-        argv += ["--project", target.project]
     return [
-        *argv,
-        "--tunnel-through-iap",
+        *ssh_argv(target.name, target.zone, target.project),
         "--quiet",
         # No pseudo-terminal: a remote tty would echo the key read from stdin into the output.
         "--ssh-flag=-T",
