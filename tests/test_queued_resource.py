@@ -752,8 +752,13 @@ def test_delete_refused_until_timeout(
 ) -> None:
     fake.add_queued_resource(spec.name, spec.to_body(), ["PROVISIONING"])
     fake.refuse_delete(spec.name, 400, "Cannot delete in PROVISIONING", times=1000)
-    with pytest.raises(QueuedResourceError, match=r"timed out .* to be deleted; last state"):
+    with pytest.raises(QueuedResourceError, match=r"timed out .* to be deleted; last state") as e:
         qr.delete(spec, api=api, poll=0.01, timeout=0.1, out=io.StringIO())
+    # The way out names the spec's own project (tests/test_gcloud_commands.py has gcloud parse it).
+    assert str(e.value).endswith(
+        "It may still bill: run destroy again, or `gcloud alpha compute tpus queued-resources "
+        f"delete {spec.queued_resource_id} --zone={spec.zone} --project={spec.project} --force`"
+    )
 
 
 def test_delete_403_is_not_retried(fake: FakeTpuApi, api: TpuApi, spec: QueuedResourceSpec) -> None:

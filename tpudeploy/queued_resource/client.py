@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -10,7 +11,7 @@ from typing import Any, TextIO, TypeVar
 
 from tpudeploy.queued_resource.api import TpuApi
 from tpudeploy.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
-from tpudeploy.queued_resource.hints import hint_for, with_hint
+from tpudeploy.queued_resource.hints import force_delete_argv, hint_for, with_hint
 from tpudeploy.queued_resource.spec import QueuedResourceSpec, spec_differences
 from tpudeploy.queued_resource.states import (
     DEAD_STATES,
@@ -286,8 +287,7 @@ class QueuedResourceClient:
                 raise QueuedResourceError(
                     f"timed out after {format_seconds(now - start)} (timeout {timeout:g} s) "
                     f"waiting for {spec.name} to be deleted; last state {state}. It may still "
-                    "bill: run destroy again, or `gcloud alpha compute tpus queued-resources "
-                    f"delete {spec.queued_resource_id} --zone={spec.zone} --force`"
+                    f"bill: run destroy again, or `{shlex.join(force_delete_argv(spec))}`"
                 )
             time.sleep(self.poll)
 

@@ -50,3 +50,20 @@ def hint_for(status: int, message: str, spec: QueuedResourceSpec | None = None) 
 
 def with_hint(exc: ApiError, spec: QueuedResourceSpec | None) -> QueuedResourceError:
     return QueuedResourceError(f"{exc}. What to do: {hint_for(exc.status, exc.api_message, spec)}")
+
+
+def force_delete_argv(spec: QueuedResourceSpec) -> list[str]:
+    """The gcloud line that deletes the queued resource (and its node) by hand, in the spec's
+    own project: the user's gcloud default project may be another one."""
+    return [
+        "gcloud",
+        "alpha",
+        "compute",
+        "tpus",
+        "queued-resources",
+        "delete",
+        spec.queued_resource_id,
+        f"--zone={spec.zone}",
+        f"--project={spec.project}",
+        "--force",
+    ]

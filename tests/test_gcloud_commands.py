@@ -1,4 +1,5 @@
-"""Every SSH command line the project builds is accepted by the real gcloud's argument parser.
+"""Every gcloud command line the project runs or tells the user to run is accepted by the real
+gcloud's argument parser.
 
 GA `gcloud compute tpus tpu-vm ssh` refuses --tunnel-through-iap ("unrecognized arguments ...
 available in one or more alternate release tracks"), which broke make tunnel, make bench and
@@ -20,7 +21,9 @@ from tpudeploy import frontdoor
 from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command
 from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.config import parse_config
+from tpudeploy.flex import queued_resource_spec
 from tpudeploy.nodessh import ssh_argv
+from tpudeploy.queued_resource.hints import force_delete_argv
 
 CFG = parse_config({"project": "ssh-proj-123"})
 TARGET = NodeTarget(CFG.node_id, CFG.zone, CFG.project)
@@ -71,11 +74,13 @@ COMMANDS = {
     "make bench, the image": image_info_command(SweepSettings(), TARGET),
     # What make wait prints for the user to finish with a command of their own.
     "make wait's hint": [*ssh_argv(CFG.node_id, CFG.zone, CFG.project), "--", "uptime"],
+    # A flex-start delete that timed out: the way out it prints.
+    "the force delete": force_delete_argv(queued_resource_spec(CFG, "ssh-proj-123")),
 }
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
-def test_gcloud_accepts_every_ssh_command_line(name: str, tmp_path: Path) -> None:
+def test_gcloud_accepts_every_command_line(name: str, tmp_path: Path) -> None:
     assert_parsed(gcloud_parse(COMMANDS[name], tmp_path))
 
 
