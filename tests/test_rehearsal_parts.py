@@ -520,3 +520,38 @@ def test_bad_arguments_are_one_line_errors(args: list[str], words: list[str]) ->
     for word in words:
         assert word in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_each_stack_output_is_read_through_the_cli_prefixes() -> None:
+    """A CI run of the rehearsal saw the secrets stack's "No changes." without its stack name:
+    the cdktf CLI names a stack only when the output switches to it (trimmed from that log)."""
+    from tools.rehearsal.lifecycle import stack_output
+
+    log = "\n".join(
+        [
+            "npx cdktf deploy gemma4-v5e-secrets gemma4-v5e-node",
+            "gemma4-v5e-secrets  google_secret_manager_secret.hf-token: Refreshing state...",
+            "                    google_storage_bucket.compile-cache: Refreshing state...",
+            "",
+            "                    No changes. Your infrastructure matches the configuration.",
+            "gemma4-v5e-secrets  ",
+            "                    Apply complete! Resources: 0 added, 0 changed, 0 destroyed.",
+            "gemma4-v5e-node  google_tpu_v2_vm.node: Refreshing state...",
+            "gemma4-v5e-node  Plan: 1 to add, 0 to change, 0 to destroy.",
+            "make: *** [Makefile:90: deploy] Error 1",
+            "                    indented, but after make's line: no stack's",
+        ]
+    )
+    out = stack_output(log, ("gemma4-v5e-secrets", "gemma4-v5e-node"))
+    assert out["gemma4-v5e-secrets"].splitlines() == [
+        "google_secret_manager_secret.hf-token: Refreshing state...",
+        "google_storage_bucket.compile-cache: Refreshing state...",
+        "",
+        "No changes. Your infrastructure matches the configuration.",
+        "",
+        "Apply complete! Resources: 0 added, 0 changed, 0 destroyed.",
+    ]
+    assert out["gemma4-v5e-node"].splitlines() == [
+        "google_tpu_v2_vm.node: Refreshing state...",
+        "Plan: 1 to add, 0 to change, 0 to destroy.",
+    ]

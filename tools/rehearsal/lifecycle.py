@@ -13,6 +13,7 @@ import string
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -357,10 +358,9 @@ class Rehearsal(ScenarioStages):
         changed = self.cloud.mutations(before)
         text = _plain((self.logs / f"{self._step:02d}-deploy.log").read_text())
         planned = [line.strip() for line in text.splitlines() if re.search(r"Plan: \d", line)]
+        by_stack = stack_output(text, (self.cfg.secrets_stack_name, self.cfg.node_stack_name))
         unchanged = [
-            stack
-            for stack in (self.cfg.secrets_stack_name, self.cfg.node_stack_name)
-            if re.search(rf"^{re.escape(stack)}\s+No changes\.", text, re.M)
+            stack for stack, out in by_stack.items() if re.search(r"^No changes\.", out, re.M)
         ]
         if changed or planned or len(unchanged) != 2:
             raise StageFailure(
@@ -404,6 +404,24 @@ class Rehearsal(ScenarioStages):
 def _plain(text: str) -> str:
     """Without the terminal colour codes Terraform and the cdktf CLI print."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def stack_output(text: str, stacks: Sequence[str]) -> dict[str, str]:
+    """Each stack's lines of a cdktf CLI log, without the prefix. The CLI names the stack only
+    when the output switches to it: an indented line continues the last stack named, so a
+    stack's "No changes." may come without its name when nothing else was printed between."""
+    out: dict[str, list[str]] = {stack: [] for stack in stacks}
+    current: str | None = None
+    for line in text.splitlines():
+        named = next((s for s in stacks if re.match(rf"{re.escape(s)}(\s|$)", line)), None)
+        if named is not None:
+            current = named
+            out[named].append(line[len(named) :].strip())
+        elif current is not None and (not line or line[0].isspace()):
+            out[current].append(line.strip())
+        else:
+            current = None  # make's own lines, or another command's
+    return {stack: "\n".join(lines) for stack, lines in out.items()}
 
 
 def write_user_credentials(workdir: Path) -> Path:
