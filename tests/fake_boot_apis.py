@@ -1,6 +1,6 @@
 """Loopback fakes for the boot path: TPU v2alpha1 guest attributes/node, Secret Manager, the
-node's TLS front door. Same shape as tests/fake_tpu_api.py: a ThreadingHTTPServer on 127.0.0.1 whose
-answers are scripted and whose requests are recorded."""
+node's TLS front door. Each is a tools.rehearsal.fakes.base.LoopbackServer (the rehearsal's
+fakes share it): scripted answers, recorded requests, on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -8,17 +8,12 @@ import base64
 import datetime
 import hashlib
 import ipaddress
-import json
 import re
-import ssl
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
-Answer = tuple[int, Any]
+from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
 
 
 @dataclass(frozen=True)
@@ -67,78 +62,6 @@ class LoopbackCertificate:
         )
         der = cert.public_bytes(serialization.Encoding.DER)
         return cls(cert_path, key_path, hashlib.sha256(der).hexdigest())
-
-
-class LoopbackServer:
-    def __init__(
-        self,
-        route: Callable[[str, str, Any, dict[str, str]], Answer],
-        *,
-        tls: LoopbackCertificate | None = None,
-    ) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self._route = route
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        if tls is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(tls.cert, tls.key)
-            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _serve(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else None
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                with fake._lock:
-                    fake.requests.append(
-                        {
-                            "method": self.command,
-                            "path": self.path,
-                            "body": body,
-                            "headers": headers,
-                        }
-                    )
-                    status, payload = fake._route(self.command, self.path, body, headers)
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = _serve
-            do_POST = _serve
-
-        return Handler
-
-
-def api_error(status: int, message: str) -> Answer:
-    names = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND"}
-    return status, {"error": {"code": status, "message": message, "status": names.get(status)}}
 
 
 class FakeTpu(LoopbackServer):
@@ -276,7 +199,7 @@ class FakeFrontDoor(LoopbackServer):
         self.locked = locked
         self.chat = chat if chat is not None else chat_answer("Hi there, nice to meet you!")
         self.tool = tool if tool is not None else chat_answer(None, [weather_call()])
-        super().__init__(self.route, tls=tls)
+        super().__init__(self.route, tls=(tls.cert, tls.key))
 
     @property
     def url(self) -> str:

@@ -1,16 +1,16 @@
 """Loopback fake of the two reads the deadline and warm-path code make besides the TPU API:
-Cloud Scheduler v1 jobs.get and Cloud Storage v1 objects.list (names only). Same shape as
-tests/fake_tpu_api.py: a ThreadingHTTPServer on 127.0.0.1, scripted answers, recorded requests."""
+Cloud Scheduler v1 jobs.get and Cloud Storage v1 objects.list (names only), served by the
+fakes' shared tools.rehearsal.fakes.base.LoopbackServer: scripted answers, recorded requests."""
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
 
 _JOB = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+/jobs/[^/:]+)$")
 _OBJECTS = re.compile(r"^/storage/v1/b/([^/]+)/o$")
@@ -24,27 +24,26 @@ class FakeSchedulerApi:
     """Answers GET of scripted jobs (404 otherwise) and lists scripted bucket objects."""
 
     def __init__(self) -> None:
-        self.requests: list[tuple[str, str, dict[str, str]]] = []
         self._jobs: dict[str, dict[str, Any]] = {}
         self._buckets: dict[str, list[str]] = {}
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
+        self._server = LoopbackServer(self._route)
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self._server.server_address[1]}"
+        return self._server.host
+
+    @property
+    def requests(self) -> list[tuple[str, str, dict[str, str]]]:
+        """(method, path, query) of each request, in order."""
+        return [(r["method"], *_split(r["path"])) for r in self._server.requests]
 
     def __enter__(self) -> FakeSchedulerApi:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
 
     def set_job(
         self,
@@ -78,37 +77,17 @@ class FakeSchedulerApi:
         with self._lock:
             self._buckets[bucket] = list(objects or [])
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                url = urlsplit(self.path)
-                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-                status, payload = fake._dispatch(url.path, query)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
-
-    def _dispatch(self, path: str, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    def _route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
+        url_path, query = _split(path)
         with self._lock:
-            self.requests.append(("GET", path, query))
-            if m := _JOB.match(path):
+            if method != "GET":
+                return api_error(404, f"fake has no route {method} {url_path}")
+            if m := _JOB.match(url_path):
                 job = self._jobs.get(m.group(1))
                 if job is not None:
                     return 200, dict(job)
-                return 404, {
-                    "error": {"code": 404, "message": "Job not found.", "status": "NOT_FOUND"}
-                }
-            if m := _OBJECTS.match(path):
+                return api_error(404, "Job not found.")
+            if m := _OBJECTS.match(url_path):
                 names = self._buckets.get(m.group(1))
                 if names is None:
                     return 404, {
@@ -119,4 +98,9 @@ class FakeSchedulerApi:
                     : int(query.get("maxResults", 1000))
                 ]
                 return 200, ({"items": [{"name": n} for n in hits]} if hits else {})
-            return 404, {"error": {"code": 404, "message": f"fake has no route GET {path}"}}
+            return api_error(404, f"fake has no route GET {url_path}")
+
+
+def _split(path: str) -> tuple[str, dict[str, str]]:
+    url = urlsplit(path)
+    return url.path, {k: v[-1] for k, v in parse_qs(url.query).items()}

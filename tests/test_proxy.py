@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 
 from tests.boot_sandbox import API_KEY, PROJECT, Node
-from tests.fake_boot_apis import LoopbackServer, chat_answer, weather_call
+from tests.fake_boot_apis import chat_answer, weather_call
+from tools.rehearsal.fakes.base import LoopbackServer
 from tpudeploy import smoke
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.frontdoor import Endpoint, fetch_certificate

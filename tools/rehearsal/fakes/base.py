@@ -4,10 +4,12 @@ function: the shape every loopback fake of a Google API here shares (tests and r
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 Answer = tuple[int, Any]
 Route = Callable[[str, str, Any, dict[str, str]], Answer]
@@ -39,12 +41,17 @@ class LoopbackServer:
     sent as is, anything else as JSON. `requests` keeps what was asked, in order.
     """
 
-    def __init__(self, route: Route) -> None:
+    def __init__(self, route: Route, *, tls: tuple[Path, Path] | None = None) -> None:
+        """`tls`: (certificate, key) files to serve HTTPS with, as the node's proxy does."""
         self.requests: list[dict[str, Any]] = []
         self._route = route
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         # A short poll interval keeps shutdown (every test's teardown) at ~10 ms instead of 0.5 s.
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
@@ -55,7 +62,7 @@ class LoopbackServer:
         """host:port, the value for the *_EMULATOR_HOST variables."""
         return f"127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> LoopbackServer:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -64,7 +71,7 @@ class LoopbackServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
