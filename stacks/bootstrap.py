@@ -45,13 +45,7 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
-from stacks.secrets import (
-    NODE_ACCOUNT_DESCRIPTION,
-    REQUIRED_SERVICES,
-    STOP_ACCOUNT_DESCRIPTION,
-    node_account_display_name,
-    stop_account_display_name,
-)
+from stacks.secrets import REQUIRED_SERVICES, node_account, stop_account
 from tpudeploy import errors, identities
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,
@@ -209,24 +203,10 @@ class BootstrapStack(TerraformStack):
             # The node's account lives here, not in the deployment's secrets stack, so that the
             # deploy identity gets actAs on this one account (an IAM grant on a resource that
             # exists when the bootstrap runs) instead of project-wide serviceAccountUser.
-            node_sa = GoogleServiceAccount(
-                self,
-                f"{dep.name}-node-sa",
-                account_id=dep.service_account_id,
-                display_name=node_account_display_name(dep),
-                description=NODE_ACCOUNT_DESCRIPTION,
-                depends_on=services,
-            )
+            node_sa = node_account(self, f"{dep.name}-node-sa", dep, services)
             # The deadline job's identity (spot, on-demand), made for every pipeline deployment so
             # that switching one to spot needs no second bootstrap. Its one grant is below.
-            stop_sa = GoogleServiceAccount(
-                self,
-                f"{dep.name}-stop-sa",
-                account_id=dep.stop_account_id,
-                display_name=stop_account_display_name(dep),
-                description=STOP_ACCOUNT_DESCRIPTION,
-                depends_on=services,
-            )
+            stop_sa = stop_account(self, f"{dep.name}-stop-sa", dep, services)
             for grant in identities.stop_grants(dep):
                 GoogleProjectIamMember(
                     self,

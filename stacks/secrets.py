@@ -48,18 +48,33 @@ REQUIRED_SERVICES = (
 )
 
 
-NODE_ACCOUNT_DESCRIPTION = "Runs the vLLM TPU node; reads only its own secrets."
-STOP_ACCOUNT_DESCRIPTION = "The deadline job's identity: deletes TPU nodes, nothing else."
+def node_account(
+    scope: Construct, id_: str, cfg: DeployConfig, services: list[GoogleProjectService]
+) -> GoogleServiceAccount:
+    """The node's service account: declared here for a local deployment and by the GitOps
+    bootstrap for a pipeline one, the same account either way."""
+    return GoogleServiceAccount(
+        scope,
+        id_,
+        account_id=cfg.service_account_id,
+        display_name=f"TPU node {cfg.name} (vLLM)",
+        description="Runs the vLLM TPU node; reads only its own secrets.",
+        depends_on=services,
+    )
 
 
-def stop_account_display_name(cfg: DeployConfig) -> str:
-    """Shared with the GitOps bootstrap, which creates the same account for pipeline deployments."""
-    return f"TPU node {cfg.name} deadline"
-
-
-def node_account_display_name(cfg: DeployConfig) -> str:
-    """Shared with the GitOps bootstrap, which creates the same account for pipeline deployments."""
-    return f"TPU node {cfg.name} (vLLM)"
+def stop_account(
+    scope: Construct, id_: str, cfg: DeployConfig, services: list[GoogleProjectService]
+) -> GoogleServiceAccount:
+    """The deadline job's identity, shared with the GitOps bootstrap like node_account."""
+    return GoogleServiceAccount(
+        scope,
+        id_,
+        account_id=cfg.stop_account_id,
+        display_name=f"TPU node {cfg.name} deadline",
+        description="The deadline job's identity: deletes TPU nodes, nothing else.",
+        depends_on=services,
+    )
 
 
 class SecretsStack(TerraformStack):
@@ -93,14 +108,7 @@ class SecretsStack(TerraformStack):
                 )
                 for svc in REQUIRED_SERVICES
             ]
-            self.service_account_email = GoogleServiceAccount(
-                self,
-                "node-sa",
-                account_id=cfg.service_account_id,
-                display_name=node_account_display_name(cfg),
-                description=NODE_ACCOUNT_DESCRIPTION,
-                depends_on=services,
-            ).email
+            self.service_account_email = node_account(self, "node-sa", cfg, services).email
 
         # Secrets only: their values are added by the user (`make secret`, `make api-key`) and
         # never pass through Terraform state or the synthesized JSON. The node reads both at boot.
@@ -169,14 +177,7 @@ class SecretsStack(TerraformStack):
         nothing else. Long-lived like the node's account: `make destroy` keeps it (the job goes).
         Cloud TPU has no IAM conditions and no per-node policy, so this is project-wide (README,
         residual risks); a pipeline deployment gets the same from the GitOps bootstrap."""
-        account = GoogleServiceAccount(
-            self,
-            "stop-sa",
-            account_id=cfg.stop_account_id,
-            display_name=stop_account_display_name(cfg),
-            description=STOP_ACCOUNT_DESCRIPTION,
-            depends_on=services,
-        )
+        account = stop_account(self, "stop-sa", cfg, services)
         role = GoogleProjectIamCustomRole(
             self,
             "stop-role",
