@@ -9,7 +9,9 @@ tpu-vm create`). Used by make tunnel, make bench and make wait's hint alike.
 
 from __future__ import annotations
 
-TPU_VM_SSH = ("gcloud", "alpha", "compute", "tpus", "tpu-vm", "ssh")
+# Every TPU command the project runs or prints (ssh here, the queued-resource delete hint).
+GCLOUD_TPUS = ("gcloud", "alpha", "compute", "tpus")
+TPU_VM_SSH = (*GCLOUD_TPUS, "tpu-vm", "ssh")
 
 
 def ssh_argv(node_id: str, zone: str, project: str | None) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tpudeploy.facts import flex_start_zones_text
+from tpudeploy.nodessh import GCLOUD_TPUS
 from tpudeploy.queued_resource.errors import ApiError, QueuedResourceError
 from tpudeploy.queued_resource.spec import QueuedResourceSpec
 
@@ -56,10 +57,7 @@ def force_delete_argv(spec: QueuedResourceSpec) -> list[str]:
     """The gcloud line that deletes the queued resource (and its node) by hand, in the spec's
     own project: the user's gcloud default project may be another one."""
     return [
-        "gcloud",
-        "alpha",
-        "compute",
-        "tpus",
+        *GCLOUD_TPUS,
         "queued-resources",
         "delete",
         spec.queued_resource_id,
