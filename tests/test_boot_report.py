@@ -13,6 +13,7 @@ from tests.boot_sandbox import DEFAULT_DIGEST, PROJECT, Node
 from tpudeploy import facts, planner
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.nodebuild import REPO_DIGEST, parse_build
+from tpudeploy.pinning import pinned_cache_object
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +102,16 @@ def test_a_second_boot_reports_no_boot_time(tmp_path: Path, cfg: DeployConfig) -
     assert node.run().returncode == 0
     boot = [f for f in published(node, "boot-check")["findings"] if f["check"] == "boot"]  # type: ignore[attr-defined]
     assert boot[0]["level"] == "note" and "already running" in boot[0]["text"]
+
+
+def test_a_pinned_boot_writes_the_cache_object_named_before_it(tmp_path: Path) -> None:
+    """The grant on the cache bucket can name the exact object once the image is pinned."""
+    pinned = "vllm/vllm-tpu@sha256:" + "e" * 64
+    cfg = parse_config({"project": PROJECT, "vllm": {"image": pinned}})
+    node = Node(tmp_path, cfg)
+    boot = node.run()
+    assert boot.returncode == 0, boot.stderr
+    bucket = node.stub_dir / "gcs" / cfg.compile_cache_bucket(PROJECT)
+    written = [p.relative_to(bucket).as_posix() for p in bucket.rglob("*.tar.gz")]
+    assert written == [pinned_cache_object(cfg)]
+    assert parse_build(node.attribute("build") or "")["vllm"].digest == pinned

@@ -205,7 +205,9 @@ def docker(args: list[str]) -> int:
             return 1
         repo = image.split("@", 1)[0]
         repo = repo.rsplit(":", 1)[0] if "/" not in repo.rsplit(":", 1)[-1] else repo
-        digest = CONFIG.get("digests", {}).get(image, DEFAULT_DIGEST)
+        # An image pulled by digest has that digest; a tag has the scripted (or default) one.
+        pinned = image.partition("@sha256:")[2]
+        digest = pinned or CONFIG.get("digests", {}).get(image, DEFAULT_DIGEST)
         # The image ID is the config blob's digest, never the manifest's (build log: `docker
         # pull` by it fails with "unexpected media type"); a locally built image has no
         # RepoDigests at all.
