@@ -164,3 +164,36 @@ def test_build_keeps_repo_digests_only() -> None:
         "digest": "",
         "versions": {"nginx": "1.30.5"},
     }
+
+
+def test_the_boot_check_parses_as_python_3_8_and_imports_the_standard_library_only() -> None:
+    """It runs under the TPU VM image's python3 and the serving image's (tpudeploy/cacheguard.py
+    keeps the same rule)."""
+    import ast
+
+    from tpudeploy.render import boot_check_source
+
+    tree = ast.parse(boot_check_source(), feature_version=(3, 8))
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        (node.module or "").split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert imported <= {"__future__", "datetime", "importlib", "json", "re", "sys"}
+
+
+def test_the_rendered_metadata_fits_compute_engines_limits() -> None:
+    """Compute Engine: a metadata value is at most 262,144 bytes (256 KiB) and all keys and
+    values under 512 KB (cloud.google.com/compute/docs/reference/rest/v1/Metadata, items[]);
+    the boot check rides inside the startup script."""
+    from tpudeploy.render import node_metadata
+
+    md = node_metadata(DeployConfig())
+    sizes = {key: len(value.encode()) for key, value in md.items()}
+    assert max(sizes.values()) <= 262_144, sizes
+    assert sum(len(k.encode()) for k in md) + sum(sizes.values()) < 512 * 1000
