@@ -52,6 +52,11 @@ def test_the_wrapped_memory_line_of_the_build_log_parses_too() -> None:
     )
     m = bootcheck.parse_log(text)
     assert (m["hbm_limit_cap_gib"], m["hbm_used_gib"], m["hbm_avail_gib"]) == (14.49, 8.97, 5.52)
+    # Later tpu-inference logs a KV-connector reserve between used and avail.
+    later = text.replace(
+        "| total_hbm_avail", "| kv_connector_hbm_reserve_gb=0.0GiB | total_hbm_avail"
+    )
+    assert bootcheck.parse_log(later)["hbm_avail_gib"] == 5.52
 
 
 def test_the_build_logs_boot_matches_the_planner(expected: dict[str, object]) -> None:

@@ -40,7 +40,8 @@ LEVELS = ("warning", "win", "note", "ok")
 # ---- log formats (tpu-inference's runner/tpu_worker and kv_cache_manager, vLLM's serve CLI)
 # vLLM's logger prefixes "INFO 08-16 20:24:55 [file.py:123] " (month-day, no year).
 _STAMP = re.compile(r"^(?:\(\w+ pid=\d+\) )?[A-Z]+ (\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? ", re.M)
-_MEMORY = re.compile(r"Memory statistics((?:\s*\|?\s*total_hbm_\w+_gb=[0-9.]+GiB)+)")
+# Newer tpu-inference adds fields between them (kv_connector_hbm_reserve_gb=...): any `*_gb=`.
+_MEMORY = re.compile(r"Memory statistics((?:\s*\|?\s*\w+_gb=[0-9.]+GiB)+)")
 _MEMORY_FIELD = re.compile(r"total_hbm_(\w+?)_gb=([0-9.]+)GiB")
 _LAYOUT = re.compile(
     r"Hybrid KV cache layout: num_kv_cache_groups=(\d+)(?:.*?kv_cache_config\.num_blocks=(\d+))?"
