@@ -12,6 +12,10 @@ real process on this machine: the vLLM container's `vllm serve ...` through serv
 engine), the proxy container's nginx as the real nginx (serve.nginx) on the rendered config,
 listening on loopback only. A container's paths and `-e` values are mapped to the host paths
 mounted there; `docker ps` and `docker rm` then look at and stop that process.
+
+`docker logs NAME` prints config.json's `logs[NAME]` (tests/boot_logs.py: the build log's own
+boot), or the served program's log; `docker exec [-i] NAME PROGRAM ...` answers from
+`exec[NAME][PROGRAM]` and fails like docker when the image has no such program.
 """
 
 import contextlib
