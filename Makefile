@@ -28,7 +28,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	preflight \
 	capacity cost status bench bench-quick bench-plan report readme mutants \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel \
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait pin smoke endpoint tunnel \
 	rehearse test-fast recover extend
 
 help: ## List the targets
@@ -126,6 +126,11 @@ api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; sa
 
 wait: $(VENV_STAMP) ## Follow the boot phases (guest attributes, no SSH) until vLLM is ready
 	$(PY) -m tpudeploy wait
+
+# The node publishes the RepoDigest it pulled (never the config-blob image ID) and the versions
+# the image reports; this writes them into DEPLOY_CONFIG, comments and layout kept.
+pin: $(VENV_STAMP) ## Hold the build: write the ready node's image digests into the config
+	$(PY) -m tpudeploy pin
 
 # Over TLS pinned to the node's certificate. ENDPOINT=https://HOST:PORT (e.g. the tunnel's
 # https://localhost:8443) skips the node lookup, TLS_SHA256 the guest-attribute lookup,

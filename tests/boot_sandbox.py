@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests import boot_logs
 from tpudeploy.config import DeployConfig
 from tpudeploy.render import compile_cache_key, render_shutdown_script, render_startup_script
 
@@ -82,6 +83,14 @@ class Node:
             "secrets": {cfg.hf_token_secret_id: HF_TOKEN, cfg.api_key_secret_id: API_KEY},
             "health": ["000", "000", 200],
             "proxy_name": cfg.proxy.container_name,
+            # `docker logs` of the vLLM container: the build log's boot (tests/boot_logs.py).
+            "logs": {cfg.vllm.container_name: boot_logs.vllm_log()},
+            "exec": {
+                cfg.vllm.container_name: {
+                    "python3": {"stdout": json.dumps(boot_logs.IMAGE_VERSIONS)}
+                },
+                cfg.proxy.container_name: {"nginx": {"stderr": boot_logs.NGINX_V}},
+            },
         }
         self.config.update(config)
         # The sandbox's runtime directory is on whatever filesystem the test's tmp_path is; the
@@ -157,6 +166,11 @@ class Node:
         path = self.stub_dir / "guest_attributes.jsonl"
         lines = path.read_text().splitlines() if path.exists() else []
         return [(e["key"], e["value"]) for e in map(json.loads, lines)]
+
+    def attribute(self, key: str) -> str | None:
+        """The last value the boot set for tpudeploy/KEY."""
+        values = [v for k, v in self.guest_attributes() if k == f"tpudeploy/{key}"]
+        return values[-1] if values else None
 
     def phases(self) -> list[str]:
         return [v for k, v in self.guest_attributes() if k == "tpudeploy/phase"]

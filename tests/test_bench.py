@@ -360,13 +360,18 @@ def test_metadata_values_are_public_and_name_the_server(tmp_path: Path) -> None:
     cell_calls = [argv for argv, _ in node.calls if "vllm bench serve" in argv[-1]]
     assert len(cell_calls) == 4
     public = re.compile(r"tpudeploy_(context|clients|rep)=\d+|tpudeploy_config=[0-9a-f]{16}"
-                        r"|tpudeploy_image=sha256:[0-9a-f]{64}")  # fmt: skip
+                        r"|tpudeploy_image=sha256:[0-9a-f]{64}"
+                        r"|tpudeploy_digest=vllm/vllm-tpu@sha256:[0-9a-f]{64}"
+                        r"|tpudeploy_vllm=[0-9a-z.+]+")  # fmt: skip
     for argv in cell_calls:
         pairs = flags(bench_part(argv))["--metadata"]
-        assert len(pairs) == 5
+        assert len(pairs) == 7
         assert all(public.fullmatch(pair) for pair in pairs), pairs
         assert not any(FAKE_KEY in pair for pair in pairs)
         assert "tpudeploy_image=sha256:" + "ab" * 32 in pairs  # what the node's docker reported
+        # The build the node served, as make pin would hold it (issue 24).
+        assert "tpudeploy_digest=vllm/vllm-tpu@sha256:" + "cd" * 32 in pairs
+        assert "tpudeploy_vllm=0.26.1rc1.dev125+ga7a204cc6" in pairs
 
 
 def test_sweep_results_report_by_content_even_renamed(tmp_path: Path) -> None:

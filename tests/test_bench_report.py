@@ -763,3 +763,30 @@ def test_missing_results_dir_is_not_created(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match="no such directory"):
         write_report(missing, tmp_path / "out")
     assert not missing.exists() and not (tmp_path / "out").exists()
+
+
+def test_two_builds_are_reported_apart_by_digest_and_version(tmp_path: Path) -> None:
+    """Issue 24: the image bump a `make pin` records is its own group, named by what the node
+    served (the RepoDigest and vLLM version), never averaged with the build before it."""
+    out = tmp_path / "builds"
+    out.mkdir()
+    old = ("vllm/vllm-tpu@sha256:" + "1" * 64, "0.26.1rc1.dev125+ga7a204cc6")
+    new = ("vllm/vllm-tpu@sha256:" + "2" * 64, "0.27.0")
+    for build, scale, offset in ((old, 1.0, 0), (new, 1.3, 5)):
+        for rep in (1, 2):
+            pairs = {
+                **sweep_pairs(1024, 16, rep),
+                "tpudeploy_digest": build[0],
+                "tpudeploy_vllm": build[1],
+            }
+            rec = record(1024, 16, rep, scale=scale, pairs=pairs,
+                         date=vllm_date(1024, 16, rep, offset=offset))  # fmt: skip
+            save(out, vllm_name(rec), rec)
+    report = build_report(out)
+    assert sorted((g.key.digest, g.key.vllm) for g in report.groups) == [old, new]
+    for digest, version in (old, new):
+        assert f"image `{digest}`, vLLM `{version}`" in report.markdown
+    for index in (1, 2):
+        group = report.groups[index - 1]
+        mine = [r for r in written(out) if r["tpudeploy_digest"] == group.key.digest]
+        check_tables(group_markdown(report.markdown, index), {(1024, 16): mine})

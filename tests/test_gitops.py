@@ -409,3 +409,60 @@ def test_destroy_workflows_own_input_examples_resolve() -> None:
     assert examples, description
     for example in examples:
         assert gitops.resolve_input(REPO_ROOT, example).config.startswith("deployments/")
+
+
+# Captured from Terraform 1.11.4 (`terraform plan -no-color`) for a terraform_data whose
+# jsonencode()d input carries the startup script, as the flex-start queued resource's does.
+IMAGE_PLAN = """\
+-/+ resource "terraform_data" "qr" {
+      ~ input            = jsonencode(
+          ~ {
+              ~ node = {
+                  ~ metadata = {
+                      ~ startup-script = <<-EOT
+                            #!/usr/bin/env bash
+                            readonly CONTAINER=vllm-gemma4
+                          - readonly IMAGE=vllm/vllm-tpu:nightly
+                          + readonly IMAGE=vllm/vllm-tpu@sha256:{digest}
+                            readonly PROXY_IMAGE=nginx:1.30.5
+                            echo hi
+                        EOT
+                    }
+                }
+            }
+        )
+      ~ output           = jsonencode(
+            {
+              - node = {
+                  - metadata = {
+                      - startup-script = <<-EOT
+                            readonly IMAGE=vllm/vllm-tpu:nightly
+                        EOT
+Plan: 1 to add, 0 to change, 1 to destroy.
+"""
+
+
+def test_plan_report_shows_an_image_change_as_a_version_change() -> None:
+    from tpudeploy.gitops.plan_report import pinned_versions
+
+    digest = "a" * 64
+    pinned = f"vllm/vllm-tpu@sha256:{digest}"
+    toml = (
+        "# deployment\n[vllm]\n"
+        f'image = "{pinned}"  # vllm 0.26.1rc1.dev125+ga7a204cc6; make pin 2026-12-01\n'
+    )
+    versions = pinned_versions(toml)
+    assert versions == {pinned: "vllm 0.26.1rc1.dev125+ga7a204cc6; make pin 2026-12-01"}
+    md = gitops.plan_report(
+        name="gemma",
+        config="deploy.toml",
+        exit_code=0,
+        output=IMAGE_PLAN.replace("{digest}", digest),
+        versions=versions,
+    )
+    (line,) = [row for row in md.splitlines() if row.startswith("- vLLM image")]
+    assert line.startswith(f"- vLLM image: `vllm/vllm-tpu:nightly` -> `{pinned}` (vllm 0.26.1rc1")
+    assert "a different build" in line and "make status" in line
+    # The output block's lone "-" line is no change of its own; the proxy did not change.
+    assert md.count("- vLLM image") == 1 and "proxy image" not in md
+    assert "- Plan: 1 to add, 0 to change, 1 to destroy." in md

@@ -48,6 +48,35 @@ def test_flex_start_shows_state_ip_and_end_of_billing(
     assert "34.16.0.2" in out  # the node's external IP, from nodes.get
     # The fake reports terminationTime for an ACTIVE queued resource with a run duration.
     assert "billing stops at 2026-08-09T16:00:00Z" in out
+    # Before the boot reports: said so, no crash (issue 24).
+    assert "build: not reported yet" in out and "boot check: not reported yet" in out
+
+
+def test_status_prints_the_build_the_node_reports(
+    fake: FakeTpuApi,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    use_config(monkeypatch, tmp_path, f'project = "{PROJECT}"\n')
+    spec = queued_resource_spec(parse_config({"project": PROJECT}), PROJECT)
+    fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+    assert main(["status"]) == 0  # the node now exists
+    capsys.readouterr()
+    digest = "vllm/vllm-tpu@sha256:" + "d" * 64
+    build = {"vllm": {"image": "vllm/vllm-tpu:nightly", "digest": digest,
+                      "versions": {"vllm": "0.26.1rc1.dev125+ga7a204cc6"}}}  # fmt: skip
+    slow = {"level": "warning", "check": "boot", "text": "cold boot 1200 s", "meaning": "slow"}
+    check = {"verdict": "1 warning(s), 0 open win(s) reached", "findings": [slow]}
+    assert fake.set_guest_attribute(spec.node_name, "tpudeploy/build", json.dumps(build))
+    assert fake.set_guest_attribute(spec.node_name, "tpudeploy/boot-check", json.dumps(check))
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"vllm image vllm/vllm-tpu:nightly\n  digest {digest}\n" in out
+    assert "  reports vllm 0.26.1rc1.dev125+ga7a204cc6" in out
+    assert "boot check: 1 warning(s)" in out and "  warning: cold boot 1200 s -- slow" in out
 
 
 def test_flex_start_missing_resource_says_nothing_bills(

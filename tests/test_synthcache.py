@@ -72,6 +72,10 @@ def test_main_reuses_an_unchanged_synth_and_redoes_a_changed_one(tmp_path: Path)
     assert time.monotonic() - start < 5
     assert (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").read_text() == written
     assert "KV pool" in again.stdout  # the same summary as a synth
+    # The seed's image is a moving tag: warned exactly once, by a synth and by its reuse.
+    for run in (first, again):
+        assert run.stdout.count("a tag, not a digest") == 1, run.stdout
+        assert run.stdout.count("`make pin`") == 1
 
     changed, _ = run_main(tmp_path, 'project = "cache-test-2"\n')
     assert changed.returncode == 0, changed.stderr

@@ -133,3 +133,24 @@ def test_cli_wait_without_credentials_is_one_error_line(
     err = capsys.readouterr().err
     assert err.startswith("error: no Google Cloud credentials")
     assert "gcloud auth application-default login" in err and "Traceback" not in err
+
+
+def test_ready_prints_the_boot_checks_warnings_and_wins(
+    cfg: DeployConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24: what the node measured against the planner, when it says ready."""
+    import json
+
+    from tests import boot_logs
+    from tpudeploy import bootcheck
+    from tpudeploy.nodebuild import boot_expectations
+    from tpudeploy.render import vllm_serve_args
+
+    expected = boot_expectations(cfg, vllm_serve_args(cfg.vllm))
+    check = bootcheck.report(boot_logs.vllm_log(groups=2), expected, {"cache": "hit"})
+    with FakeTpu([("ready", "")], attributes={"boot-check": json.dumps(check)}) as fake:
+        rc, out = run_wait(fake, cfg, monkeypatch)
+    assert rc == 0
+    assert "boot check: 0 warning(s), 1 open win(s) reached" in out
+    assert "  win: num_kv_cache_groups=2: sliding windows reached" in out
+    assert "ok:" not in out and "note:" not in out

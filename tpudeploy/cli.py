@@ -50,10 +50,15 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> list[str]:
-    """What `make synth` and `make check` end with: guard-rail warnings, then cost, what stops
+    """What `make synth` and `make check` end with: guard-rail warnings, a moving image tag,
+    then cost, what stops
     the billing, what the cost leaves out, who reaches the endpoint, KV pool. `today` adds the
     prices' age (generated README text leaves it out to stay stable)."""
+    from tpudeploy.pinning import moving_tags
+
     lines = policy.warnings(cfg)
+    # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix.
+    lines += [str(f) for f in moving_tags(cfg)]
     lines += planner.synth_summary(cfg, today=today)
     return lines
 
@@ -90,6 +95,11 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
         from tpudeploy import vmstatus
 
         print("\n".join(vmstatus.lines(cfg, project, str(report["node_state"]))))
+    if report["node_state"] != "NOT_FOUND":
+        # What the node says it runs, and how its boot compared with the planner.
+        from tpudeploy import nodebuild
+
+        print("\n".join(nodebuild.status_lines(cfg, project)))
     return 0
 
 
@@ -237,6 +247,15 @@ def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return wait.wait_ready(cfg, project, timeout=args.timeout, interval=args.interval)
 
 
+def _pin(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import nodebuild, pinning
+    from tpudeploy.queued_resource import TpuApi
+
+    project = require_project(cfg, source=str(config_path()))
+    attributes = nodebuild.node_attributes(cfg, project, TpuApi(log=sys.stderr))
+    return pinning.pin(cfg, attributes, config_path(), out=sys.stdout)
+
+
 def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import frontdoor, smoke
 
@@ -336,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
     wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
     wait_p.set_defaults(func=_wait)
+    sub.add_parser(
+        "pin", help="write the image digests the ready node runs into the deployment's TOML"
+    ).set_defaults(func=_pin)
     sub.add_parser(
         "smoke",
         help="front door locked, then chat + get_weather tool call over pinned TLS "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from tpudeploy import cacheguard
+from tpudeploy import bootcheck, cacheguard, nodebuild
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
 
@@ -161,6 +161,11 @@ def cache_guard_source() -> str:
     return Path(cacheguard.__file__).read_text(encoding="utf-8")
 
 
+def boot_check_source() -> str:
+    """tpudeploy/bootcheck.py, run by the startup script on the host and in the image."""
+    return Path(bootcheck.__file__).read_text(encoding="utf-8")
+
+
 def render_startup_script(cfg: DeployConfig) -> str:
     """The startup script stored in the node's metadata: ids of secrets, never their values."""
     v = cfg.vllm
@@ -181,6 +186,10 @@ def render_startup_script(cfg: DeployConfig) -> str:
             proxy_port=cfg.proxy.port,
             proxy_config=render_proxy_config(cfg),
             cache_guard=cache_guard_source(),
+            boot_check=boot_check_source(),
+            boot_expected=json.dumps(
+                nodebuild.boot_expectations(cfg, vllm_serve_args(v)), separators=(",", ":")
+            ),
             ready_timeout=READY_TIMEOUT_SECONDS,
             container_env=v.container_env(),
             serve_lines=_argv_lines(vllm_serve_args(v)),

@@ -109,6 +109,15 @@ def wait_ready(
                 f"\r  ... {state.phase} for {format_seconds(elapsed)}", end="", file=out, flush=True
             )
         if state.phase == "ready":
+            # What the node measured against the planner: warnings and open wins only.
+            from tpudeploy.nodebuild import check_lines
+
+            try:
+                alerts = check_lines(read_attributes(api, name) or {}, only_alerts=True)
+            except ApiError:
+                alerts = []
+            for line in alerts:
+                print(line, file=out)
             print(
                 f"ready after {format_seconds(elapsed)} of waiting. Next: make endpoint (address "
                 "and certificate), make tunnel + make smoke (build log: cold boot 857 s, warm "

@@ -20,6 +20,10 @@ META_CLIENTS = "tpudeploy_clients"
 META_REP = "tpudeploy_rep"
 META_CONFIG = "tpudeploy_config"
 META_IMAGE = "tpudeploy_image"
+# The manifest digest (RepoDigest) and vLLM version the node served (issue 24): what `make pin`
+# holds a deployment to, so results group by the build a user can deploy again.
+META_DIGEST = "tpudeploy_digest"
+META_VLLM = "tpudeploy_vllm"
 
 
 # The script `sh -c` runs inside the container. The API key arrives as the first line of stdin
@@ -78,7 +82,13 @@ def plan_cells(settings: SweepSettings, *, base_seed: int) -> list[Cell]:
 
 
 def bench_argv(
-    settings: SweepSettings, cell: Cell, *, result_dir: str, image_id: str | None = None
+    settings: SweepSettings,
+    cell: Cell,
+    *,
+    result_dir: str,
+    image_id: str | None = None,
+    digest: str | None = None,
+    vllm_version: str | None = None,
 ) -> list[str]:
     """The `vllm bench serve` argv for one cell (runs inside the serving container).
 
@@ -92,6 +102,10 @@ def bench_argv(
         metadata.append(f"{META_CONFIG}={settings.config_hash}")
     if image_id:
         metadata.append(f"{META_IMAGE}={image_id}")
+    if digest:
+        metadata.append(f"{META_DIGEST}={digest}")
+    if vllm_version:
+        metadata.append(f"{META_VLLM}={vllm_version}")
     argv = [
         "vllm", "bench", "serve",
         "--backend", "openai-chat",
@@ -126,10 +140,19 @@ def cell_command(
     run_id: str,
     target: NodeTarget | None,
     image_id: str | None = None,
+    digest: str | None = None,
+    vllm_version: str | None = None,
 ) -> list[str]:
     """The local argv that runs one cell on the node and prints its result JSON on stdout."""
     result_dir = f"{RESULT_DIR_IN_CONTAINER}/{run_id}"
-    inner = bench_argv(settings, cell, result_dir=result_dir, image_id=image_id)
+    inner = bench_argv(
+        settings,
+        cell,
+        result_dir=result_dir,
+        image_id=image_id,
+        digest=digest,
+        vllm_version=vllm_version,
+    )
     on_node = [
         "sudo", "docker", "exec", "-i", settings.container,
         "sh", "-c", _IN_CONTAINER_SCRIPT, "sh", f"{result_dir}/{cell.filename}", *inner,

@@ -14,8 +14,10 @@ from tpudeploy.bench.commands import (
     META_CLIENTS,
     META_CONFIG,
     META_CONTEXT,
+    META_DIGEST,
     META_IMAGE,
     META_REP,
+    META_VLLM,
 )
 from tpudeploy.bench.settings import PROFILES
 
@@ -62,10 +64,19 @@ class GroupKey:
     model: str
     config: str | None
     image: str | None
+    # The build the node served: its RepoDigest and vLLM version (one image ID has one of each;
+    # they are what a user reads and pins, the ID is not pullable).
+    digest: str | None = None
+    vllm: str | None = None
 
     def describe(self) -> str:
         config = f"config `{self.config}`" if self.config else "config not recorded"
-        image = f"image `{self.image}`" if self.image else "image not recorded"
+        if self.digest:
+            image = f"image `{self.digest}`"
+        else:
+            image = f"image `{self.image}`" if self.image else "image not recorded"
+        if self.vllm:
+            image += f", vLLM `{self.vllm}`"
         return f"`{self.model}`, {config}, {image}"
 
 
@@ -249,13 +260,20 @@ def parse_run(data: Any, label: str, grid: Sequence[int]) -> RunResult:
     total_input = data.get("total_input_tokens")
     saved_rep = data.get(META_REP)
     config, image = data.get(META_CONFIG), data.get(META_IMAGE)
+    digest, vllm = data.get(META_DIGEST), data.get(META_VLLM)
     return RunResult(
         context=context,
         clients=clients,
         rep=0,
         file=label,
         date=str(date),
-        group=GroupKey(model, str(config) if config else None, str(image) if image else None),
+        group=GroupKey(
+            model,
+            str(config) if config else None,
+            str(image) if image else None,
+            str(digest) if digest else None,
+            str(vllm) if vllm else None,
+        ),
         context_from=context_from,
         num_prompts=num_prompts,
         completed=completed,

@@ -21,6 +21,10 @@ from tpudeploy.timefmt import format_seconds
 
 RESULT_KEYS = ("completed", "num_prompts", "output_throughput", "median_ttft_ms", "median_tpot_ms")
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+# A RepoDigest (repo@sha256:...), the reference `make pin` writes; a version `vllm --version`
+# prints (0.26.1rc1.dev125+ga7a204cc6 embeds vLLM's git SHA).
+REPO_DIGEST = re.compile(r"[a-z0-9][^@\s\"]*@sha256:[0-9a-f]{64}")
+VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,80}")
 
 
 class SweepError(RuntimeError):
@@ -120,10 +124,12 @@ def read_image_info(
         digests = json.loads(lines[2])
     except json.JSONDecodeError:
         digests = [lines[2]]
+    served = [d for d in digests if isinstance(d, str) and REPO_DIGEST.fullmatch(d)]
     return {
         "image": lines[0],
         "image_id": lines[1],
         "repo_digests": digests,
+        "digest": served[0] if served else "",
         "vllm_version": lines[-1],
     }
 
@@ -196,7 +202,13 @@ def run_sweep(
         print(f"{label}: running ({settings.num_prompts(cell.clients)} prompts)...", file=progress)
         cell_started = clock()
         argv = cell_command(
-            settings, cell, run_id=run_id, target=target, image_id=image["image_id"]
+            settings,
+            cell,
+            run_id=run_id,
+            target=target,
+            image_id=image["image_id"],
+            digest=image["digest"],
+            vllm_version=image["vllm_version"] if VERSION.fullmatch(image["vllm_version"]) else "",
         )
         done = executor(argv, stdin=stdin)
         log_path = out_dir / "logs" / f"{cell.stem}.log"

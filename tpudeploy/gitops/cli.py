@@ -21,7 +21,7 @@ from tpudeploy.gitops.deployments import (
     removed_deployment_files,
     resolve_input,
 )
-from tpudeploy.gitops.plan_report import plan_report
+from tpudeploy.gitops.plan_report import pinned_versions, plan_report
 from tpudeploy.gitops.recovery import candidates, judge
 
 
@@ -148,7 +148,17 @@ def _cmd_plan_report(args: argparse.Namespace) -> int:
     if NAME_RE.fullmatch(args.name) is None:
         raise GitopsError(f"plan-report: {args.name!r} is not a deployment name")
     output = Path(args.output).read_text(encoding="utf-8", errors="replace")
-    print(plan_report(name=args.name, config=args.config, exit_code=args.exit_code, output=output))
+    config = Path(args.root) / args.config
+    versions = pinned_versions(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    print(
+        plan_report(
+            name=args.name,
+            config=args.config,
+            exit_code=args.exit_code,
+            output=output,
+            versions=versions,
+        )
+    )
     return 0
 
 

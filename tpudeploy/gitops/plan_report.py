@@ -3,15 +3,56 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 # A GitHub comment holds at most 65,536 characters and several deployments share one comment.
 PLAN_DETAIL_LIMIT = 20_000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _SUMMARY = re.compile(r"Plan: \d+ to add, \d+ to change, \d+ to destroy|No changes\.|Error: ")
+# Terraform diffs the startup script line by line, inside metadata or a jsonencode()d spec:
+#   - readonly IMAGE=vllm/vllm-tpu:nightly
+#   + readonly IMAGE=vllm/vllm-tpu@sha256:...
+_IMAGE_CHANGE = re.compile(
+    r"^\s*- readonly (IMAGE|PROXY_IMAGE)=(\S+)\n\s*\+ readonly \1=(\S+)\s*$", re.MULTILINE
+)
+_ROLES = {"IMAGE": "vLLM image", "PROXY_IMAGE": "proxy image"}
+# `make pin` writes `image = "repo@sha256:..."  # <versions>; make pin <date>`.
+_PINNED_LINE = re.compile(r'^\s*image\s*=\s*"([^"]+)"\s*#\s*(.+?)\s*$', re.MULTILINE)
 
 
-def plan_report(*, name: str, config: str, exit_code: int, output: str) -> str:
-    """Markdown for one deployment's `cdktf diff`: summary lines first, full output folded."""
+def pinned_versions(config_text: str) -> dict[str, str]:
+    """{image reference: the versions `make pin` wrote beside it} from a deployment's TOML."""
+    return {ref: comment for ref, comment in _PINNED_LINE.findall(config_text)}
+
+
+def image_changes(text: str, versions: Mapping[str, str] | None = None) -> list[str]:
+    """One line per image the plan changes, said as the build change it is."""
+    lines: list[str] = []
+    for role, old, new in _IMAGE_CHANGE.findall(text):
+        noted = (versions or {}).get(new)
+        line = (
+            f"{_ROLES[role]}: `{old}` -> `{new}`"
+            + (f" ({noted})" if noted else "")
+            + ": a different build; vLLM's version, memory layout and compile cache can all "
+            "change. After the deploy, `make status` shows what the node reports and its boot "
+            "check"
+        )
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def plan_report(
+    *,
+    name: str,
+    config: str,
+    exit_code: int,
+    output: str,
+    versions: Mapping[str, str] | None = None,
+) -> str:
+    """Markdown for one deployment's `cdktf diff`: summary lines first (an image change as the
+    version change it is, with `versions` from the config's `make pin` comments), full output
+    folded."""
     # A fence inside the plan output would close the code block early and render the rest.
     text = _ANSI.sub("", output).replace("```", "'''")
     summary: list[str] = []
@@ -23,6 +64,7 @@ def plan_report(*, name: str, config: str, exit_code: int, output: str) -> str:
         text = text[:PLAN_DETAIL_LIMIT] + "\n... truncated: the full plan is in the job log\n"
     lines = [f"### `{name}` ({config}): {status}", ""]
     lines += [f"- {s}" for s in summary] or ["- no plan summary found in the output"]
+    lines += [f"- {change}" for change in image_changes(_ANSI.sub("", output), versions)]
     lines += ["", "<details><summary>cdktf diff output</summary>", "", "```", text, "```"]
     lines += ["", "</details>", ""]
     return "\n".join(lines)

@@ -8,8 +8,10 @@ from tpudeploy.planner.capacity import (
     block_size_for,
     compile_headroom_bytes,
     decode_floor_s,
+    kv_bytes_per_request,
     kv_memory_multiplier,
     kv_pool,
+    sliding_window_ratio,
 )
 from tpudeploy.planner.chips import CHIPS, V5E, Accelerator, ChipSpec, lookup_accelerator
 from tpudeploy.planner.cost import (
@@ -64,6 +66,7 @@ __all__ = [
     "cost_table",
     "decode_floor_s",
     "hourly_cost",
+    "kv_bytes_per_request",
     "kv_memory_multiplier",
     "kv_pool",
     "lookup_accelerator",
@@ -72,5 +75,6 @@ __all__ = [
     "preemption_line",
     "price_table",
     "rate_text",
+    "sliding_window_ratio",
     "synth_summary",
 ]

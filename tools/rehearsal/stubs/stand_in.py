@@ -12,6 +12,10 @@ real process on this machine: the vLLM container's `vllm serve ...` through serv
 engine), the proxy container's nginx as the real nginx (serve.nginx) on the rendered config,
 listening on loopback only. A container's paths and `-e` values are mapped to the host paths
 mounted there; `docker ps` and `docker rm` then look at and stop that process.
+
+`docker logs NAME` prints config.json's `logs[NAME]` (tests/boot_logs.py: the build log's own
+boot), or the served program's log; `docker exec [-i] NAME PROGRAM ...` answers from
+`exec[NAME][PROGRAM]` and fails like docker when the image has no such program.
 """
 
 import contextlib
@@ -203,10 +207,69 @@ def docker(args: list[str]) -> int:
         if image not in STATE.get("images", []):
             print(f"Error: No such image: {image}", file=sys.stderr)
             return 1
-        repo = image.rsplit(":", 1)[0] if "/" not in image.rsplit(":", 1)[-1] else image
-        digest = CONFIG.get("digests", {}).get(image, DEFAULT_DIGEST)
-        print(json.dumps([{"RepoTags": [image], "RepoDigests": [f"{repo}@sha256:{digest}"]}]))
+        repo = image.split("@", 1)[0]
+        repo = repo.rsplit(":", 1)[0] if "/" not in repo.rsplit(":", 1)[-1] else repo
+        # An image pulled by digest has that digest; a tag has the scripted (or default) one.
+        pinned = image.partition("@sha256:")[2]
+        digest = pinned or CONFIG.get("digests", {}).get(image, DEFAULT_DIGEST)
+        # The image ID is the config blob's digest, never the manifest's (build log: `docker
+        # pull` by it fails with "unexpected media type"); a locally built image has no
+        # RepoDigests at all.
+        repo_digests = (
+            [] if image in CONFIG.get("local_images", []) else [f"{repo}@sha256:{digest}"]
+        )
+        inspected = {
+            "Id": "sha256:" + sha256(f"config-blob {image}"),
+            "RepoTags": [image],
+            "RepoDigests": repo_digests,
+        }
+        if "--format" in args:
+            template = args[args.index("--format") + 1]
+            if template != "{{index .RepoDigests 0}}":
+                print(f"stand-in docker: unexpected --format {template}", file=sys.stderr)
+                return 2
+            if not repo_digests:
+                # What docker prints for index of an empty list.
+                print(
+                    "template parsing error: error calling index: index out of range: 0",
+                    file=sys.stderr,
+                )
+                return 1
+            print(repo_digests[0])
+            return 0
+        print(json.dumps([inspected]))
         return 0
+    if sub == "logs":
+        # The container's log: the served program's own (the rehearsal), else the scripted one.
+        name = args[-1]
+        served = STUB_DIR / f"{name}.log"
+        if STATE.get("pids", {}).get(name) is not None and served.exists():
+            sys.stdout.write(served.read_text(errors="replace"))
+            return 0
+        if name not in containers:
+            print(f"Error response from daemon: No such container: {name}", file=sys.stderr)
+            return 1
+        sys.stdout.write(CONFIG.get("logs", {}).get(name, ""))
+        return 0
+    if sub == "exec":
+        # `docker exec [-i] NAME CMD...`: scripted answers per container and program.
+        rest = [a for a in args[1:] if a != "-i"]
+        name, program = rest[0], rest[1] if len(rest) > 1 else ""
+        if containers.get(name) != "running":
+            print(f"Error response from daemon: container {name} is not running", file=sys.stderr)
+            return 1
+        if "-i" in args:
+            sys.stdin.read()
+        answer = CONFIG.get("exec", {}).get(name, {}).get(program)
+        if answer is None:
+            print(
+                f'OCI runtime exec failed: exec: "{program}": executable file not found in $PATH',
+                file=sys.stderr,
+            )
+            return 126
+        sys.stdout.write(answer.get("stdout", ""))
+        sys.stderr.write(answer.get("stderr", ""))
+        return int(answer.get("rc", 0))
     if sub == "rm":
         name = args[-1]
         if containers.get(name):
