@@ -29,7 +29,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 	preflight \
 	capacity cost status bench bench-quick bench-plan report readme mutants \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait pin smoke endpoint tunnel \
-	rehearse test-fast recover extend
+	rehearse test-fast recover extend tune-plan tune tune-report
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -163,6 +163,22 @@ bench-plan: $(VENV_STAMP) ## Print every benchmark command and a time estimate; 
 report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make report RESULTS=dir
 	@test -n "$(RESULTS)" || { echo "usage: make report RESULTS=<dir of vllm bench serve JSON files>" >&2; exit 2; }
 	$(PY) -m tpudeploy.bench report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
+
+# make tune (docs/tuning.md): the build log's untested ideas (tune/*.toml) as whole configs, each
+# booted from scratch, ROUNDS times interleaved; ARMS=a,b picks arms, TUNE_ARMS=dir another folder.
+TUNE_ARGS = --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE)) \
+	$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(ARMS),--arms $(ARMS)) $(if $(TUNE_ARMS),--arms-dir $(TUNE_ARMS))
+tune-plan: $(VENV_STAMP) ## What make tune would run: each arm's change, the order, time and cost
+	@$(PY) -m tpudeploy.tune plan $(TUNE_ARGS)
+
+# Paid: creates and bills TPU nodes (asks first without AUTO_APPROVE); OUT=dir resumes a run.
+tune: install ## Boot each arm from scratch, bench it, stop the billing (KEEP=arm|winner keeps one)
+	@$(PY) -m tpudeploy.tune run $(TUNE_ARGS) $(if $(OUT),--out $(OUT)) \
+	  $(if $(KEEP),--keep $(KEEP)) $(if $(AUTO_APPROVE),--yes)
+
+tune-report: $(VENV_STAMP) ## The tune's verdict: make tune-report OUT=tune-results/<name>-<profile>
+	@test -n "$(OUT)" || { echo "usage: make tune-report OUT=<the OUT of make tune>" >&2; exit 2; }
+	@$(PY) -m tpudeploy.tune report $(OUT) $(TUNE_ARGS)
 
 # Two pytest workers (pytest-xdist), one per core of the machines this runs on; each test file
 # stays on one worker, so a module's shared fixture (the rehearsal starts all its runs at once)

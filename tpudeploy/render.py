@@ -62,6 +62,8 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
     if v.enable_auto_tool_choice:
         args.append("--enable-auto-tool-choice")
     args += ["--tool-call-parser", v.tool_call_parser, "--reasoning-parser", v.reasoning_parser]
+    if v.speculative_config is not None:
+        args += ["--speculative-config", json.dumps(v.speculative_config, separators=(",", ":"))]
     # Never empty (config refuses it): an empty list would let a request make vLLM fetch from the
     # metadata server over --net=host.
     args += ["--allowed-media-domains", *v.allowed_media_domains]

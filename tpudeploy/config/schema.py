@@ -86,6 +86,13 @@ class VllmConfig(Strict):
     force_tensor_parallel_size: bool = False
     """override the tensor-parallel guard rail"""
     # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
+    # n-gram speculative decoding (build log, untested ideas: "needs no draft checkpoint and is
+    # marked fully passing on TPU"); rendered as --speculative-config JSON. Off by default.
+    speculative_config: dict[str, str | int] | None = Field(
+        default=None,
+        examples=[{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}],
+    )
+    """n-gram speculative decoding (method = "ngram"); unset: off"""
     extra_args: tuple[str, ...] = Field(default=(), examples=[["--max-num-seqs", "128"]])
     """more `vllm serve` arguments; modelled flags, the deny list and secrets are refused"""
     # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
@@ -147,6 +154,11 @@ class VllmConfig(Strict):
     @classmethod
     def _word(cls, v: str) -> str:
         return checks.check_choice_name(v)
+
+    @field_validator("speculative_config")
+    @classmethod
+    def _speculative(cls, v: dict[str, str | int] | None) -> dict[str, str | int] | None:
+        return checks.check_speculative_config(v)
 
     @field_validator("limit_mm_per_prompt")
     @classmethod

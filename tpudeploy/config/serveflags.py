@@ -25,6 +25,7 @@ MODELLED_SERVE_FLAGS = frozenset(
         "--tool-call-parser",
         "--reasoning-parser",
         "--allowed-media-domains",
+        "--speculative-config",
     }
 )
 # vLLM's short spellings of modelled flags.

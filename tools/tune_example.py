@@ -1,0 +1,130 @@
+"""Synthetic `make tune` results with known effects: the tests' fixtures and docs/tuning.md's
+example verdict (labelled synthetic there). `python -m tools.tune_example` rewrites that example.
+
+Each arm is a throughput factor and a coefficient of variation; repetition r of a cell measures
+the build log's figure x factor x (1 + cv x (-1, 0, +1)[r % 3]), so the sample cv of three
+repetitions is exactly the cv asked for, and every effect is known in advance.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tpudeploy import facts
+from tpudeploy.bench.commands import META_CLIENTS, META_CONFIG, META_CONTEXT, META_IMAGE, META_REP
+from tpudeploy.tune.report import STATUS_SUFFIX, write_report
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "tuning.md"
+BEGIN, END = "<!-- BEGIN synthetic verdict -->", "<!-- END synthetic verdict -->"
+OFFSETS = (-1.0, 0.0, 1.0)
+IMAGE = "vllm/vllm-tpu@sha256:" + "0" * 64  # synthetic: no such image
+
+
+@dataclass(frozen=True)
+class Effect:
+    factor: float  # throughput x, TTFT and TPOT / (the arm is this much faster)
+    cv: float
+    fails: bool = False  # the arm dies at boot (make wait fails), as the build log's 0.95 did
+
+
+def record(
+    context: int, clients: int, rep: int, effect: Effect, arm: str, round_: int
+) -> dict[str, object]:
+    """One run as `vllm bench serve --save-result` saves it (the keys the report reads)."""
+    jitter = 1 + effect.cv * OFFSETS[(rep + round_) % 3]
+    tok_s = facts.AGGREGATE_TOK_S[(context, clients)] * effect.factor * jitter
+    ttft = facts.MEDIAN_TTFT_MS[(context, clients)] / (effect.factor * jitter)
+    tpot = 1000.0 / (facts.PER_STREAM_TOK_S[(context, clients)] * effect.factor * jitter)
+    prompts = max(clients * 8, 32)
+    return {
+        "date": f"20261201-{round_:02d}{clients % 60:02d}{context % 60:02d}",
+        "backend": "openai-chat",
+        "model_id": facts.MODEL,
+        "num_prompts": prompts,
+        META_CONTEXT: str(context),
+        META_CLIENTS: str(clients),
+        META_REP: str(rep),
+        META_CONFIG: arm,
+        META_IMAGE: IMAGE,
+        "request_rate": "inf",
+        "max_concurrency": clients,
+        "completed": prompts,
+        "failed": 0,
+        "total_input_tokens": prompts * context,
+        "output_throughput": tok_s,
+        "median_ttft_ms": ttft,
+        "median_tpot_ms": tpot,
+    }
+
+
+def write(
+    out: Path,
+    effects: Mapping[str, Effect],
+    *,
+    rounds: int = facts.REPETITIONS,
+    cells: Sequence[tuple[int, int]] = ((128, 1), (128, 16), (1024, 1), (1024, 16)),
+) -> Path:
+    """OUT laid out as `make tune` leaves it: OUT/<arm>/round-<r>/ and its status file."""
+    for arm, effect in effects.items():
+        for r in range(1, rounds + 1):
+            boot = out / arm / f"round-{r}"
+            boot.parent.mkdir(parents=True, exist_ok=True)
+            status: dict[str, object] = {"arm": arm, "round": r, "status": "done"}
+            if effect.fails:
+                status.update(
+                    status="failed",
+                    step="wait",
+                    reason="vLLM exited during compile: RuntimeProgramAllocationFailure: "
+                    "Attempting to reserve 384.11M at the bottom of memory (synthetic)",
+                )
+            else:
+                boot.mkdir(exist_ok=True)
+                for context, clients in cells:
+                    rec = record(context, clients, 1, effect, arm, r)
+                    name = f"ctx{context}-c{clients}-r1.json"
+                    (boot / name).write_text(json.dumps(rec), encoding="utf-8")
+            status_file = boot.with_name(boot.name + STATUS_SUFFIX)
+            status_file.write_text(json.dumps(status), encoding="utf-8")
+    return out
+
+
+EXAMPLE: Mapping[str, Effect] = {
+    "baseline": Effect(1.0, 0.01),
+    "batched-tokens-8192": Effect(1.05, 0.01),
+    "bucket-padding-128": Effect(1.05, 0.20),
+    "max-model-len-65536": Effect(1.005, 0.02),
+    "gpu-0.95": Effect(1.0, 0.0, fails=True),
+}
+
+
+def example_markdown(tmp: Path) -> str:
+    """The report of EXAMPLE at the build log's flex-start rate, as docs/tuning.md shows it."""
+    write(tmp, EXAMPLE)
+    price = facts.PRICES["us-west4"].per_chip_hour["flex-start"]
+    path = write_report(tmp, baseline="baseline", price_per_hour=price, plots=False)
+    text = path.read_text(encoding="utf-8")
+    # The doc shows the summary and the throughput tables; the plots and the latency tables are
+    # in every real report.
+    text = re.sub(r"\n{3,}", "\n\n", re.sub(r"\n!\[[^\n]*\]\([^)]*\)\n", "\n", text))
+    return text[: text.index("\n## Median time-to-first-token")].rstrip() + "\n"
+
+
+def main() -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        example = example_markdown(Path(tmp))
+    doc = DOC.read_text(encoding="utf-8")
+    start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
+    DOC.write_text(doc[:start] + "\n" + example + doc[end:], encoding="utf-8")
+    print(f"wrote the synthetic verdict into {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
