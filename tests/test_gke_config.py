@@ -12,6 +12,7 @@ from tpudeploy import facts
 from tpudeploy.config import ConfigError, load_config, parse_config
 from tpudeploy.config.gke import version_tuple
 from tpudeploy.gitops import pipeline_deployments
+from tpudeploy.platform import platform_for
 
 
 def _problems(data: dict[str, Any]) -> list[str]:
@@ -23,7 +24,7 @@ def _problems(data: dict[str, Any]) -> list[str]:
 def test_the_default_platform_is_still_one_tpu_vm() -> None:
     cfg = parse_config({})
     assert cfg.platform == "tpu-vm"
-    assert cfg.stack_names == ("gemma4-v5e-secrets", "gemma4-v5e-node")
+    assert platform_for(cfg).stacks(cfg) == ("gemma4-v5e-secrets", "gemma4-v5e-node")
 
 
 def test_gke_defaults_and_stack_order() -> None:
@@ -32,7 +33,9 @@ def test_gke_defaults_and_stack_order() -> None:
     assert cfg.gke.capacity_order == ("spot", "flex-start")
     assert cfg.gke.max_run_duration_seconds == 86400
     assert cfg.gke.min_version == facts.GKE_FLEX_START_TPU_MIN_VERSION
-    assert cfg.stack_names == ("gemma4-v5e-secrets", "gemma4-v5e-gke", "gemma4-v5e-serving")
+    stacks = ("gemma4-v5e-secrets", "gemma4-v5e-gke", "gemma4-v5e-serving")
+    assert platform_for(cfg).stacks(cfg) == stacks
+    assert platform_for(cfg).billing_stacks(cfg) == stacks[2:]
 
 
 def test_the_shipped_example_loads() -> None:

@@ -364,3 +364,55 @@ GKE_TPU_TOPOLOGY: Final = "1x1"
 # Spot VMs get about 30 s of notice before preemption (build log; GKE spot-vms page: "up to 30
 # seconds"): the pod's whole drain budget.
 SPOT_NOTICE_S: Final = 30
+
+
+@dataclass(frozen=True, slots=True)
+class HourlyPrice:
+    """One always-on item of a GKE deployment's idle floor, $ per hour, with where it was read."""
+
+    item: str
+    per_hour: float
+    as_of: str
+    source: str
+
+
+# What a GKE deployment bills with no replica serving (the idle floor), us-west4. Rates read
+# 2026-12-01 from the pages named; the system pool's rate was not confirmed in this session
+# (no Google page for it was in reach) and is marked so: override it with [prices] when known.
+GKE_IDLE_PRICES: Final = MappingProxyType(
+    {
+        "us-west4": (
+            HourlyPrice(
+                "cluster management fee (one zonal Standard cluster; GKE's free tier credits "
+                "$74.40/month to one zonal cluster per billing account)",
+                0.10,
+                "2026-12-01",
+                "cloud.google.com/kubernetes-engine/pricing",
+            ),
+            HourlyPrice(
+                "Cloud NAT gateway (0.0014 per VM using it, per hour; one system node)",
+                0.0014,
+                "2026-12-01",
+                "cloud.google.com/nat/pricing",
+            ),
+            HourlyPrice(
+                "internal passthrough load balancer (first 5 forwarding rules)",
+                0.025,
+                "2026-12-01",
+                "cloud.google.com/load-balancing/pricing",
+            ),
+        ),
+    }
+)
+# $/hour of the system pool's machine, by region and type: not confirmed in this session.
+SYSTEM_NODE_PRICES: Final = MappingProxyType(
+    {
+        ("us-west4", "e2-standard-2"): HourlyPrice(
+            "system pool, one e2-standard-2 (UNCONFIRMED rate: check "
+            "cloud.google.com/compute/vm-instance-pricing)",
+            0.0755,
+            "2026-12-01",
+            "not confirmed here; cloud.google.com/compute/vm-instance-pricing",
+        ),
+    }
+)

@@ -399,10 +399,3 @@ class DeployConfig(Strict):
     def serving_stack_name(self) -> str:
         """platform = "gke": the Kubernetes objects on the cluster."""
         return f"{self.name}-serving"
-
-    @property
-    def stack_names(self) -> tuple[str, ...]:
-        """Every stack of the deployment, in the order `make deploy` applies them."""
-        if self.platform == "gke":
-            return (self.secrets_stack_name, self.gke_stack_name, self.serving_stack_name)
-        return (self.secrets_stack_name, self.node_stack_name)
