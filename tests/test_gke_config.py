@@ -36,6 +36,8 @@ def test_gke_defaults_and_stack_order() -> None:
     stacks = ("gemma4-v5e-secrets", "gemma4-v5e-gke", "gemma4-v5e-serving")
     assert platform_for(cfg).stacks(cfg) == stacks
     assert platform_for(cfg).billing_stacks(cfg) == stacks[2:]
+    assert platform_for(cfg).protected_stacks(cfg) == (stacks[1],)
+    assert platform_for(parse_config({})).protected_stacks(parse_config({})) == ()
 
 
 def test_the_shipped_example_loads() -> None:

@@ -42,6 +42,8 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
     names = list(platform.stacks(cfg))
     if args.node:
         names = list(platform.billing_stacks(cfg))
+    elif args.protected:
+        names = list(platform.protected_stacks(cfg))
     elif args.secrets:
         names = [cfg.secrets_stack_name]
     print(" ".join(names))
@@ -273,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
     which = stacks.add_mutually_exclusive_group()
     which.add_argument("--node", action="store_true", help="only the node (billing) stack")
     which.add_argument("--secrets", action="store_true", help="only the long-lived stack")
+    which.add_argument(
+        "--protected",
+        action="store_true",
+        help="stacks whose deletion protection destroy-all lifts first (var deletion_protection)",
+    )
     which.add_argument(
         "--outdir", action="store_true", help="the deployment's synth output folder instead"
     )

@@ -25,6 +25,11 @@ class Platform(Protocol):
         """What `make destroy` removes: everything that bills per hour of chip."""
         ...
 
+    def protected_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        """Stacks with a `deletion_protection` variable that `make destroy-all` sets false
+        (an apply) before destroying them."""
+        ...
+
     def describe(self, cfg: DeployConfig) -> str:
         """One line: what runs where."""
         ...
@@ -42,6 +47,9 @@ class TpuVm:
 
     def billing_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.node_stack_name,)
+
+    def protected_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        return ()
 
     def describe(self, cfg: DeployConfig) -> str:
         return f"{cfg.provisioning} {cfg.accelerator_type} in {cfg.zone}"
@@ -62,6 +70,9 @@ class Gke:
         # (deletion protection on) and its idle floor stay until make destroy-all; the secrets
         # and the compile cache stay like on the TPU VM.
         return (cfg.serving_stack_name,)
+
+    def protected_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        return (cfg.gke_stack_name,)
 
     def describe(self, cfg: DeployConfig) -> str:
         g = cfg.gke
