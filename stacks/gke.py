@@ -20,6 +20,8 @@ from cdktf_cdktf_provider_google_beta.google_container_cluster import (
     GoogleContainerClusterAddonsConfig,
     GoogleContainerClusterAddonsConfigGcsFuseCsiDriverConfig,
     GoogleContainerClusterIpAllocationPolicy,
+    GoogleContainerClusterMasterAuth,
+    GoogleContainerClusterMasterAuthClientCertificateConfig,
     GoogleContainerClusterMasterAuthorizedNetworksConfig,
     GoogleContainerClusterMasterAuthorizedNetworksConfigCidrBlocks,
     GoogleContainerClusterMonitoringConfig,
@@ -146,6 +148,13 @@ class GkeStack(TerraformStack):
             master_authorized_networks_config=authorized,
             ip_allocation_policy=GoogleContainerClusterIpAllocationPolicy(),
             enable_shielded_nodes=True,
+            # No client certificates: the control plane takes Google identities only.
+            master_auth=GoogleContainerClusterMasterAuth(
+                client_certificate_config=GoogleContainerClusterMasterAuthClientCertificateConfig(
+                    issue_client_certificate=False
+                )
+            ),
+            enable_intranode_visibility=True,
             node_pool_defaults=GoogleContainerClusterNodePoolDefaults(
                 node_config_defaults=GoogleContainerClusterNodePoolDefaultsNodeConfigDefaults(
                     gcfs_config=GoogleContainerClusterNodePoolDefaultsNodeConfigDefaultsGcfsConfig(

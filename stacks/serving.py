@@ -223,14 +223,24 @@ class ServingStack(TerraformStack):
             "image": cfg.vllm.image,
             "command": pod.serve_command(cfg),
             "env": [{"name": k, "value": v} for k, v in sorted(pod.vllm_env(cfg).items())],
-            "resources": {"limits": pod.resources_tpu(), "requests": pod.resources_tpu()},
+            "resources": pod.vllm_resources(),
             "volume_mount": [
                 {"name": _SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
                 {"name": _CACHE, "mount_path": pod.CACHE_DIR},
                 {"name": _SHM, "mount_path": pod.SHM_DIR},
             ],
-            "security_context": {"allow_privilege_escalation": False},
+            "security_context": {
+                "allow_privilege_escalation": False,
+                "capabilities": {"drop": ["NET_RAW"]},
+            },
             "startup_probe": {"exec": {"command": pod.health_exec(cfg)}, **pod.startup_probe()},
+            # After startup: an engine that died answers 503 and leaves the Service.
+            "readiness_probe": {
+                "exec": {"command": pod.health_exec(cfg)},
+                "period_seconds": 10,
+                "failure_threshold": 2,
+                "timeout_seconds": 5,
+            },
             "lifecycle": {"pre_stop": {"exec": {"command": pod.vllm_pre_stop()}}},
         }
         frontdoor: dict[str, Any] = {
@@ -247,7 +257,7 @@ class ServingStack(TerraformStack):
             ],
             "resources": {
                 "requests": {"cpu": "250m", "memory": "128Mi"},
-                "limits": {"memory": "256Mi"},
+                "limits": {"cpu": "1", "memory": "256Mi"},
             },
             # As on the TPU VM: no privileges beyond switching to nginx's worker user.
             "security_context": {
@@ -272,6 +282,10 @@ class ServingStack(TerraformStack):
                 {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
                 {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
             ],
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "64Mi"},
+                "limits": {"cpu": "500m", "memory": "128Mi"},
+            },
             "security_context": locked,
         }
         return {

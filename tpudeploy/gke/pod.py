@@ -141,6 +141,25 @@ def resources_tpu() -> dict[str, str]:
     return {"google.com/tpu": "1"}
 
 
+# Host memory: /dev/shm holds HF_HOME (the 9.54 GiB checkpoint, build log) inside its 10Gi, and
+# the engine's own process beside it. Not measured on GKE: a starting point under the machine's
+# 48 GB, to be replaced by the first real replica's figure.
+VLLM_MEMORY_REQUEST = "24Gi"
+VLLM_MEMORY_LIMIT = "40Gi"
+VLLM_CPU_REQUEST = "8"
+
+
+def vllm_resources() -> dict[str, dict[str, str]]:
+    return {
+        "requests": {
+            **resources_tpu(),
+            "cpu": VLLM_CPU_REQUEST,
+            "memory": VLLM_MEMORY_REQUEST,
+        },
+        "limits": {**resources_tpu(), "memory": VLLM_MEMORY_LIMIT},
+    }
+
+
 def hpa_waiting_target(cfg: DeployConfig) -> int:
     return plan.replica_plan(cfg).autoscaling.waiting_target
 
