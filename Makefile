@@ -103,6 +103,11 @@ destroy: install ## Destroy the node stack only: stops the billing, keeps the se
 destroy-all: install ## Destroy everything: the secrets and their versions, the compile cache
 	@$(PY) -m tpudeploy preflight destroy
 	@$(PY) -m tpudeploy empty-cache $(if $(AUTO_APPROVE),--yes)
+	@# GKE: the cluster's deletion protection is lifted by an apply first (Terraform refuses to
+	@# delete a protected cluster); `tpudeploy stacks --protected` is empty for a TPU VM.
+	@$(QUIET_CDKTF) for stack in $$($(STACKS) --protected); do \
+	  $(CDKTF) deploy --output $(OUTDIR) $$stack --ignore-missing-stack-dependencies \
+	    --var deletion_protection=false $(if $(AUTO_APPROVE),--auto-approve) || exit $$?; done
 	@rc=0; $(QUIET_CDKTF) TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy --output $(OUTDIR) \
 	  $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || rc=1; \

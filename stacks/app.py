@@ -12,12 +12,24 @@ from stacks.secrets import SecretsStack
 from stacks.tpu_node import TpuNodeStack
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import DeployConfig
+from tpudeploy.platform import platform_for
 
 
 def build_app(cfg: DeployConfig, *, outdir: str | None = None) -> App:
-    """Two lifetimes, two stacks: `<name>-secrets` (long-lived) and `<name>-node` (billing)."""
+    """Two lifetimes, two stacks: `<name>-secrets` (long-lived) and `<name>-node` (billing); on
+    GKE the billing part is the cluster (`<name>-gke`) and its objects (`<name>-serving`)."""
     app = App(outdir=outdir) if outdir else App()
     secrets = SecretsStack(app, cfg.secrets_stack_name, config=cfg)
+    if cfg.platform == "gke":
+        # Imported here only: the Kubernetes bindings' jsii assembly costs the TPU VM nothing.
+        from stacks.gke import GkeStack
+        from stacks.serving import ServingStack
+
+        cluster = GkeStack(app, cfg.gke_stack_name, config=cfg)
+        cluster.add_dependency(secrets)
+        serving = ServingStack(app, cfg.serving_stack_name, config=cfg)
+        serving.add_dependency(cluster)
+        return app
     node = TpuNodeStack(app, cfg.node_stack_name, config=cfg)
     node.add_dependency(secrets)
     return app
@@ -45,9 +57,10 @@ def synth(cfg: DeployConfig, *, outdir: str, source: str) -> None:
     # cdktf creates the last folder only; a deployment's is two levels below cdktf.out.
     Path(outdir).mkdir(parents=True, exist_ok=True)
     build_app(cfg, outdir=outdir).synth()
-    prune_other_stacks(outdir, keep=(cfg.secrets_stack_name, cfg.node_stack_name))
+    stacks = platform_for(cfg).stacks(cfg)
+    prune_other_stacks(outdir, keep=stacks)
     print(f"synthesized deployment {cfg.name!r} from {source}:")
-    for stack in (cfg.secrets_stack_name, cfg.node_stack_name):
+    for stack in stacks:
         print(f"  {outdir}/stacks/{stack}/cdk.tf.json")
     print()
     print("\n".join(summary_lines(cfg, today=datetime.date.today())))

@@ -82,7 +82,14 @@ def _stacks_of(synth: Synthesizer, label: str) -> dict[str, dict[str, Any]]:
     return synth(CONFIGS[label])
 
 
-STACK_CASES = [(label, kind) for label in CONFIGS for kind in ("secrets", "node")]
+def _kinds(raw: dict[str, Any]) -> tuple[str, ...]:
+    return ("secrets", "gke", "serving") if raw.get("platform") == "gke" else ("secrets", "node")
+
+
+STACK_CASES = [(label, kind) for label, raw in CONFIGS.items() for kind in _kinds(raw)]
+# The serving stack of platform = "gke" also needs the pinned Kubernetes provider (its objects).
+KUBERNETES = "registry.terraform.io/hashicorp/kubernetes"
+KUBERNETES_VERSION = "2.38.0"
 
 
 @pytest.mark.parametrize(("label", "kind"), STACK_CASES)
@@ -92,7 +99,11 @@ def test_terraform_accepts_every_shipped_stack_with_only_the_pinned_provider(
     stacks = _stacks_of(synth, label)
     (name,) = [n for n in stacks if n.endswith(f"-{kind}")]
     found = required_providers(terraform, stacks[name], tmp_path)
-    assert found <= {f"{GOOGLE_BETA} {GOOGLE_BETA_VERSION}", BUILTIN}, found
+    allowed = {f"{GOOGLE_BETA} {GOOGLE_BETA_VERSION}", BUILTIN}
+    if kind == "serving":
+        allowed.add(f"{KUBERNETES} {KUBERNETES_VERSION}")
+        assert f"{KUBERNETES} {KUBERNETES_VERSION}" in found, found
+    assert found <= allowed, found
     assert f"{GOOGLE_BETA} {GOOGLE_BETA_VERSION}" in found, found
 
 
@@ -205,6 +216,15 @@ def allowed_expression(expr: str, doc: dict[str, Any]) -> bool:
         m = pattern.fullmatch(expr)
         if m:
             return not m.groups() or allowed_expression(m.group(1), doc)
+    if expr == "var.deletion_protection":
+        return True
+    # The serving stack's provider: the cluster's CA certificate, decoded.
+    m = re.fullmatch(r"base64decode\((.+)\)", expr)
+    if m:
+        return allowed_expression(m.group(1), doc)
+    m = re.fullmatch(r"data\.([a-z0-9_]+)\.([A-Za-z0-9_-]+)\.[a-z0-9_.\[\]]+", expr)
+    if m:
+        return m.group(2) in doc.get("data", {}).get(m.group(1), {})
     m = re.fullmatch(r"([a-z0-9_]+)\.([A-Za-z0-9_-]+)\.[a-z0-9_.\[\]]+", expr)
     return m is not None and m.group(2) in doc.get("resource", {}).get(m.group(1), {})
 

@@ -31,10 +31,50 @@ BOOTSTRAP_SKIPS = {
 }
 
 
+# Added only when the output holds a platform = "gke" deployment (its <name>-serving stack), so
+# they never hide a finding in a TPU VM's stacks.
+GKE_SKIPS = {
+    # The pods run the build log's image by its tag (vllm/vllm-tpu:nightly); [vllm] image takes
+    # "repo:tag@sha256:..." to pin a digest, as on the TPU VM. Pulling Always would fetch a new
+    # nightly on every restart, and a new build misses the compile cache.
+    "CKV_K8S_43": "image pinned by the config's tag; a digest is the user's to add",
+    "CKV_K8S_15": "IfNotPresent keeps a replica on the image its compile cache matches",
+    # CPU limits throttle vLLM's host threads (scheduling, detokenizing); each pod has a whole
+    # ct5lp-hightpu-1t node to itself.
+    "CKV_K8S_11": "one pod per TPU node: a CPU limit only throttles the engine",
+    # vLLM, JAX and libtpu write under / (temp files, caches) in places not measured here; the
+    # front door and the init container do run with read-only roots.
+    "CKV_K8S_22": "the vLLM container's writes outside its volumes are unmeasured",
+    # /health proves the engine alive through the readiness probe; a liveness restart costs a
+    # whole compile (warm 497 s), which a stuck engine's 503 on /health already reports.
+    "CKV_K8S_8": "a liveness restart costs a compile; readiness removes a dead engine",
+    # Workload Identity's metadata server is set on every node pool (workload_metadata_config
+    # GKE_METADATA); checkov reads only the cluster's default node_config, which is removed.
+    "CKV_GCP_69": "GKE_METADATA is set on each node pool; the default pool is removed",
+    # No [network] allowed_cidrs: the operator's machine must reach the control plane to apply
+    # the serving stack (IAM-authenticated); with allowed_cidrs only those ranges may.
+    "CKV_GCP_20": "authorized networks follow [network] allowed_cidrs",
+    # nginx's master switches to its worker user: CHOWN, SETUID and SETGID after dropping ALL,
+    # exactly the TPU VM's `docker run --cap-drop ALL --cap-add CHOWN --cap-add SETUID
+    # --cap-add SETGID` (templates/startup.sh.j2); vLLM drops NET_RAW.
+    "CKV_K8S_25": "nginx adds back only CHOWN, SETUID, SETGID (its worker user), as on the VM",
+    "CKV_K8S_37": "capabilities are dropped (ALL, NET_RAW) and only nginx's three added back",
+    # Google Groups for RBAC needs a Workspace domain the project does not know.
+    "CKV_GCP_65": "needs a Google Workspace groups domain",
+    # The image is Docker Hub's; Binary Authorization needs attestations nobody makes here.
+    "CKV_GCP_66": "no attestor for the upstream vLLM image",
+    # No NetworkPolicy objects yet: the pod's only listeners are nginx's (key on every API path,
+    # /metrics alone on the plain port); vLLM stays on loopback.
+    "CKV_GCP_12": "nothing but nginx listens on the pod IP",
+}
+
+
 def skips_for(outdir: Path) -> dict[str, str]:
     """The skips that apply to one synthesized output directory."""
     if (outdir / "stacks" / BOOTSTRAP_STACK).is_dir():
         return {**SKIPS, **BOOTSTRAP_SKIPS}
+    if any((outdir / "stacks").glob("*-serving")):
+        return {**SKIPS, **GKE_SKIPS}
     return dict(SKIPS)
 
 

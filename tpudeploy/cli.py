@@ -14,6 +14,7 @@ from tpudeploy import errors, planner, policy, terraform
 from tpudeploy import queued_resource as qr
 from tpudeploy.config import DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
+from tpudeploy.platform import platform_for
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,10 +26,7 @@ def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
         # Checking for a synth or a deploy: the guard rails apply. A destroy never needs them.
         policy.enforce(cfg, source=str(config_path()))
     print(f"{config_path()}: deployment {cfg.name!r} is valid")
-    print(
-        f"  {cfg.provisioning} {cfg.accelerator_type} in {cfg.zone}, "
-        f"project {cfg.project or '(unset)'}"
-    )
+    print(f"  {platform_for(cfg).describe(cfg)}, project {cfg.project or '(unset)'}")
     if not args.destroy:
         # What `make synth` ends with, without loading cdktf (a second, not twenty).
         print()
@@ -40,9 +38,12 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
     if args.outdir:
         print(terraform.synth_outdir(cfg))
         return 0
-    names = [cfg.secrets_stack_name, cfg.node_stack_name]
+    platform = platform_for(cfg)
+    names = list(platform.stacks(cfg))
     if args.node:
-        names = [cfg.node_stack_name]
+        names = list(platform.billing_stacks(cfg))
+    elif args.protected:
+        names = list(platform.protected_stacks(cfg))
     elif args.secrets:
         names = [cfg.secrets_stack_name]
     print(" ".join(names))
@@ -59,7 +60,7 @@ def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> l
     lines = policy.warnings(cfg)
     # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix.
     lines += [str(f) for f in moving_tags(cfg)]
-    lines += planner.synth_summary(cfg, today=today)
+    lines += platform_for(cfg).summary(cfg, today=today)
     return lines
 
 
@@ -293,6 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     which = stacks.add_mutually_exclusive_group()
     which.add_argument("--node", action="store_true", help="only the node (billing) stack")
     which.add_argument("--secrets", action="store_true", help="only the long-lived stack")
+    which.add_argument(
+        "--protected",
+        action="store_true",
+        help="stacks whose deletion protection destroy-all lifts first (var deletion_protection)",
+    )
     which.add_argument(
         "--outdir", action="store_true", help="the deployment's synth output folder instead"
     )

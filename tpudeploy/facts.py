@@ -340,3 +340,85 @@ STORAGE_PRICES: Final = MappingProxyType(
 # Secret Manager: $0.06 per active (enabled or disabled) secret version per location a month;
 # the first six versions of a billing account are free (cloud.google.com/secret-manager/pricing).
 SECRET_VERSION_PER_MONTH: Final = 0.06
+
+# ---- GKE: the second platform (platform = "gke") ---------------------------------------------
+
+# Zones with v5e (v5litepod) TPUs: https://cloud.google.com/tpu/docs/regions-zones (read
+# 2026-12-01, "TPU type (v5e)": us-central1-a, us-south1-a, us-west1-c, us-west4-a). A GKE
+# single-host v5e pool (ct5lp-hightpu-1t, topology 1x1) can only exist where the chip does.
+GKE_TPU_SOURCE: Final = "cloud.google.com/tpu/docs/regions-zones, TPU type (v5e), read 2026-12-01"
+GKE_V5E_ZONES: Final = ("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a")
+# GKE flex-start for TPUs: "To run TPUs, use GKE version 1.33.0-gke.1712000 or later", v5e in
+# us-west4-a (cloud.google.com/kubernetes-engine/docs/concepts/dws, read 2026-12-01).
+GKE_FLEX_START_SOURCE: Final = (
+    "cloud.google.com/kubernetes-engine/docs/concepts/dws, read 2026-12-01"
+)
+GKE_FLEX_START_V5E_ZONES: Final = ("us-west4-a",)
+GKE_FLEX_START_TPU_MIN_VERSION: Final = "1.33.0-gke.1712000"
+# "Custom ComputeClasses are available ... in GKE Standard mode in version 1.30.3-gke.1451000 and
+# later" (cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes).
+GKE_COMPUTE_CLASS_SOURCE: Final = (
+    "cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes, read 2026-12-01"
+)
+GKE_COMPUTE_CLASS_MIN_VERSION: Final = "1.30.3-gke.1451000"
+# Flex-start VMs run at most seven days (same dws page; the TPU API's limit too).
+GKE_FLEX_START_MAX_RUN_S: Final = 7 * 24 * 3600
+# The node labels GKE sets on a v5e single-host node, which a pod selects with
+# (cloud.google.com/kubernetes-engine/docs/how-to/tpus: tpu-v5-lite-podslice, 1x1).
+GKE_TPU_ACCELERATOR_LABEL: Final = "tpu-v5-lite-podslice"
+GKE_TPU_TOPOLOGY: Final = "1x1"
+# Spot VMs get about 30 s of notice before preemption (build log; GKE spot-vms page: "up to 30
+# seconds"): the pod's whole drain budget.
+SPOT_NOTICE_S: Final = 30
+
+
+@dataclass(frozen=True, slots=True)
+class HourlyPrice:
+    """One always-on item of a GKE deployment's idle floor, $ per hour, with where it was read."""
+
+    item: str
+    per_hour: float
+    as_of: str
+    source: str
+
+
+# What a GKE deployment bills with no replica serving (the idle floor), us-west4. Rates read
+# 2026-12-01 from the pages named; the system pool's rate was not confirmed in this session
+# (no Google page for it was in reach) and is marked so: override it with [prices] when known.
+GKE_IDLE_PRICES: Final = MappingProxyType(
+    {
+        "us-west4": (
+            HourlyPrice(
+                "cluster management fee (one zonal Standard cluster; GKE's free tier credits "
+                "$74.40/month to one zonal cluster per billing account)",
+                0.10,
+                "2026-12-01",
+                "cloud.google.com/kubernetes-engine/pricing",
+            ),
+            HourlyPrice(
+                "Cloud NAT gateway (0.0014 per VM using it, per hour; one system node)",
+                0.0014,
+                "2026-12-01",
+                "cloud.google.com/nat/pricing",
+            ),
+            HourlyPrice(
+                "internal passthrough load balancer (first 5 forwarding rules)",
+                0.025,
+                "2026-12-01",
+                "cloud.google.com/load-balancing/pricing",
+            ),
+        ),
+    }
+)
+# $/hour of the system pool's machine, by region and type: not confirmed in this session.
+SYSTEM_NODE_PRICES: Final = MappingProxyType(
+    {
+        ("us-west4", "e2-standard-2"): HourlyPrice(
+            "system pool, one e2-standard-2 (UNCONFIRMED rate: check "
+            "cloud.google.com/compute/vm-instance-pricing)",
+            0.0755,
+            "2026-12-01",
+            "not confirmed here; cloud.google.com/compute/vm-instance-pricing",
+        ),
+    }
+)

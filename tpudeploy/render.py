@@ -149,12 +149,18 @@ def _boot_values(cfg: DeployConfig) -> dict[str, object]:
     }
 
 
-def render_proxy_config(cfg: DeployConfig) -> str:
-    """nginx.conf for the TLS proxy; the startup script writes it beside the certificate."""
+def render_proxy_config(cfg: DeployConfig, *, metrics_port: int | None = None) -> str:
+    """nginx.conf for the TLS proxy; the startup script writes it beside the certificate. With
+    `metrics_port` (the GKE pod), a plain listener serves vLLM's /metrics and nothing else."""
     return (
         _environment()
         .get_template("nginx.conf.j2")
-        .render(deployment=cfg.name, vllm_port=cfg.vllm.port, proxy_port=cfg.proxy.port)
+        .render(
+            deployment=cfg.name,
+            vllm_port=cfg.vllm.port,
+            proxy_port=cfg.proxy.port,
+            metrics_port=metrics_port,
+        )
     )
 
 

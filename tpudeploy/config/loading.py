@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tpudeploy import facts, names
+from tpudeploy.config.gke import gke_problems
 from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
@@ -64,7 +65,29 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 f'use runtime_version = "{runtime}"',
             )
         )
-    if cfg.provisioning == "flex-start" and not cfg.allow_untested_flex_zone:
+    if cfg.platform == "gke":
+        # The TPU VM's provisioning model and run end do not apply: [gke] capacity and
+        # max_run_duration say what a node draws on and when it ends.
+        problems += gke_problems(
+            zone=cfg.zone,
+            accelerator_type=cfg.accelerator_type,
+            gke=cfg.gke,
+            allow_untested_flex_zone=cfg.allow_untested_flex_zone,
+        )
+    elif "gke" in cfg.model_fields_set:
+        problems.append(
+            problem(
+                "gke",
+                cfg.gke.model_dump(exclude_defaults=True),
+                '[gke] applies to platform = "gke" only: this deployment is one TPU VM',
+                'set platform = "gke", or remove the [gke] table',
+            )
+        )
+    if (
+        cfg.platform != "gke"
+        and cfg.provisioning == "flex-start"
+        and not cfg.allow_untested_flex_zone
+    ):
         known = facts.FLEX_START_ZONES.get(cfg.accelerator_type)
         if not known:
             # No zone to suggest: the accelerator type is what to change.
@@ -91,7 +114,8 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                     "allow_untested_flex_zone = true to try anyway",
                 )
             )
-    problems += _run_end_problems(cfg)
+    if cfg.platform != "gke":
+        problems += _run_end_problems(cfg)
     public = public_addresses(cfg.network.allowed_cidrs)
     over = [v for v in (4, 6) if public[v] > PUBLIC_ADDRESS_LIMIT[v]]
     if over and not cfg.network.allow_public_endpoint:

@@ -20,6 +20,7 @@ from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.containers import check_container_name, check_image, check_shm_size
 from tpudeploy.config.geometry import ModelGeometry
+from tpudeploy.config.gke import GkeConfig
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
 from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.serveflags import check_extra_args
@@ -199,6 +200,9 @@ class DeployConfig(Strict):
     """flex-start zones are checked against known-good data"""
     name: str = DEFAULT_NAME
     """3-24 characters; prefixes the node, its account, secrets and stacks"""
+    # One TPU VM (the build log's) or N replicas of the same server on GKE ([gke]).
+    platform: Literal["tpu-vm", "gke"] = "tpu-vm"
+    """tpu-vm (one chip, the build log's) or gke (replicas of it, [gke] table)"""
     # Flex-start is the default: the only model that stops billing on its own, for 3.8% more
     # than spot (seed). Spot and on-demand get a deadline job instead (max_run_duration).
     provisioning: Literal["flex-start", "spot", "on-demand"] = "flex-start"
@@ -234,6 +238,8 @@ class DeployConfig(Strict):
     """[proxy] table: the TLS proxy in front of vLLM"""
     load: LoadConfig = Field(default_factory=LoadConfig)
     """[load] table"""
+    gke: GkeConfig = Field(default_factory=GkeConfig)
+    """[gke] table: replicas, capacity and cluster (platform = "gke" only)"""
     # $/chip-hour per region where the build log has none (tpudeploy.config.prices): a rate is
     # never applied to a region it was not read for.
     prices: dict[str, dict[str, float | datetime.date | str]] = Field(
@@ -395,3 +401,13 @@ class DeployConfig(Strict):
     @property
     def node_stack_name(self) -> str:
         return f"{self.name}-node"
+
+    @property
+    def gke_stack_name(self) -> str:
+        """platform = "gke": the cluster and its TPU pools."""
+        return f"{self.name}-gke"
+
+    @property
+    def serving_stack_name(self) -> str:
+        """platform = "gke": the Kubernetes objects on the cluster."""
+        return f"{self.name}-serving"

@@ -40,6 +40,9 @@ KEY_MAX_RUN_DURATION = "max_run_duration"
 DEFAULT_DEADLINE = "8h"
 NO_END = "none"
 KEY_AUTO_RECOVER = "auto_recover"
+# platform = "gke" (tpudeploy.config.gke): deployed with `make deploy` only; the pipeline's
+# identities and jobs know the TPU VM's stacks, not the cluster's.
+KEY_PLATFORM = "platform"
 # Provisioning models whose node bills until deleted unless a deadline job deletes it.
 NO_END_MODELS = frozenset({"spot", "on-demand"})
 # What a deploy job does besides waiting for capacity: install (pip + npm), two synths, the
@@ -83,6 +86,7 @@ class Deployment:
     # (flex-start ends on its own; "none" bills until destroyed).
     deadline_seconds: int | None = None
     auto_recover: bool = False
+    platform: str = "tpu-vm"
 
     @property
     def region(self) -> str:
@@ -169,6 +173,7 @@ def _load(root: Path, rel: str) -> Deployment:
         flex_start_timeout_seconds=wait,
         deadline_seconds=deadline,
         auto_recover=data.get(KEY_AUTO_RECOVER) is True,
+        platform=str(data.get(KEY_PLATFORM, "tpu-vm")),
     )
 
 
@@ -200,6 +205,10 @@ def pipeline_deployments(root: Path) -> list[Deployment]:
     """
     selected = []
     for dep in discover(root):
+        if dep.platform == "gke":
+            # Not built yet for GKE: the deploy identity's grants and the jobs' stack order are
+            # the TPU VM's, so a GKE file is deployed by `make deploy`, never by the pipeline.
+            continue
         if dep.state_bucket is None:
             if dep.config == DEFAULT_CONFIG:
                 continue

@@ -1,0 +1,286 @@
+"""Cluster stack (platform = "gke"): the zonal Standard cluster, its pools, NAT, serving IAM.
+
+Creates: a Cloud Router and Cloud NAT (private nodes reach Hugging Face and the image registry
+through it); a zonal GKE Standard cluster (Workload Identity, GCS FUSE CSI driver, Managed
+Prometheus, Secret Manager add-on, private nodes, shielded nodes, no default pool, deletion
+protection behind a variable `make destroy-all` lifts); a small system pool; two TPU pools of
+ct5lp-hightpu-1t (one v5e chip, topology 1x1), one spot and one flex-start, each autoscaled
+from 0 to [gke] max_replicas, tainted for TPU work and labelled for the ComputeClass; and the
+serving Kubernetes service account's read access to its two secrets and the compile cache.
+"""
+
+from __future__ import annotations
+
+from cdktf import TerraformOutput, TerraformStack, TerraformVariable
+from cdktf_cdktf_provider_google_beta.data_google_project import DataGoogleProject
+from cdktf_cdktf_provider_google_beta.google_compute_router import GoogleComputeRouter
+from cdktf_cdktf_provider_google_beta.google_compute_router_nat import GoogleComputeRouterNat
+from cdktf_cdktf_provider_google_beta.google_container_cluster import (
+    GoogleContainerCluster,
+    GoogleContainerClusterAddonsConfig,
+    GoogleContainerClusterAddonsConfigGcsFuseCsiDriverConfig,
+    GoogleContainerClusterIpAllocationPolicy,
+    GoogleContainerClusterMasterAuth,
+    GoogleContainerClusterMasterAuthClientCertificateConfig,
+    GoogleContainerClusterMasterAuthorizedNetworksConfig,
+    GoogleContainerClusterMasterAuthorizedNetworksConfigCidrBlocks,
+    GoogleContainerClusterMonitoringConfig,
+    GoogleContainerClusterMonitoringConfigManagedPrometheus,
+    GoogleContainerClusterNodePoolDefaults,
+    GoogleContainerClusterNodePoolDefaultsNodeConfigDefaults,
+    GoogleContainerClusterNodePoolDefaultsNodeConfigDefaultsGcfsConfig,
+    GoogleContainerClusterPrivateClusterConfig,
+    GoogleContainerClusterReleaseChannel,
+    GoogleContainerClusterSecretManagerConfig,
+    GoogleContainerClusterWorkloadIdentityConfig,
+)
+from cdktf_cdktf_provider_google_beta.google_container_node_pool import (
+    GoogleContainerNodePool,
+    GoogleContainerNodePoolAutoscaling,
+    GoogleContainerNodePoolManagement,
+    GoogleContainerNodePoolNodeConfig,
+    GoogleContainerNodePoolNodeConfigGcfsConfig,
+    GoogleContainerNodePoolNodeConfigReservationAffinity,
+    GoogleContainerNodePoolNodeConfigShieldedInstanceConfig,
+    GoogleContainerNodePoolNodeConfigTaint,
+    GoogleContainerNodePoolNodeConfigWorkloadMetadataConfig,
+)
+from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
+from cdktf_cdktf_provider_google_beta.google_secret_manager_secret_iam_member import (
+    GoogleSecretManagerSecretIamMember,
+)
+from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
+    GoogleStorageBucketIamMember,
+)
+from constructs import Construct
+
+from stacks.common import configure, service_account_email
+from tpudeploy import facts, names
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import cluster as spec
+
+
+class GkeStack(TerraformStack):
+    """The cluster and its pools: see the module docstring."""
+
+    def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
+        super().__init__(scope, id_)
+        cfg = config
+        project = configure(self, cfg)
+        service = GoogleProjectService(
+            self, "service-container", service="container.googleapis.com", disable_on_destroy=False
+        )
+        # On by default; `make destroy-all` applies false first, then destroys (Terraform refuses
+        # to delete a cluster whose deletion_protection is true).
+        protection = TerraformVariable(
+            self,
+            "deletion_protection",
+            type="bool",
+            default=True,
+            description="Refuse to delete the cluster (make destroy-all sets false first).",
+        )
+        network = cfg.network.network
+        router = GoogleComputeRouter(
+            self, "router", name=spec.router_name(cfg), network=network, region=cfg.effective_region
+        )
+        # Private nodes have no external address: pulling the image and the weights goes out
+        # through NAT (its gateway bills per VM using it, tpudeploy.gke.plan).
+        GoogleComputeRouterNat(
+            self,
+            "nat",
+            name=spec.nat_name(cfg),
+            router=router.name,
+            region=cfg.effective_region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+        )
+        authorized = (
+            GoogleContainerClusterMasterAuthorizedNetworksConfig(
+                cidr_blocks=[
+                    GoogleContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(
+                        cidr_block=cidr, display_name=f"allowed-{i}"
+                    )
+                    for i, cidr in enumerate(cfg.network.allowed_cidrs)
+                    if ":" not in cidr
+                ]
+            )
+            if any(":" not in c for c in cfg.network.allowed_cidrs)
+            else None
+        )
+        self.cluster = GoogleContainerCluster(
+            self,
+            "cluster",
+            name=spec.cluster_name(cfg),
+            # Zonal: one zone is where the v5e pools are (facts.GKE_V5E_ZONES), and GKE's free
+            # tier credits one zonal cluster's management fee.
+            location=cfg.zone,
+            network=network,
+            subnetwork=cfg.network.subnetwork or None,
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            deletion_protection=protection.boolean_value,
+            min_master_version=cfg.gke.min_version,
+            release_channel=GoogleContainerClusterReleaseChannel(channel=cfg.gke.release_channel),
+            workload_identity_config=GoogleContainerClusterWorkloadIdentityConfig(
+                workload_pool=spec.workload_pool(project)
+            ),
+            addons_config=GoogleContainerClusterAddonsConfig(
+                gcs_fuse_csi_driver_config=GoogleContainerClusterAddonsConfigGcsFuseCsiDriverConfig(
+                    enabled=True
+                )
+            ),
+            # Secrets reach the pod as files through the add-on's CSI driver, never as a
+            # Kubernetes Secret made from state (tpudeploy.gke.pod).
+            secret_manager_config=GoogleContainerClusterSecretManagerConfig(enabled=True),
+            monitoring_config=GoogleContainerClusterMonitoringConfig(
+                enable_components=["SYSTEM_COMPONENTS"],
+                managed_prometheus=GoogleContainerClusterMonitoringConfigManagedPrometheus(
+                    enabled=True
+                ),
+            ),
+            private_cluster_config=GoogleContainerClusterPrivateClusterConfig(
+                enable_private_nodes=True,
+                # The Kubernetes provider of the serving stack reaches the control plane from
+                # the operator's machine; authorized networks narrow it to allowed_cidrs.
+                enable_private_endpoint=False,
+                master_ipv4_cidr_block=spec.MASTER_CIDR,
+            ),
+            master_authorized_networks_config=authorized,
+            ip_allocation_policy=GoogleContainerClusterIpAllocationPolicy(),
+            enable_shielded_nodes=True,
+            # No client certificates: the control plane takes Google identities only.
+            master_auth=GoogleContainerClusterMasterAuth(
+                client_certificate_config=GoogleContainerClusterMasterAuthClientCertificateConfig(
+                    issue_client_certificate=False
+                )
+            ),
+            enable_intranode_visibility=True,
+            node_pool_defaults=GoogleContainerClusterNodePoolDefaults(
+                node_config_defaults=GoogleContainerClusterNodePoolDefaultsNodeConfigDefaults(
+                    gcfs_config=GoogleContainerClusterNodePoolDefaultsNodeConfigDefaultsGcfsConfig(
+                        enabled=True
+                    )
+                )
+            ),
+            resource_labels={"deployment": cfg.name},
+            depends_on=[service],
+        )
+        account = service_account_email(cfg, project)
+        GoogleContainerNodePool(
+            self,
+            "system",
+            name="system",
+            cluster=self.cluster.id,
+            location=cfg.zone,
+            node_count=1,
+            management=GoogleContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
+            node_config=self._node_config(account, machine_type=cfg.gke.system_machine_type),
+        )
+        self.pools = {
+            capacity: self._tpu_pool(cfg, capacity, account) for capacity in cfg.gke.capacity_order
+        }
+        self._serving_access(cfg, project)
+        TerraformOutput(self, "cluster_name", value=self.cluster.name)
+        TerraformOutput(self, "cluster_location", value=self.cluster.location)
+        TerraformOutput(self, "tpu_pools", value=[p.name for p in self.pools.values()])
+
+    @staticmethod
+    def _node_config(
+        account: str,
+        *,
+        machine_type: str,
+        spot: bool = False,
+        flex_start: bool = False,
+        max_run_duration: str | None = None,
+        labels: dict[str, str] | None = None,
+        taints: list[GoogleContainerNodePoolNodeConfigTaint] | None = None,
+    ) -> GoogleContainerNodePoolNodeConfig:
+        return GoogleContainerNodePoolNodeConfig(
+            machine_type=machine_type,
+            service_account=account,
+            oauth_scopes=[names.CLOUD_PLATFORM_SCOPE],
+            # Pods see GKE's metadata server, which hands out the pod's own identity, never the
+            # node's (Workload Identity).
+            workload_metadata_config=GoogleContainerNodePoolNodeConfigWorkloadMetadataConfig(
+                mode="GKE_METADATA"
+            ),
+            shielded_instance_config=GoogleContainerNodePoolNodeConfigShieldedInstanceConfig(
+                enable_secure_boot=True, enable_integrity_monitoring=True
+            ),
+            # Image streaming: a multi-GB serving image starts before it is fully pulled.
+            gcfs_config=GoogleContainerNodePoolNodeConfigGcfsConfig(enabled=True),
+            spot=spot or None,
+            flex_start=flex_start or None,
+            max_run_duration=max_run_duration,
+            reservation_affinity=(
+                GoogleContainerNodePoolNodeConfigReservationAffinity(
+                    consume_reservation_type="NO_RESERVATION"
+                )
+                if flex_start
+                else None
+            ),
+            labels=labels,
+            taint=taints,
+        )
+
+    def _tpu_pool(self, cfg: DeployConfig, capacity: str, account: str) -> GoogleContainerNodePool:
+        flex = capacity == "flex-start"
+        pool_name = spec.pool_name(capacity)
+        return GoogleContainerNodePool(
+            self,
+            pool_name,
+            name=pool_name,
+            cluster=self.cluster.id,
+            location=cfg.zone,
+            initial_node_count=0,
+            # From 0: a pool with no pod asking for google.com/tpu bills nothing.
+            autoscaling=GoogleContainerNodePoolAutoscaling(
+                min_node_count=0, max_node_count=cfg.gke.max_replicas, location_policy="ANY"
+            ),
+            management=GoogleContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
+            node_config=self._node_config(
+                account,
+                machine_type=facts.V5E.machine_type,
+                spot=not flex,
+                flex_start=flex,
+                # GKE recycles a flex-start node at its run's end: the node stops billing.
+                max_run_duration=f"{cfg.gke.max_run_duration_seconds}s" if flex else None,
+                labels=spec.pool_labels(cfg, capacity),
+                taints=[
+                    GoogleContainerNodePoolNodeConfigTaint(key=k, value=v, effect=e)
+                    for k, v, e in spec.pool_taints(cfg)
+                ],
+            ),
+        )
+
+    def _serving_access(self, cfg: DeployConfig, project: str) -> None:
+        """The pods' Kubernetes service account reads its two secrets and reads and creates
+        (never replaces) compile-cache objects, like the TPU VM's account. Granted here, after
+        the cluster: the Workload Identity pool exists only once a cluster uses it."""
+        number = DataGoogleProject(self, "project-number", project_id=project).number
+        member = spec.serving_principal(cfg, project=project, project_number=number)
+        for id_, secret in (
+            ("hf-token", cfg.hf_token_secret_id),
+            ("api-key", cfg.api_key_secret_id),
+        ):
+            GoogleSecretManagerSecretIamMember(
+                self,
+                f"{id_}-serving-accessor",
+                project=project,
+                secret_id=secret,
+                role="roles/secretmanager.secretAccessor",
+                member=member,
+                depends_on=[self.cluster],
+            )
+        for id_, role in (
+            ("reader", "roles/storage.objectViewer"),
+            ("writer", "roles/storage.objectCreator"),
+        ):
+            GoogleStorageBucketIamMember(
+                self,
+                f"compile-cache-serving-{id_}",
+                bucket=cfg.compile_cache_bucket(project),
+                role=role,
+                member=member,
+                depends_on=[self.cluster],
+            )

@@ -1,0 +1,324 @@
+"""Serving stack (platform = "gke"): the Kubernetes objects that run the replicas.
+
+Creates: the namespace and the replicas' service account (Workload Identity: the cluster stack
+grants it its secrets and the compile cache); the SecretProviderClass of the Secret Manager
+add-on; a ConfigMap with the front door's nginx config (the TPU VM's, same template) and its
+prep script; the ComputeClass ordering spot before flex-start; the Deployment (one pod per chip:
+vLLM with the TPU VM's serve line, nginx in front); a PodDisruptionBudget; the Service (an
+internal load balancer, only [network] allowed_cidrs as sources); a PodMonitoring for vLLM's
+metrics; the HorizontalPodAutoscaler on vllm:num_requests_waiting. `kubernetes_manifest` only
+for the custom resources; the Kubernetes provider is configured from the cluster (data
+sources), since the cluster is another stack's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdktf import TerraformStack
+from cdktf_cdktf_provider_google_beta.data_google_client_config import DataGoogleClientConfig
+from cdktf_cdktf_provider_google_beta.data_google_container_cluster import (
+    DataGoogleContainerCluster,
+)
+from cdktf_cdktf_provider_kubernetes.config_map_v1 import ConfigMapV1, ConfigMapV1Metadata
+from cdktf_cdktf_provider_kubernetes.deployment_v1 import (
+    DeploymentV1,
+    DeploymentV1Metadata,
+    DeploymentV1Spec,
+)
+from cdktf_cdktf_provider_kubernetes.horizontal_pod_autoscaler_v2 import (
+    HorizontalPodAutoscalerV2,
+    HorizontalPodAutoscalerV2Metadata,
+    HorizontalPodAutoscalerV2Spec,
+)
+from cdktf_cdktf_provider_kubernetes.manifest import Manifest
+from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
+from cdktf_cdktf_provider_kubernetes.pod_disruption_budget_v1 import (
+    PodDisruptionBudgetV1,
+    PodDisruptionBudgetV1Metadata,
+    PodDisruptionBudgetV1Spec,
+)
+from cdktf_cdktf_provider_kubernetes.provider import KubernetesProvider
+from cdktf_cdktf_provider_kubernetes.service_account_v1 import (
+    ServiceAccountV1,
+    ServiceAccountV1Metadata,
+)
+from cdktf_cdktf_provider_kubernetes.service_v1 import (
+    ServiceV1,
+    ServiceV1Metadata,
+    ServiceV1Spec,
+    ServiceV1SpecPort,
+)
+from constructs import Construct
+
+from stacks.common import configure
+from stacks.typed import typed
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import cluster as names
+from tpudeploy.gke import pod
+from tpudeploy.gke.serving import custom_resources, hpa_metric_name, labels
+
+# Where the tpudeploy.gke.pod paths are mounted from.
+_SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
+    "secrets",
+    "frontdoor",
+    "scripts",
+    "xla-cache",
+    "dshm",
+    "tmp",
+)
+
+
+class ServingStack(TerraformStack):
+    """The Kubernetes objects: see the module docstring."""
+
+    def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
+        super().__init__(scope, id_)
+        cfg = config
+        project = configure(self, cfg)
+        cluster = DataGoogleContainerCluster(
+            self, "cluster", name=names.cluster_name(cfg), location=cfg.zone, project=project
+        )
+        token = DataGoogleClientConfig(self, "client").access_token
+        KubernetesProvider(
+            self,
+            "kubernetes",
+            host=f"https://{cluster.endpoint}",
+            token=token,
+            cluster_ca_certificate=(
+                "${base64decode(" + cluster.fqn + ".master_auth[0].cluster_ca_certificate)}"
+            ),
+        )
+        ns = NamespaceV1(self, "namespace", metadata=NamespaceV1Metadata(name=names.NAMESPACE))
+        meta: dict[str, Any] = {"namespace": ns.metadata.name, "labels": labels(cfg)}
+        ServiceAccountV1(
+            self,
+            "service-account",
+            metadata=ServiceAccountV1Metadata(name=names.SERVICE_ACCOUNT, **meta),
+            automount_service_account_token=False,
+        )
+        ConfigMapV1(
+            self,
+            "scripts",
+            metadata=ConfigMapV1Metadata(name=f"{cfg.name}-frontdoor", **meta),
+            data=pod.scripts(cfg),
+        )
+        crs = {
+            key: Manifest(self, key, manifest=body)
+            for key, body in custom_resources(cfg, project=project).items()
+        }
+        deployment = DeploymentV1(
+            self,
+            "deployment",
+            metadata=DeploymentV1Metadata(name=cfg.name, **meta),
+            # A rollout waits for a TPU node and a compile (minutes): `make wait` follows it.
+            wait_for_rollout=False,
+            spec=typed(
+                DeploymentV1Spec,
+                {
+                    "replicas": str(cfg.gke.min_replicas),
+                    "selector": {"match_labels": labels(cfg)},
+                    # A new replica comes up before an old one goes: max one chip over.
+                    "strategy": {
+                        "type": "RollingUpdate",
+                        "rolling_update": {"max_surge": "1", "max_unavailable": "0"},
+                    },
+                    "template": {
+                        "metadata": {"labels": labels(cfg)},
+                        "spec": self._pod_spec(cfg),
+                    },
+                },
+            ),
+            depends_on=[crs["secret-provider-class"], crs["compute-class"]],
+        )
+        # The HPA owns the replica count after the first apply.
+        deployment.add_override("lifecycle.ignore_changes", ["spec[0].replicas"])
+        PodDisruptionBudgetV1(
+            self,
+            "pdb",
+            metadata=PodDisruptionBudgetV1Metadata(name=cfg.name, **meta),
+            spec=typed(
+                PodDisruptionBudgetV1Spec,
+                {
+                    "max_unavailable": str(pod.pdb_max_unavailable(cfg)),
+                    "selector": {"match_labels": labels(cfg)},
+                },
+            ),
+        )
+        ServiceV1(
+            self,
+            "service",
+            metadata=ServiceV1Metadata(
+                name=cfg.name,
+                # Internal passthrough load balancer: reachable from the VPC only, nothing public
+                # until the user lists ranges (and then only those).
+                annotations={"networking.gke.io/load-balancer-type": "Internal"},
+                **meta,
+            ),
+            spec=ServiceV1Spec(
+                type="LoadBalancer",
+                selector=labels(cfg),
+                load_balancer_source_ranges=list(cfg.network.allowed_cidrs) or None,
+                external_traffic_policy="Local",
+                port=[
+                    ServiceV1SpecPort(
+                        name="https",
+                        port=cfg.proxy.port,
+                        target_port="https",
+                        protocol="TCP",
+                    )
+                ],
+            ),
+        )
+        waiting = pod.hpa_waiting_target(cfg)
+        HorizontalPodAutoscalerV2(
+            self,
+            "hpa",
+            metadata=HorizontalPodAutoscalerV2Metadata(name=cfg.name, **meta),
+            spec=typed(
+                HorizontalPodAutoscalerV2Spec,
+                {
+                    "min_replicas": cfg.gke.min_replicas,
+                    "max_replicas": cfg.gke.max_replicas,
+                    "scale_target_ref": {
+                        "api_version": "apps/v1",
+                        "kind": "Deployment",
+                        "name": deployment.metadata.name,
+                    },
+                    "metric": [
+                        {
+                            "type": "Pods",
+                            "pods": {
+                                "metric": {"name": hpa_metric_name()},
+                                "target": {"type": "AverageValue", "average_value": str(waiting)},
+                            },
+                        }
+                    ],
+                    "behavior": {
+                        # A replica that goes costs a compile to bring back (warm boot 497 s).
+                        "scale_down": {
+                            "stabilization_window_seconds": pod.scale_down_window_s(),
+                            "select_policy": "Min",
+                            "policy": [{"type": "Pods", "value": 1, "period_seconds": 60}],
+                        },
+                        "scale_up": {
+                            "stabilization_window_seconds": 0,
+                            "select_policy": "Max",
+                            "policy": [{"type": "Pods", "value": 1, "period_seconds": 60}],
+                        },
+                    },
+                },
+            ),
+        )
+
+    @staticmethod
+    def _pod_spec(cfg: DeployConfig) -> dict[str, Any]:
+        locked: dict[str, Any] = {
+            "allow_privilege_escalation": False,
+            "read_only_root_filesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
+        vllm: dict[str, Any] = {
+            "name": "vllm",
+            "image": cfg.vllm.image,
+            "command": pod.serve_command(cfg),
+            "env": [{"name": k, "value": v} for k, v in sorted(pod.vllm_env(cfg).items())],
+            "resources": pod.vllm_resources(),
+            "volume_mount": [
+                {"name": _SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+                {"name": _CACHE, "mount_path": pod.CACHE_DIR},
+                {"name": _SHM, "mount_path": pod.SHM_DIR},
+            ],
+            "security_context": {
+                "allow_privilege_escalation": False,
+                "capabilities": {"drop": ["NET_RAW"]},
+            },
+            "startup_probe": {"exec": {"command": pod.health_exec(cfg)}, **pod.startup_probe()},
+            # After startup: an engine that died answers 503 and leaves the Service.
+            "readiness_probe": {
+                "exec": {"command": pod.health_exec(cfg)},
+                "period_seconds": 10,
+                "failure_threshold": 2,
+                "timeout_seconds": 5,
+            },
+            "lifecycle": {"pre_stop": {"exec": {"command": pod.vllm_pre_stop()}}},
+        }
+        frontdoor: dict[str, Any] = {
+            "name": "frontdoor",
+            "image": cfg.proxy.image,
+            "command": pod.nginx_command(),
+            "port": [
+                {"name": "https", "container_port": cfg.proxy.port, "protocol": "TCP"},
+                {"name": "metrics", "container_port": pod.METRICS_PORT, "protocol": "TCP"},
+            ],
+            "volume_mount": [
+                {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR, "read_only": True},
+                {"name": _TMP, "mount_path": pod.TMP_DIR},
+            ],
+            "resources": {
+                "requests": {"cpu": "250m", "memory": "128Mi"},
+                "limits": {"cpu": "1", "memory": "256Mi"},
+            },
+            # As on the TPU VM: no privileges beyond switching to nginx's worker user.
+            "security_context": {
+                **locked,
+                "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "SETUID", "SETGID"]},
+            },
+            # /health through the front door: nginx up and vLLM's engine alive (200; 502 while
+            # vLLM compiles, 503 if its engine died).
+            "readiness_probe": {
+                "http_get": {"path": "/health", "port": "https", "scheme": "HTTPS"},
+                "period_seconds": 5,
+                "failure_threshold": 2,
+            },
+            "lifecycle": {"pre_stop": {"exec": {"command": pod.frontdoor_pre_stop()}}},
+        }
+        prep: dict[str, Any] = {
+            "name": "frontdoor-prep",
+            "image": cfg.vllm.image,
+            "command": pod.prep_command(),
+            "volume_mount": [
+                {"name": _SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+                {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
+                {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
+            ],
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "64Mi"},
+                "limits": {"cpu": "500m", "memory": "128Mi"},
+            },
+            "security_context": locked,
+        }
+        return {
+            "service_account_name": names.SERVICE_ACCOUNT,
+            "automount_service_account_token": False,
+            "termination_grace_period_seconds": pod.termination_grace_s(),
+            "node_selector": {
+                names.COMPUTE_CLASS_KEY: names.compute_class_name(cfg),
+                **names.tpu_node_selector(),
+            },
+            "toleration": [
+                {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
+                for key, value, _ in names.pool_taints(cfg)
+            ],
+            "init_container": [prep],
+            "container": [vllm, frontdoor],
+            "volume": [
+                {
+                    "name": _SECRETS,
+                    "csi": {
+                        "driver": pod.SECRETS_CSI_DRIVER,
+                        "read_only": True,
+                        "volume_attributes": {"secretProviderClass": f"{cfg.name}-secrets"},
+                    },
+                },
+                {"name": _FRONTDOOR, "empty_dir": {"medium": "Memory", "size_limit": "16Mi"}},
+                {
+                    "name": _SCRIPTS,
+                    "config_map": {"name": f"{cfg.name}-frontdoor", "default_mode": "0555"},
+                },
+                # Node-local: a GCS-backed JAX cache directory was seen to miss every time.
+                {"name": _CACHE, "empty_dir": {}},
+                {"name": _SHM, "empty_dir": {"medium": "Memory", "size_limit": pod.SHM_SIZE}},
+                {"name": _TMP, "empty_dir": {"medium": "Memory"}},
+            ],
+        }

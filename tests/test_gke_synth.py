@@ -1,0 +1,256 @@
+"""platform = "gke" synthesized: the pod runs the TPU VM's serve line and proxy, no secret value
+anywhere, and every Kubernetes object valid for the cluster's version and its schema.
+
+One synth per configuration per session: the configuration is the shipped deployments/gke.toml,
+the same raw data tests/test_inventories.py synthesizes (the session's cache shares it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT, Synthesizer
+from tools.k8s_manifests import manifests
+from tpudeploy import facts, render
+from tpudeploy.config import parse_config
+from tpudeploy.config.gke import version_tuple
+from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
+from tpudeploy.gke import plan, pod
+from tpudeploy.gke.serving import hpa_metric_name
+
+RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+CFG = parse_config(RAW)
+SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"
+
+
+@pytest.fixture
+def stacks(synth: Synthesizer) -> dict[str, dict[str, Any]]:
+    return synth(RAW)
+
+
+@pytest.fixture
+def serving(stacks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return stacks[CFG.serving_stack_name]
+
+
+@pytest.fixture
+def objects(serving: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return manifests(serving)
+
+
+def _deployment(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return objects["kubernetes_deployment_v1.deployment"]
+
+
+def _container(objects: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    spec = _deployment(objects)["spec"]["template"]["spec"]
+    (found,) = [c for c in spec["containers"] if c["name"] == name]
+    return dict(found)
+
+
+def test_three_stacks_in_order(stacks: dict[str, dict[str, Any]]) -> None:
+    assert set(stacks) == {CFG.secrets_stack_name, CFG.gke_stack_name, CFG.serving_stack_name}
+
+
+def test_the_pod_runs_the_tpu_vms_serve_line(objects: dict[str, dict[str, Any]]) -> None:
+    """The same function renders both: a flag changed for the VM changes the pod."""
+    assert _container(objects, "vllm")["command"] == render.vllm_serve_args(CFG.vllm)
+
+
+def test_the_front_door_is_the_tpu_vms_nginx_config(serving: dict[str, Any]) -> None:
+    (cm,) = serving["resource"]["kubernetes_config_map_v1"].values()
+    conf = cm["data"][pod.NGINX_CONF]
+    assert conf == render.render_proxy_config(CFG, metrics_port=pod.METRICS_PORT)
+    # the VM's config is the same file without the metrics listener
+    vm = render.render_proxy_config(CFG)
+    assert conf.startswith(vm.rstrip().removesuffix("}"))
+    assert "listen 9400;" in conf and "listen 9400" not in vm
+
+
+def test_no_secret_value_and_no_kubernetes_secret(stacks: dict[str, dict[str, Any]]) -> None:
+    for name, doc in stacks.items():
+        text = json.dumps(doc)
+        assert not re.search(r"hf_[A-Za-z0-9]{30,}", text), name
+        assert "kubernetes_secret" not in text, name
+        assert '"HF_TOKEN"' not in text and "VLLM_API_KEY" not in text, name
+    # and the shapes a real value would have are nowhere in a string of the serving stack
+    strings = re.findall(r'"([^"]{20,})"', json.dumps(stacks[CFG.serving_stack_name]))
+    assert not [s for s in strings if re.fullmatch(HF_TOKEN_ERE.strip("^$"), s)]
+    assert API_KEY_ERE
+
+
+def test_secrets_arrive_as_files_from_the_add_on(objects: dict[str, dict[str, Any]]) -> None:
+    vllm = _container(objects, "vllm")
+    env = {e["name"]: e["value"] for e in vllm["env"]}
+    assert env["HF_TOKEN_PATH"] == f"{pod.SECRETS_DIR}/{pod.HF_TOKEN_FILE}"
+    assert not any("valueFrom" in e for e in vllm["env"])
+    volumes = {v["name"]: v for v in _deployment(objects)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["secrets"]["csi"]["driver"] == pod.SECRETS_CSI_DRIVER
+    spc = objects["kubernetes_manifest.secret-provider-class"]
+    assert spc["spec"]["provider"] == "gke"
+    assert (
+        f"secrets/{CFG.hf_token_secret_id}/versions/latest" in spc["spec"]["parameters"]["secrets"]
+    )
+
+
+def test_one_chip_per_pod_on_a_v5e_1x1_node(objects: dict[str, dict[str, Any]]) -> None:
+    spec = _deployment(objects)["spec"]["template"]["spec"]
+    assert spec["nodeSelector"]["cloud.google.com/gke-tpu-accelerator"] == "tpu-v5-lite-podslice"
+    assert spec["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "1x1"
+    resources = _container(objects, "vllm")["resources"]
+    assert resources["limits"]["google.com/tpu"] == resources["requests"]["google.com/tpu"] == "1"
+    assert {t["key"] for t in spec["tolerations"]} >= {"google.com/tpu"}
+
+
+def test_probes_and_drain_fit_the_build_log_and_the_spot_notice(
+    objects: dict[str, dict[str, Any]],
+) -> None:
+    spec = _deployment(objects)["spec"]["template"]["spec"]
+    startup = _container(objects, "vllm")["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= facts.COLD_BOOT_S * 1.25
+    ready = _container(objects, "frontdoor")["readinessProbe"]
+    assert ready["httpGet"] == {"path": "/health", "port": "https", "scheme": "HTTPS"}
+    assert spec["terminationGracePeriodSeconds"] < facts.SPOT_NOTICE_S
+    # the front door's preStop ends (by nginx's own quit) inside the grace; vLLM outlives it
+    assert spec["terminationGracePeriodSeconds"] > pod.ENDPOINT_REMOVAL_S
+
+
+def test_hpa_metric_target_and_bounds_come_from_the_planner(
+    objects: dict[str, dict[str, Any]],
+) -> None:
+    hpa = objects["kubernetes_horizontal_pod_autoscaler_v2.hpa"]["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 4)
+    (metric,) = hpa["metrics"]
+    assert metric["pods"]["metric"]["name"] == hpa_metric_name()
+    target = plan.replica_plan(CFG).autoscaling.waiting_target
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": str(target)}
+    window = hpa["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+    assert window > facts.WARM_BOOT_S
+
+
+def test_the_service_is_internal(objects: dict[str, dict[str, Any]]) -> None:
+    svc = objects["kubernetes_service_v1.service"]
+    assert svc["metadata"]["annotations"] == {"networking.gke.io/load-balancer-type": "Internal"}
+    assert "loadBalancerSourceRanges" not in svc["spec"]  # allowed_cidrs is empty
+
+
+def test_compute_class_orders_spot_before_flex_start(objects: dict[str, dict[str, Any]]) -> None:
+    cc = objects["kubernetes_manifest.compute-class"]
+    first, second = cc["spec"]["priorities"]
+    assert first == {
+        "nodepools": ["tpu-spot"],
+        "spot": True,
+        "capacityCheckWaitTimeSeconds": pod.capacity_wait_s(),
+    }
+    assert second["nodepools"] == ["tpu-flex"] and second["flexStart"]["enabled"] is True
+    assert cc["spec"]["whenUnsatisfiable"] == "DoNotScaleUp"
+
+
+def test_cluster_and_pools(stacks: dict[str, dict[str, Any]]) -> None:
+    res = stacks[CFG.gke_stack_name]["resource"]
+    (cluster,) = res["google_container_cluster"].values()
+    assert cluster["location"] == CFG.zone and cluster["remove_default_node_pool"] is True
+    assert cluster["deletion_protection"] == "${var.deletion_protection}"
+    assert cluster["secret_manager_config"] == {"enabled": True}
+    assert cluster["private_cluster_config"]["enable_private_nodes"] is True
+    pools = res["google_container_node_pool"]
+    spot, flex = pools["tpu-spot"], pools["tpu-flex"]
+    for p in (spot, flex):
+        assert p["node_config"]["machine_type"] == facts.V5E.machine_type
+        assert p["autoscaling"]["min_node_count"] == 0
+        assert p["autoscaling"]["max_node_count"] == CFG.gke.max_replicas
+    assert spot["node_config"]["spot"] is True and "flex_start" not in spot["node_config"]
+    assert flex["node_config"]["flex_start"] is True
+    assert flex["node_config"]["max_run_duration"] == "86400s"
+
+
+# ---- every object against its schema ----------------------------------------------------------
+
+
+def _cluster_minor() -> str:
+    major, minor, _, _ = version_tuple(CFG.gke.min_version)
+    return f"{major}.{minor}.0"
+
+
+def test_core_objects_validate_for_the_pinned_cluster_minor(
+    objects: dict[str, dict[str, Any]],
+) -> None:
+    import kubernetes_validate  # type: ignore[import-untyped]
+
+    core = {k: v for k, v in objects.items() if not k.startswith("kubernetes_manifest.")}
+    assert len(core) >= 7
+    for address, obj in core.items():
+        try:
+            kubernetes_validate.validate(obj, _cluster_minor(), strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{address}: {exc.message} at {list(exc.path)}")
+
+
+def test_the_converter_can_fail(objects: dict[str, dict[str, Any]]) -> None:
+    """A field the API does not have is refused (strict), so the check above means something."""
+    import kubernetes_validate
+
+    bad = json.loads(json.dumps(_deployment(objects)))
+    bad["spec"]["template"]["spec"]["containers"][0]["startupProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, _cluster_minor(), strict=True)
+
+
+CUSTOM = {
+    "kubernetes_manifest.compute-class": "cloud.google.com/computeclass_v1.json",
+    "kubernetes_manifest.pod-monitoring": "monitoring.googleapis.com/podmonitoring_v1.json",
+}
+
+
+@pytest.mark.parametrize("address", [*CUSTOM, "kubernetes_manifest.secret-provider-class"])
+def test_custom_resources_validate_against_their_schema(
+    objects: dict[str, dict[str, Any]], address: str
+) -> None:
+    if address not in CUSTOM:
+        pytest.skip("no SecretProviderClass schema in ../shared/schemas (none published there)")
+    path = SCHEMAS / CUSTOM[address]
+    if not path.is_file():
+        pytest.skip(f"{path} is absent (../shared is not checked out here; CI has it)")
+    import jsonschema  # type: ignore[import-untyped]
+
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    jsonschema.validate(objects[address], schema)
+    with pytest.raises(jsonschema.ValidationError):
+        broken = json.loads(json.dumps(objects[address]))
+        broken["spec"]["unknownField"] = 1
+        jsonschema.validate(broken, schema)
+
+
+def test_the_tpu_vm_path_never_loads_the_kubernetes_bindings() -> None:
+    """stacks.app imports the GKE stacks inside the GKE branch only (their jsii assembly would
+    cost every TPU VM synth seconds)."""
+    import ast
+
+    tree = ast.parse((REPO_ROOT / "stacks" / "app.py").read_text(encoding="utf-8"))
+    top = {
+        node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module is not None
+    }
+    assert not top & {"stacks.gke", "stacks.serving"}
+    assert not any("kubernetes" in m for m in top)
+    assert "kubernetes" not in (REPO_ROOT / "stacks" / "secrets.py").read_text()
+    assert Path(REPO_ROOT / "stacks" / "tpu_node.py").read_text().count("kubernetes") == 0
+
+
+def test_checkov_passes_on_the_gke_stacks(synth: Synthesizer) -> None:
+    """Its Kubernetes checks included; the GKE skips (tools/scan.py GKE_SKIPS) apply to GKE
+    outputs only, each with its reason."""
+    from tools.scan import GKE_SKIPS, SKIPS, scan, skips_for
+
+    outdir = synth.outdir(RAW)
+    assert skips_for(outdir) == {**SKIPS, **GKE_SKIPS}
+    result = scan(outdir)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "CKV_K8S_" in result.stdout or "Passed checks" in result.stdout

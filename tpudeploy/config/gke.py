@@ -1,0 +1,197 @@
+"""`[gke]`: N replicas of the same server on GKE, and what GKE requires before any API call.
+
+The model's field checks are plain functions; `gke_problems` holds the rules that span keys
+(zone, accelerator, version, capacity), run by loading for `platform = "gke"` only. Google's
+rules are data in tpudeploy.facts, each with its source.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from tpudeploy import facts
+from tpudeploy.config.base import Strict
+from tpudeploy.config.messages import problem
+from tpudeploy.durations import DurationError, parse_duration
+
+PLATFORMS = ("tpu-vm", "gke")
+# Capacity a TPU pool draws on, in the ComputeClass's order: spot first (the build log's
+# cheapest), flex-start when spot has none (3.8% more, and it ends on its own).
+CAPACITY_CHOICES = ("spot", "flex-start", "spot,flex-start")
+# GKE's release channels (google_container_cluster release_channel.channel, less UNSPECIFIED:
+# a cluster off every channel never gets the versions the TPU features need).
+RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
+# "1.33.0-gke.1712000", or a prefix of it ("1.33", "1.33.0"): what min_master_version takes.
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
+# Compute Engine machine types: family-shape[-n] ("e2-standard-2", "n2d-highcpu-4").
+_MACHINE_TYPE_RE = re.compile(r"[a-z][a-z0-9]*-[a-z]+(-[0-9]+)?")
+# A replica costs a compile to start (build log: warm 497 s, cold 857 s) and a chip-hour to
+# keep; more than this many in one zone is a quota question the config cannot answer.
+MAX_REPLICAS_LIMIT = 64
+
+
+def version_tuple(version: str) -> tuple[int, int, int, int]:
+    """`1.33.0-gke.1712000` -> (1, 33, 0, 1712000); missing parts count as 0."""
+    match = _VERSION_RE.fullmatch(version.strip())
+    if match is None:
+        raise ValueError(f"{version!r} is not a GKE version")
+    major, minor, patch, gke = match.groups()
+    return int(major), int(minor), int(patch or 0), int(gke or 0)
+
+
+def check_version(v: str) -> str:
+    if _VERSION_RE.fullmatch(v.strip()) is None:
+        raise ValueError(
+            "not a GKE version; write it as GKE does, e.g. "
+            f'"{facts.GKE_FLEX_START_TPU_MIN_VERSION}" (or a prefix such as "1.33")'
+        )
+    return v.strip()
+
+
+def check_machine_type(v: str) -> str:
+    if _MACHINE_TYPE_RE.fullmatch(v) is None:
+        raise ValueError('not a Compute Engine machine type; write e.g. "e2-standard-2"')
+    return v
+
+
+def check_capacity(v: str) -> str:
+    cleaned = ",".join(part.strip() for part in v.lower().split(","))
+    if cleaned not in CAPACITY_CHOICES:
+        raise ValueError(
+            "not a TPU capacity GKE pools draw on here (on-demand v5e costs 2.08x spot, build "
+            'log); use "spot", "flex-start" or "spot,flex-start" (spot first, flex-start when '
+            "spot has no capacity)"
+        )
+    return cleaned
+
+
+def check_node_run_duration(v: object) -> object:
+    """A flex-start node's run: a duration of at most 7 days (GKE's flex-start limit)."""
+    try:
+        parse_duration(v)  # type: ignore[arg-type]
+    except DurationError as exc:
+        raise ValueError(f"{exc.reason}; {exc.fix}") from None
+    return v
+
+
+class GkeConfig(Strict):
+    """`platform = "gke"`: replicas of the TPU VM's server on a zonal GKE Standard cluster."""
+
+    min_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS_LIMIT)
+    """replicas kept serving (at least 1: no scale to zero yet)"""
+    max_replicas: int = Field(default=4, ge=1, le=MAX_REPLICAS_LIMIT)
+    """the most replicas (one v5e chip each) the autoscaler may run"""
+    capacity: str = "spot,flex-start"
+    """TPU capacity in order: "spot", "flex-start" or "spot,flex-start" (spot first)"""
+    # One day: each recycled node costs a warm boot (497 s), and a node nobody uses still ends.
+    max_run_duration: str | int = "1d"
+    """how long a flex-start TPU node runs before GKE recycles it, at most 7d"""
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = "REGULAR"
+    """the cluster's GKE release channel"""
+    # Flex-start TPU nodes need this version (facts.GKE_FLEX_START_TPU_MIN_VERSION).
+    min_version: str = facts.GKE_FLEX_START_TPU_MIN_VERSION
+    """the lowest GKE version the cluster may run (min_master_version)"""
+    system_machine_type: str = "e2-standard-2"
+    """the small always-on pool for GKE's own system pods"""
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity(cls, v: str) -> str:
+        return check_capacity(v)
+
+    @field_validator("max_run_duration", mode="before")
+    @classmethod
+    def _run(cls, v: object) -> object:
+        return check_node_run_duration(v)
+
+    @field_validator("min_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        return check_version(v)
+
+    @field_validator("system_machine_type")
+    @classmethod
+    def _machine(cls, v: str) -> str:
+        return check_machine_type(v)
+
+    @property
+    def capacity_order(self) -> tuple[str, ...]:
+        """("spot", "flex-start"): the pools, in the order the ComputeClass tries them."""
+        return tuple(self.capacity.split(","))
+
+    @property
+    def max_run_duration_seconds(self) -> int:
+        return parse_duration(self.max_run_duration, name="gke.max_run_duration")
+
+
+def gke_problems(
+    *, zone: str, accelerator_type: str, gke: GkeConfig, allow_untested_flex_zone: bool
+) -> list[str]:
+    """What GKE refuses, checked before any API call; each problem names key, value, reason, fix."""
+    problems = []
+    if gke.min_replicas > gke.max_replicas:
+        problems.append(
+            problem(
+                "gke.min_replicas",
+                gke.min_replicas,
+                f"is above [gke] max_replicas = {gke.max_replicas}: the autoscaler could never "
+                "satisfy both",
+                f"raise max_replicas to at least {gke.min_replicas}, or lower min_replicas",
+            )
+        )
+    if accelerator_type != facts.ACCELERATOR_TYPE:
+        problems.append(
+            problem(
+                "accelerator_type",
+                accelerator_type,
+                f"a GKE replica is one pod on one {facts.V5E.machine_type} node (one chip, "
+                f"topology {facts.GKE_TPU_TOPOLOGY}); more chips per replica multiply KV memory "
+                "for this one-KV-head model (build log)",
+                f'use accelerator_type = "{facts.ACCELERATOR_TYPE}" and raise [gke] max_replicas',
+            )
+        )
+    if zone not in facts.GKE_V5E_ZONES:
+        problems.append(
+            problem(
+                "zone",
+                zone,
+                f"GKE has no v5e single-host TPU pools here ({facts.GKE_TPU_SOURCE})",
+                "use one of " + ", ".join(facts.GKE_V5E_ZONES),
+            )
+        )
+    order = gke.capacity_order
+    if (
+        "flex-start" in order
+        and zone in facts.GKE_V5E_ZONES
+        and zone not in facts.GKE_FLEX_START_V5E_ZONES
+        and not allow_untested_flex_zone
+    ):
+        problems.append(
+            problem(
+                "gke.capacity",
+                gke.capacity,
+                "GKE flex-start for v5e is documented for "
+                f"{', '.join(facts.GKE_FLEX_START_V5E_ZONES)} only, not {zone} "
+                f"({facts.GKE_FLEX_START_SOURCE})",
+                f'use capacity = "spot" in {zone}, or zone = '
+                f'"{facts.GKE_FLEX_START_V5E_ZONES[0]}", or set allow_untested_flex_zone = true',
+            )
+        )
+    version = version_tuple(gke.min_version)
+    needs = [(facts.GKE_COMPUTE_CLASS_MIN_VERSION, "the ComputeClass that orders the pools")]
+    if "flex-start" in order:
+        needs.append((facts.GKE_FLEX_START_TPU_MIN_VERSION, "a flex-start TPU pool"))
+    for minimum, what in needs:
+        if version < version_tuple(minimum):
+            problems.append(
+                problem(
+                    "gke.min_version",
+                    gke.min_version,
+                    f"{what} requires GKE {minimum} or later",
+                    f'set min_version = "{minimum}" or later',
+                )
+            )
+    return problems

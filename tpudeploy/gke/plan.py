@@ -1,0 +1,195 @@
+"""Replicas: the TPU VM planner's KV pool and prices, multiplied, plus what GKE bills at idle."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tpudeploy import facts
+from tpudeploy.config import DeployConfig
+from tpudeploy.planner import KvPool, NoPricesError, kv_pool, lookup_accelerator, price_table
+from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
+
+# The HPA scales on vllm:num_requests_waiting, Google's vLLM-on-TPU signal. At the KV wall a
+# replica runs its safe clients and queues the rest; each waiting request waits for a running
+# one to finish. A queue of a quarter of the running streams adds about a quarter of one
+# request's time: past that, a new replica (a warm boot away) is worth its chip-hour.
+QUEUE_FRACTION_OF_SAFE_CLIENTS = 0.25
+# Scale-down waits longer than a warm boot (build log: 497 s): dropping a replica that the next
+# burst needs back costs a compile. 25% over it, rounded up to whole minutes.
+SCALE_DOWN_MARGIN = 1.25
+# Startup probe budget: the cold boot (857 s, 80% of it XLA compilation) with 50% margin; the
+# probe starts after the image pull, which the node's image streaming shortens.
+STARTUP_MARGIN = 1.5
+PROBE_PERIOD_S = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Autoscaling:
+    """The HorizontalPodAutoscaler's numbers, from the planner."""
+
+    min_replicas: int
+    max_replicas: int
+    waiting_target: int
+    scale_down_window_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPlan:
+    pool: KvPool
+    context: int
+    safe_clients_per_replica: int
+    clients: int | None
+    replicas_needed: int | None
+    autoscaling: Autoscaling
+    chip_model: str
+    chip_rate: float | None
+    idle_items: tuple[tuple[str, float], ...]
+    throughput_cell: tuple[int, int]
+    throughput_tok_s: float
+
+    @property
+    def idle_floor_per_hour(self) -> float:
+        return sum(rate for _, rate in self.idle_items)
+
+    def hourly(self, replicas: int) -> float | None:
+        """$ per hour with `replicas` TPU nodes up, idle floor and one NAT VM each included."""
+        if self.chip_rate is None:
+            return None
+        nat = facts.GKE_IDLE_PRICES["us-west4"][1].per_hour
+        return self.idle_floor_per_hour + replicas * (self.chip_rate + nat)
+
+    def per_million(self, replicas: int) -> float | None:
+        """$ per million output tokens with every replica at the measured per-chip rate."""
+        hourly = self.hourly(replicas)
+        if hourly is None or replicas == 0:
+            return None
+        return hourly / (replicas * self.throughput_tok_s * 3600) * 1e6
+
+
+def startup_budget_s() -> int:
+    return math.ceil(SEED_BOOT.cold_s * STARTUP_MARGIN)
+
+
+def startup_failure_threshold() -> int:
+    return math.ceil(startup_budget_s() / PROBE_PERIOD_S)
+
+
+def scale_down_window_s() -> int:
+    return math.ceil(SEED_BOOT.warm_s * SCALE_DOWN_MARGIN / 60) * 60
+
+
+def _pool(cfg: DeployConfig) -> KvPool:
+    return kv_pool(
+        max_model_len=cfg.vllm.max_model_len,
+        gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
+        kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
+        model=cfg.model_geometry,
+        chip=lookup_accelerator(cfg.accelerator_type).chip,
+    )
+
+
+def _cell(context: int, clients: int) -> tuple[int, int]:
+    """The measured sweep cell for this load: the first context at or above it (the longest
+    measured when beyond), the most clients at or below what one replica runs."""
+    ctx = next((c for c in facts.CONTEXTS if c >= context), facts.CONTEXTS[-1])
+    cl = max((c for c in facts.CLIENTS if c <= max(clients, 1)), default=facts.CLIENTS[0])
+    return ctx, cl
+
+
+def idle_items(cfg: DeployConfig) -> tuple[tuple[str, float], ...]:
+    """The always-on items, $ per hour; raises NoPricesError for a region without rates."""
+    region = cfg.effective_region
+    floor = facts.GKE_IDLE_PRICES.get(region)
+    system = facts.SYSTEM_NODE_PRICES.get((region, cfg.gke.system_machine_type))
+    if floor is None or system is None:
+        raise NoPricesError(
+            f"no GKE idle-floor prices for {region} / system_machine_type "
+            f"{cfg.gke.system_machine_type}: this project read us-west4 with e2-standard-2 only"
+        )
+    items = [(p.item, p.per_hour) for p in floor]
+    items.append((system.item, system.per_hour))
+    return tuple(items)
+
+
+def replica_plan(cfg: DeployConfig) -> ReplicaPlan:
+    """Replicas for [load] at its context, the HPA's numbers, and the cost at min and max."""
+    pool = _pool(cfg)
+    context = cfg.load.expected_context or cfg.vllm.max_model_len
+    per_replica = pool.safe_clients(context)
+    clients = cfg.load.expected_clients
+    needed = math.ceil(clients / per_replica) if clients and per_replica else None
+    model = cfg.gke.capacity_order[0]
+    try:
+        rate: float | None = price_table(cfg).rate(model)
+        items = idle_items(cfg)
+    except NoPricesError:
+        rate, items = None, ()
+    ctx, cl = _cell(context, per_replica)
+    return ReplicaPlan(
+        pool=pool,
+        context=context,
+        safe_clients_per_replica=per_replica,
+        clients=clients,
+        replicas_needed=needed,
+        autoscaling=Autoscaling(
+            min_replicas=cfg.gke.min_replicas,
+            max_replicas=cfg.gke.max_replicas,
+            waiting_target=max(1, math.ceil(per_replica * QUEUE_FRACTION_OF_SAFE_CLIENTS)),
+            scale_down_window_s=scale_down_window_s(),
+        ),
+        chip_model=model,
+        chip_rate=rate,
+        idle_items=items,
+        throughput_cell=(ctx, cl),
+        throughput_tok_s=facts.AGGREGATE_TOK_S[(ctx, cl)],
+    )
+
+
+def summary(cfg: DeployConfig) -> list[str]:
+    """What `make synth`, `make check` and `make cost` print for platform = "gke"."""
+    plan = replica_plan(cfg)
+    a = plan.autoscaling
+    lines = [
+        f"replicas: {a.min_replicas} to {a.max_replicas} x {facts.V5E.machine_type} "
+        f"({cfg.gke.capacity.replace(',', ' first, then ')}), one v5e chip and one pod each",
+        f"per replica: KV pool {plan.pool.tokens:,} tokens, {plan.safe_clients_per_replica} safe "
+        f"client(s) at {plan.context:,} tokens of context (clients x context < "
+        f"{plan.pool.safe_tokens:,})",
+    ]
+    if plan.replicas_needed is not None:
+        fits = (
+            "fits"
+            if plan.replicas_needed <= a.max_replicas
+            else f"MORE than max_replicas = {a.max_replicas}: raise it or expect queueing"
+        )
+        lines.append(
+            f"load: {plan.clients} client(s) at {plan.context:,} tokens need "
+            f"{plan.replicas_needed} replica(s) by the KV wall ({fits})"
+        )
+    lines.append(
+        f"autoscaling: HPA on vllm:num_requests_waiting, target {a.waiting_target} waiting per "
+        f"replica, {a.min_replicas}..{a.max_replicas} replicas, scale-down after "
+        f"{a.scale_down_window_s} s (a warm boot is {SEED_BOOT.warm_s:g} s)"
+    )
+    if plan.chip_rate is None:
+        lines.append(f"cost: not estimated: no {plan.chip_model} or idle-floor prices here")
+        return lines
+    lo, hi = plan.hourly(a.min_replicas), plan.hourly(a.max_replicas)
+    assert lo is not None and hi is not None
+    ctx, cl = plan.throughput_cell
+    lines += [
+        f"cost: ${lo:.4f}/h at {a.min_replicas} replica(s), ${hi:.4f}/h at {a.max_replicas} "
+        f"({plan.chip_model} ${plan.chip_rate:.4f}/chip-hour); ${lo * HOURS_PER_MONTH:,.0f} to "
+        f"${hi * HOURS_PER_MONTH:,.0f}/month if left running",
+        f"idle floor: ${plan.idle_floor_per_hour:.4f}/h with no replica ("
+        + "; ".join(f"{item} ${rate:.4f}" for item, rate in plan.idle_items)
+        + ")",
+        f"$/M output tokens: ${plan.per_million(a.min_replicas):.3f} at {a.min_replicas}, "
+        f"${plan.per_million(a.max_replicas):.3f} at {a.max_replicas} replica(s), each at the "
+        f"build log's {plan.throughput_tok_s:,} tok/s ({ctx:,} ctx, {cl} clients)",
+        f"billing stops: flex-start nodes end after {cfg.gke.max_run_duration_seconds / 3600:g} h"
+        " (GKE recycles them); spot nodes bill until make destroy removes the serving stack (the "
+        "autoscaler then removes idle TPU nodes); the idle floor until make destroy-all",
+    ]
+    return lines

@@ -1,0 +1,185 @@
+"""One replica's pod: the TPU VM's serve line and front door, the numbers its probes and drain
+obey, and the files its init container runs. Plain data; stacks/serving.py declares it."""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+from tpudeploy import facts, render
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import plan
+
+# Paths inside the pod. The secrets volume is the Secret Manager add-on's CSI volume (files in
+# memory, never a Kubernetes Secret); the front door's files live on a memory-backed emptyDir.
+SECRETS_DIR = "/run/tpudeploy-secrets"
+# The GKE Secret Manager add-on's CSI driver (cloud.google.com/secret-manager/docs/
+# secret-manager-managed-csi-component: provider "gke", driver secrets-store-gke.csi.k8s.io).
+SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
+HF_TOKEN_FILE = "hf_token"  # noqa: S105 - a file name; the token is in Secret Manager
+API_KEY_FILE = "api_key"
+FRONTDOOR_DIR = "/etc/tpudeploy-proxy"
+SCRIPTS_DIR = "/opt/tpudeploy"
+PREP_SCRIPT = "frontdoor.sh"
+NGINX_CONF = "nginx.conf"
+# The build log's -v ~/.cache/vllm:/root/.cache/vllm: the XLA compile cache, node-local here.
+CACHE_DIR = "/root/.cache/vllm"
+# The front door's plain-HTTP listener for /metrics only (Managed Prometheus scrapes the pod IP;
+# vLLM's own port stays on loopback).
+METRICS_PORT = 9400
+# The build log's -v /dev/shm:/dev/shm --shm-size 10gb and HF_HOME=/dev/shm: memory, per pod.
+SHM_DIR = "/dev/shm"  # noqa: S108 - the pod's own memory volume, not a shared temp dir
+SHM_SIZE = "10Gi"
+# nginx's pid and temp files: the pod's own memory volume (the root filesystem is read-only).
+TMP_DIR = "/tmp"  # noqa: S108 - an emptyDir of the front door's container alone
+# Spot's notice is ~30 s (facts.SPOT_NOTICE_S). The pod's whole grace fits in it, with 5 s left
+# for the kubelet's own kill: first the Service drops the pod (endpoint removal takes a few
+# seconds), then nginx stops taking connections and lets in-flight requests finish; a stream
+# still running at the end of the grace is cut (the client sees the connection close, never a
+# half-written 200).
+KILL_MARGIN_S = 5
+ENDPOINT_REMOVAL_S = 5
+
+
+def termination_grace_s() -> int:
+    return facts.SPOT_NOTICE_S - KILL_MARGIN_S
+
+
+def frontdoor_pre_stop() -> list[str]:
+    """nginx: wait until the endpoint is gone, then quit gracefully (finishes in-flight)."""
+    # The last sleep only holds the hook open while nginx drains; nginx exiting ends the pod's
+    # container first, the grace ends it at the latest.
+    grace = termination_grace_s()
+    return ["/bin/sh", "-c", f"sleep {ENDPOINT_REMOVAL_S}; nginx -s quit; sleep {grace}"]
+
+
+def vllm_pre_stop() -> list[str]:
+    """vLLM keeps serving what the front door still forwards until the grace is over."""
+    return ["sleep", str(termination_grace_s())]
+
+
+def serve_command(cfg: DeployConfig) -> list[str]:
+    """The TPU VM's `vllm serve` line, from the same function (tpudeploy.render)."""
+    return render.vllm_serve_args(cfg.vllm)
+
+
+def vllm_env(cfg: DeployConfig) -> dict[str, str]:
+    """Non-secret environment: the VM's container environment, HF_HOME in /dev/shm as the build
+    log's, and the token as a file path (huggingface_hub reads HF_TOKEN_PATH), never a value."""
+    return {
+        **cfg.vllm.container_env(),
+        "HF_HOME": SHM_DIR,
+        "HF_TOKEN_PATH": f"{SECRETS_DIR}/{HF_TOKEN_FILE}",
+    }
+
+
+def health_exec(cfg: DeployConfig) -> list[str]:
+    """vLLM's /health on the pod's loopback (vLLM never listens on the pod IP, so the kubelet's
+    own HTTP probe cannot reach it): python3 is in the serving image, curl may not be."""
+    url = f"http://{render.VLLM_HOST}:{cfg.vllm.port}/health"
+    return [
+        "python3",
+        "-c",
+        f"import sys, urllib.request; sys.exit(urllib.request.urlopen({url!r}, timeout=5)"
+        ".status != 200)",
+    ]
+
+
+def startup_probe() -> dict[str, int]:
+    return {
+        "period_seconds": plan.PROBE_PERIOD_S,
+        "failure_threshold": plan.startup_failure_threshold(),
+        "timeout_seconds": 5,
+    }
+
+
+def secret_provider_parameters(cfg: DeployConfig, project: str) -> str:
+    """The add-on's SecretProviderClass `secrets` parameter: each latest version to a file."""
+    lines = []
+    for secret, path in (
+        (cfg.hf_token_secret_id, HF_TOKEN_FILE),
+        (cfg.api_key_secret_id, API_KEY_FILE),
+    ):
+        lines += [
+            f'- resourceName: "projects/{project}/secrets/{secret}/versions/latest"',
+            f'  path: "{path}"',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def render_frontdoor_prep(cfg: DeployConfig) -> str:
+    return (
+        render._environment()
+        .get_template("pod_frontdoor.sh.j2")
+        .render(
+            deployment=cfg.name,
+            api_key_file=f"{SECRETS_DIR}/{API_KEY_FILE}",
+            frontdoor_dir=FRONTDOOR_DIR,
+            nginx_conf=f"{SCRIPTS_DIR}/{NGINX_CONF}",
+        )
+    )
+
+
+def scripts(cfg: DeployConfig) -> dict[str, str]:
+    """The ConfigMap's files: the same nginx config the VM's proxy runs, and the prep script."""
+    return {
+        NGINX_CONF: render.render_proxy_config(cfg, metrics_port=METRICS_PORT),
+        PREP_SCRIPT: render_frontdoor_prep(cfg),
+    }
+
+
+def prep_command() -> list[str]:
+    return ["/bin/sh", shlex.quote(f"{SCRIPTS_DIR}/{PREP_SCRIPT}")]
+
+
+def nginx_command() -> list[str]:
+    return ["nginx", "-p", f"{TMP_DIR}/", "-c", f"{FRONTDOOR_DIR}/{NGINX_CONF}", "-e", "stderr"]
+
+
+def resources_tpu() -> dict[str, str]:
+    """One chip per pod, the whole ct5lp-hightpu-1t node."""
+    return {"google.com/tpu": "1"}
+
+
+# Host memory: /dev/shm holds HF_HOME (the 9.54 GiB checkpoint, build log) inside its 10Gi, and
+# the engine's own process beside it. Not measured on GKE: a starting point under the machine's
+# 48 GB, to be replaced by the first real replica's figure.
+VLLM_MEMORY_REQUEST = "24Gi"
+VLLM_MEMORY_LIMIT = "40Gi"
+VLLM_CPU_REQUEST = "8"
+
+
+def vllm_resources() -> dict[str, dict[str, str]]:
+    return {
+        "requests": {
+            **resources_tpu(),
+            "cpu": VLLM_CPU_REQUEST,
+            "memory": VLLM_MEMORY_REQUEST,
+        },
+        "limits": {**resources_tpu(), "memory": VLLM_MEMORY_LIMIT},
+    }
+
+
+def hpa_waiting_target(cfg: DeployConfig) -> int:
+    return plan.replica_plan(cfg).autoscaling.waiting_target
+
+
+def scale_down_window_s() -> int:
+    return plan.scale_down_window_s()
+
+
+def pdb_max_unavailable(cfg: DeployConfig) -> int:
+    """Voluntary disruptions (upgrades, consolidation) take one replica at a time; with one
+    replica that is all of it, which a PodDisruptionBudget may not forbid forever."""
+    return 1
+
+
+def flex_recycle_lead_s() -> int:
+    """How long before a flex-start node's run ends GKE starts its replacement: a cold start's
+    probe budget, so the new replica is ready before the old one goes."""
+    return min(plan.startup_budget_s(), facts.GKE_FLEX_START_MAX_RUN_S)
+
+
+def capacity_wait_s() -> int:
+    """The bounded wait for spot capacity before the ComputeClass moves on to flex-start."""
+    return math.ceil(facts.WARM_BOOT_S / 60) * 60

@@ -1,0 +1,85 @@
+"""The serving stack's custom resources as plain manifests, and the names its objects share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import cluster, pod
+
+# Google's vLLM-on-TPU autoscaling signal, as the custom metrics Stackdriver adapter names a
+# Managed Prometheus gauge (cloud.google.com/kubernetes-engine/docs/tutorials/autoscale-tpu).
+WAITING_METRIC = "vllm:num_requests_waiting"
+
+
+def hpa_metric_name() -> str:
+    return f"prometheus.googleapis.com|{WAITING_METRIC}|gauge"
+
+
+def labels(cfg: DeployConfig) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": cfg.name}
+
+
+def compute_class(cfg: DeployConfig) -> dict[str, Any]:
+    """Spot first, flex-start when spot has no capacity (a bounded wait), no node pool created
+    on the fly, and no scale-up onto anything else when neither is satisfiable."""
+    priorities: list[dict[str, Any]] = []
+    for capacity in cfg.gke.capacity_order:
+        rule: dict[str, Any] = {"nodepools": [cluster.pool_name(capacity)]}
+        if capacity == "spot":
+            rule["spot"] = True
+            rule["capacityCheckWaitTimeSeconds"] = pod.capacity_wait_s()
+        else:
+            # A replacement starts this long before a flex-start node's run ends, so capacity
+            # never drops to nothing at once.
+            rule["flexStart"] = {
+                "enabled": True,
+                "nodeRecycling": {"leadTimeSeconds": pod.flex_recycle_lead_s()},
+            }
+        priorities.append(rule)
+    return {
+        "apiVersion": "cloud.google.com/v1",
+        "kind": "ComputeClass",
+        "metadata": {"name": cluster.compute_class_name(cfg)},
+        "spec": {
+            "priorities": priorities,
+            "nodePoolAutoCreation": {"enabled": False},
+            "whenUnsatisfiable": "DoNotScaleUp",
+        },
+    }
+
+
+def pod_monitoring(cfg: DeployConfig) -> dict[str, Any]:
+    """Managed Prometheus scrapes vLLM's /metrics through the front door's metrics listener
+    (vLLM itself listens on the pod's loopback only)."""
+    return {
+        "apiVersion": "monitoring.googleapis.com/v1",
+        "kind": "PodMonitoring",
+        "metadata": {"name": cfg.name, "namespace": cluster.NAMESPACE},
+        "spec": {
+            "selector": {"matchLabels": labels(cfg)},
+            "endpoints": [{"port": pod.METRICS_PORT, "path": "/metrics", "interval": "15s"}],
+        },
+    }
+
+
+def secret_provider_class(cfg: DeployConfig, *, project: str) -> dict[str, Any]:
+    """The Secret Manager add-on's files: ids of secrets, never their values."""
+    return {
+        "apiVersion": "secrets-store.csi.x-k8s.io/v1",
+        "kind": "SecretProviderClass",
+        "metadata": {"name": f"{cfg.name}-secrets", "namespace": cluster.NAMESPACE},
+        "spec": {
+            "provider": "gke",
+            "parameters": {"secrets": pod.secret_provider_parameters(cfg, project)},
+        },
+    }
+
+
+def custom_resources(cfg: DeployConfig, *, project: str) -> dict[str, dict[str, Any]]:
+    """By construct id: what the stack declares with kubernetes_manifest."""
+    return {
+        "compute-class": compute_class(cfg),
+        "pod-monitoring": pod_monitoring(cfg),
+        "secret-provider-class": secret_provider_class(cfg, project=project),
+    }
