@@ -18,7 +18,7 @@ from tpudeploy.config import parse_config
 from tpudeploy.planner.cost import hourly_cost, price_table
 from tpudeploy.render import render_startup_script, vllm_serve_args
 from tpudeploy.tune import tomlwrite
-from tpudeploy.tune.arms import ARMS_DIR, BASELINE, ArmError, load_arms
+from tpudeploy.tune.arms import ARMS_DIR, BASELINE, Arm, ArmError, load_arms
 from tpudeploy.tune.plan import build_plan, flag_groups, plan_text, schedule
 from tpudeploy.tune.report import collect, write_report
 from tpudeploy.tune.runner import StepResult, TuneError, arm_config_file, run_tune, status_path
@@ -28,7 +28,7 @@ AGGREGATE = next(m for m in METRICS if m.key == "aggregate")
 TTFT = next(m for m in METRICS if m.key == "ttft")
 # What each shipped arm must change in the `vllm serve` line or the environment, and nothing
 # else: the build log's four untested ideas, spelled as vLLM and tpu-inference read them.
-SHIPPED = {
+SHIPPED: dict[str, dict[str, object]] = {
     "max-model-len-65536": {"--max-model-len": ("65536",)},
     "batched-tokens-8192": {"--max-num-batched-tokens": ("8192",)},
     "bucket-padding-128": {"env:VLLM_TPU_BUCKET_PADDING_GAP": "128"},
@@ -36,7 +36,7 @@ SHIPPED = {
 }
 
 
-def arms(base: Mapping[str, Any] | None = None, arms_dir: Path = ARMS_DIR, **kw: Any) -> list:
+def arms(base: Mapping[str, Any] | None = None, arms_dir: Path = ARMS_DIR, **kw: Any) -> list[Arm]:
     return load_arms(dict(base or {}), source="deploy.toml", arms_dir=arms_dir, **kw)
 
 
@@ -108,7 +108,7 @@ def test_the_ngram_arm_is_the_json_vllm_reads() -> None:
         ),
     ],
 )
-def test_speculative_config_refusals_name_the_fix(spec: dict, needle: str) -> None:
+def test_speculative_config_refusals_name_the_fix(spec: dict[str, object], needle: str) -> None:
     with pytest.raises(Exception) as info:
         parse_config({"vllm": {"speculative_config": spec}})
     text = str(info.value)
@@ -194,7 +194,7 @@ def test_the_arm_file_make_tune_deploys_reads_back_as_the_arm() -> None:
         {"key with space": {"inline": {"x": 1}}, "empty": {}},
     ],
 )
-def test_toml_writer_round_trips(data: dict) -> None:
+def test_toml_writer_round_trips(data: dict[str, Any]) -> None:
     assert tomllib.loads(tomlwrite.dumps(data, header="a\nb")) == data
 
 
@@ -254,7 +254,7 @@ def test_the_bar_for_better(factor: float, cv: float, label: str) -> None:
     verdict = judge(values(100 * factor, cv), values(100, 0.01), AGGREGATE, (128, 16))
     assert verdict.label == label
     assert verdict.ratio == pytest.approx(factor)
-    assert verdict.interval is not None
+    assert verdict.interval is not None and verdict.ratio is not None
     assert verdict.interval.low <= verdict.ratio <= verdict.interval.high
 
 
@@ -285,6 +285,7 @@ def test_the_report_finds_the_known_effects_and_lists_the_failed_arm(tmp_path: P
     assert "| - | gpu-0.95 | failed to boot |" in text
     assert "RuntimeProgramAllocationFailure" in text
     best = by_name["batched-tokens-8192"].best_tok_s
+    assert best is not None
     assert best == pytest.approx(facts.AGGREGATE_TOK_S[(128, 16)] * 1.05)
     assert f"${0.6 / (best * 3600) * 1e6:.3f}" in text
     assert sorted(p.name for p in tmp_path.glob("tune-ratio-ctx*.png")) == [
