@@ -186,7 +186,7 @@ lint: $(VENV_STAMP) ## ruff and mypy
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-readme: $(VENV_STAMP) ## Regenerate README.md's and docs/build-log.md's generated sections
+readme: $(VENV_STAMP) ## Regenerate the generated sections of README.md and docs/
 	$(PY) -m tools.readme
 
 # Minutes, not seconds: never part of `make test` or CI. Fails on a survivor that neither a test
@@ -197,7 +197,7 @@ mutants: $(VENV_STAMP) ## Mutation-test config validation, guard rails, renderin
 scan: synth ## checkov on the synthesized JSON
 	$(PY) -m tools.scan $(OUTDIR)
 
-# GitOps bootstrap (README, GitOps): once per repository, with your own credentials. Its own
+# GitOps bootstrap (docs/gitops.md): once per repository, with your own credentials. Its own
 # config (gitops.toml), output directory and local state, apart from every deployment.
 BOOTSTRAP_CONFIG ?= gitops.toml
 export BOOTSTRAP_CONFIG

@@ -216,7 +216,7 @@ def resources(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
 
 # ---- Terraform itself ------------------------------------------------------------------------
 
-# The version the project is tested with (README, Deploy); the workflows install the same one.
+# The version the project is tested with (docs/deploying.md); the workflows install the same one.
 TERRAFORM_TESTED_VERSION = "1.11.4"
 
 

@@ -238,7 +238,7 @@ def format_errors(
         if err["type"] == "value_error":
             # Our own validators: the message already says what to write.
             reason, _, fix = str(err["msg"]).removeprefix("Value error, ").partition("; ")
-            fix = fix or hints.get(key) or "see the configuration reference in README.md"
+            fix = fix or hints.get(key) or "see docs/configuration.md"
             problems.append(problem(key, value, reason, fix))
             continue
         problems.append(_kind_or_constraint(key, value, err, field, inside, hints))
@@ -312,4 +312,4 @@ def _kind_or_constraint(
     if fix is None and field is not None and not inside:
         shown = example(field)
         fix = f"for example {toml_value(shown, basic=True)}" if shown is not None else ""
-    return problem(key, value, reason, fix or "see the configuration reference in README.md")
+    return problem(key, value, reason, fix or "see docs/configuration.md")
