@@ -97,7 +97,8 @@ def test_before_you_spend_money_comes_first_and_covers_the_checklist() -> None:
         "roles",  # the user's own IAM roles
         "Quota",
         "Gemma licence",
-        "waiting flex-start request",
+        "flex-start queued resource waits",
+        "Cloud Scheduler job deletes the node",
         "replaces a running node",
         "allowed_cidrs",
     ):
@@ -179,3 +180,68 @@ def test_users_read_the_build_log_never_the_seed() -> None:
     for page in readme.PAGES:
         text = RANDOM_SEED.sub("", page.read_text())
         assert not re.search(r"\bseed", text, re.I), page.name
+
+
+# ---- every money claim is the code's value (issue 23 item 2) ----------------------------------
+
+
+def _money_text() -> str:
+    """docs/deploying.md's money sections, with line breaks folded to spaces."""
+    text = readme.DEPLOYING.read_text()
+    sections = re.split(r"^## ", text, flags=re.M)
+    wanted = [s for s in sections if s.startswith(("Before you spend money", "Three provisioning"))]
+    assert len(wanted) == 2
+    return " ".join(" ".join(wanted).split())
+
+
+def test_money_claims_are_the_codes_values() -> None:
+    from tpudeploy.config import parse_config
+    from tpudeploy.durations import MAX_DURATION_SECONDS
+    from tpudeploy.planner import hourly_cost, monthly_cost, preemption_break_even
+
+    text = _money_text()
+    hours = {
+        pm: (parse_config({"provisioning": pm}).max_run_duration_seconds or 0) / 3600
+        for pm in ("flex-start", "spot", "on-demand")
+    }
+    rate = {pm: hourly_cost(pm) for pm in hours}
+    premium = (rate["flex-start"] / rate["spot"] - 1) * 100
+    on_demand = (rate["on-demand"] / rate["spot"] - 1) * 100
+    cold = preemption_break_even(facts.COLD_BOOT_S).interval_h
+    warm = preemption_break_even(facts.WARM_BOOT_S).interval_h
+    claims = [
+        f"`max_run_duration` (default {hours['flex-start']:g} h) or `make destroy`",
+        f"deploy time + `max_run_duration` (default {hours['spot']:g} h)",
+        f"(default {hours['flex-start']:g}h, at most {MAX_DURATION_SECONDS // 86400}d)",
+        f"(default {hours['spot']:g}h; `make extend BY=2h` moves it)",
+        f"the same deadline job (default {hours['on-demand']:g}h)",
+        f"({facts.COLD_BOOT_S:.0f} s, {facts.COMPILE_S:.0f} s of it compiling)",
+        f"| `flex-start` (default) | {rate['flex-start']:.4f} (+{premium:.1f}% vs spot)",
+        f"| `spot` | {rate['spot']:.4f} |",
+        f"| `on-demand` | {rate['on-demand']:.4f} (+{on_demand:.0f}%)",
+        f"(${monthly_cost('spot'):.0f} spot, ${monthly_cost('on-demand'):.0f} on-demand)",
+        f"(${rate['spot']:.2f} x 60 h, about ${rate['spot'] * 60:.0f})",
+        f"spot's {premium:.1f}% saving",
+        f"every {cold:.1f} h (a cold recompile) or {warm:.1f} h (warm",
+    ]
+    missing = [claim for claim in claims if claim not in text]
+    assert missing == [], "docs/deploying.md disagrees with the code: " + "; ".join(missing)
+
+
+def test_what_stops_the_billing_is_what_the_code_does() -> None:
+    """The old checklist said spot and on-demand bill "with nothing stopping them", while the
+    deadline job stops both by default: each stop the text names is the one the code declares."""
+    from tpudeploy.config import parse_config
+    from tpudeploy.planner import synth_summary
+
+    text = _money_text()
+    assert "nothing stopping" not in text
+    for pm in ("spot", "on-demand"):
+        stops = synth_summary(parse_config({"provisioning": pm}))[1]
+        assert "Cloud Scheduler job deletes the node" in stops
+        never = synth_summary(parse_config({"provisioning": pm, "max_run_duration": "none"}))[1]
+        assert "NOTHING stops" in never
+    assert "when a Cloud Scheduler job deletes the node" in text
+    assert '`max_run_duration = "none"` leaves `make destroy` as the one stop' in text
+    flex = synth_summary(parse_config({}))[1]
+    assert "on its own after max run duration" in flex

@@ -151,6 +151,7 @@ SECTIONS = {"first-deploy-cost": first_deploy_cost_section}
 # Every generated file and its sections.
 FILES: dict[Path, dict[str, Callable[[], str]]] = {
     README: SECTIONS,
+    DEPLOYING: {"first-deploy-cost": first_deploy_cost_section},
     CAPACITY_AND_COST: {"capacity-cost": capacity_cost_section},
     GITOPS: {"gitops-grants": gitops_grants_section},
     CONFIGURATION: {"config-reference": config_reference_section},
