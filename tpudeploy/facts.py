@@ -175,6 +175,10 @@ GEMMA_4_E2B_GEOMETRY: Final = MappingProxyType(
         "vocab_size": 262_144,
         "hidden_size_per_layer_input": 256,
         "sliding_window": 512,
+        # text_config.max_position_embeddings of google/gemma-4-E2B-it's config.json
+        # (https://huggingface.co/google/gemma-4-E2B-it/blob/main/config.json; the model card's
+        # "128K" context): vLLM refuses a --max-model-len above it at boot, after billing began.
+        "max_position_embeddings": 131_072,
         "param_bytes": 2,
         "kv_dtype_bytes": 2,
         "resident_weight_bytes": round(8.97 * GIB),
