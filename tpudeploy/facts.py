@@ -41,7 +41,7 @@ ACCELERATOR_TYPE: Final = "v5litepod-1"
 # ("FLEX_START provisioning model is not supported for accelerator type").
 FLEX_START_ZONES: Final[dict[str, dict[str, str]]] = {
     "v5litepod-1": {
-        "us-west4-a": "build log, verified 2026-08-09 (QR reached ACTIVE)",
+        "us-west4-a": "build log, verified 2026-08-09 (the queued resource reached ACTIVE)",
         "us-central1-a": "Google Cloud TPU documentation, v5e flex-start serving",
     },
 }

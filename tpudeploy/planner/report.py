@@ -89,7 +89,8 @@ def capacity_table(
         (
             "cache-owning layers",
             f"{len(model.cache_owning_layers)} of {model.num_hidden_layers} "
-            f"(shared read layers {', '.join(map(str, sources))})",
+            f"(the other {model.num_hidden_layers - len(model.cache_owning_layers)} reuse the "
+            f"caches of layers {' and '.join(map(str, sources))})",
         ),
         *(
             (
