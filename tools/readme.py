@@ -3,13 +3,14 @@ drift from it."""
 
 from __future__ import annotations
 
+import ast
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from tpudeploy import facts, identities, planner
+from tpudeploy import facts, identities, permissions, planner
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import DeployConfig, ModelGeometry, parse_config
 from tpudeploy.config.messages import toml_value
@@ -56,6 +57,26 @@ def first_deploy_cost_section() -> str:
         stops = stops.removeprefix("billing stops: ")
         lines.append(f"| `{model}` | {cost} | {stops} |")
     return "\n".join(lines)
+
+
+def _required_services() -> list[str]:
+    """stacks/secrets.py's REQUIRED_SERVICES, read from its source (importing it loads cdktf)."""
+    tree = ast.parse((ROOT / "stacks" / "secrets.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "REQUIRED_SERVICES" for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, tuple)
+            return [str(v) for v in value]
+    raise SystemExit("stacks/secrets.py has no REQUIRED_SERVICES")
+
+
+def deploy_roles_section() -> str:
+    """Your own account's least-privilege roles, per resource type the stacks declare
+    (tpudeploy.permissions), and the APIs the secrets stack enables."""
+    apis = ", ".join(f"`{s}`" for s in _required_services())
+    return f"{permissions.role_table()}\n\nThe secrets stack enables these APIs first: {apis}."
 
 
 def gitops_grants_section() -> str:
@@ -151,7 +172,10 @@ SECTIONS = {"first-deploy-cost": first_deploy_cost_section}
 # Every generated file and its sections.
 FILES: dict[Path, dict[str, Callable[[], str]]] = {
     README: SECTIONS,
-    DEPLOYING: {"first-deploy-cost": first_deploy_cost_section},
+    DEPLOYING: {
+        "first-deploy-cost": first_deploy_cost_section,
+        "deploy-roles": deploy_roles_section,
+    },
     CAPACITY_AND_COST: {"capacity-cost": capacity_cost_section},
     GITOPS: {"gitops-grants": gitops_grants_section},
     CONFIGURATION: {"config-reference": config_reference_section},
