@@ -31,8 +31,11 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait pin smoke endpoint tunnel \
 	rehearse test-fast recover extend tune-plan tune tune-report
 
+# Sorted by name, the descriptions in one column however long the longest target name is.
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sort -t: -k1,1 | awk -F':.*## ' \
+	  '{name[NR] = $$1; text[NR] = $$2; if (length($$1) > w) w = length($$1)} \
+	  END {for (i = 1; i <= NR; i++) printf "  %-*s  %s\n", w, name[i], text[i]}'
 
 install: $(VENV_STAMP) $(NODE_STAMP) ## Create .venv with the pinned packages and the local cdktf CLI
 
@@ -57,8 +60,16 @@ synth: $(VENV_STAMP) ## Write the deployment's Terraform JSON to cdktf.out/deplo
 	@$(PY) main.py
 
 # `cdktf diff` plans one stack per call: plan each, so the node's plan is shown too.
-diff: install ## Show what deploy would change in both stacks (needs Terraform and credentials)
-	@$(PY) -m tpudeploy preflight diff
+# Cheap checks first: each command's preflight runs (it needs .venv only) before the cdktf CLI's
+# npm install, so a fresh clone without credentials hears so before 476 packages download.
+# .NOTPARALLEL keeps prerequisites in the order written, even under make -j.
+.NOTPARALLEL:
+PREFLIGHTS := preflight-diff preflight-deploy preflight-deploy-secrets preflight-destroy
+.PHONY: $(PREFLIGHTS)
+$(PREFLIGHTS): preflight-%: $(VENV_STAMP)
+	@$(PY) -m tpudeploy preflight $*
+
+diff: $(VENV_STAMP) preflight-diff $(NODE_STAMP) ## Show what deploy would change in both stacks (needs Terraform and credentials)
 	@$(QUIET_CDKTF) for stack in $$($(STACKS)); do \
 	  $(CDKTF) diff --output $(OUTDIR) $$stack || exit $$?; done
 
@@ -67,8 +78,7 @@ diff: install ## Show what deploy would change in both stacks (needs Terraform a
 # preflight refuses a deploy before `make deploy-secrets`, `make secret` and `make api-key`: the
 # node would boot, paid, and stop at reading its secrets. after-failure reads the state files and
 # says only what is in them.
-deploy: install ## Create or update both stacks (after deploy-secrets, secret and api-key)
-	@$(PY) -m tpudeploy preflight deploy
+deploy: $(VENV_STAMP) preflight-deploy $(NODE_STAMP) ## Create or update both stacks (after deploy-secrets, secret and api-key)
 	@$(PY) -m tpudeploy recover
 	@$(QUIET_CDKTF) $(CDKTF) deploy --output $(OUTDIR) $$($(STACKS)) \
 	  $(if $(AUTO_APPROVE),--auto-approve) || { $(PY) -m tpudeploy after-failure deploy; exit 1; }
@@ -79,19 +89,17 @@ recover: install ## Replace a preempted/terminated node or failed queued resourc
 	@$(PY) -m tpudeploy check --deploy
 	@$(PY) -m tpudeploy recover --apply
 
-extend: install ## Move a spot/on-demand node's deadline later: make extend BY=2h
+extend: $(VENV_STAMP) ## Move a spot/on-demand node's deadline later: make extend BY=2h
 	@test -n "$$BY" || { echo "usage: make extend BY=<duration, e.g. 2h>" >&2; exit 2; }
 	@$(PY) -m tpudeploy extend "$$BY"
 
-deploy-secrets: install ## Create only the long-lived stack (secrets, account, cache bucket)
-	@$(PY) -m tpudeploy preflight deploy-secrets
+deploy-secrets: $(VENV_STAMP) preflight-deploy-secrets $(NODE_STAMP) ## Create only the long-lived stack (secrets, account, cache bucket)
 	@$(QUIET_CDKTF) $(CDKTF) deploy --output $(OUTDIR) $$($(STACKS) --secrets) \
 	  $(if $(AUTO_APPROVE),--auto-approve)
 
 # cleanup runs whatever cdktf destroy did: Terraform never runs the destroy provisioner of a
 # tainted (failed or killed) flex-start create, so the queued resource is deleted by name too.
-destroy: install ## Destroy the node stack only: stops the billing, keeps the secret
-	@$(PY) -m tpudeploy preflight destroy
+destroy: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy the node stack only: stops the billing, keeps the secret
 	@rc=0; cleanup=0; $(QUIET_CDKTF) TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy \
 	  --output $(OUTDIR) $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || cleanup=$$?; \
@@ -100,8 +108,7 @@ destroy: install ## Destroy the node stack only: stops the billing, keeps the se
 
 # The compile-cache bucket keeps force_destroy = false (a replacement never drops the cache
 # silently) and Cloud Storage refuses to delete a bucket with objects: empty it first, confirmed.
-destroy-all: install ## Destroy everything: the secrets and their versions, the compile cache
-	@$(PY) -m tpudeploy preflight destroy
+destroy-all: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy everything: the secrets and their versions, the compile cache
 	@$(PY) -m tpudeploy empty-cache $(if $(AUTO_APPROVE),--yes)
 	@# GKE: the cluster's deletion protection is lifted by an apply first (Terraform refuses to
 	@# delete a protected cluster); `tpudeploy stacks --protected` is empty for a TPU VM.
@@ -114,23 +121,23 @@ destroy-all: install ## Destroy everything: the secrets and their versions, the 
 	exit $$rc
 
 capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the config
-	$(PY) -m tpudeploy capacity
+	@$(PY) -m tpudeploy capacity
 
 cost: $(VENV_STAMP) ## Hourly/monthly cost, $ per million tokens, spot vs flex-start break-even
-	$(PY) -m tpudeploy cost
+	@$(PY) -m tpudeploy cost
 
 status: $(VENV_STAMP) ## Queued resource / node state, IP and when billing stops
-	$(PY) -m tpudeploy status
+	@$(PY) -m tpudeploy status
 
 # Secrets go into Secret Manager from stdin or a hidden prompt, never through argv or a file.
 secret: $(VENV_STAMP) ## Store the Hugging Face token (stdin, or a hidden prompt on a terminal)
-	$(PY) -m tpudeploy secret
+	@$(PY) -m tpudeploy secret
 
 api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; says how to read it)
-	$(PY) -m tpudeploy api-key
+	@$(PY) -m tpudeploy api-key
 
 wait: $(VENV_STAMP) ## Follow the boot phases (guest attributes, no SSH) until vLLM is ready
-	$(PY) -m tpudeploy wait
+	@$(PY) -m tpudeploy wait
 
 # The node publishes the RepoDigest it pulled (never the config-blob image ID) and the versions
 # the image reports; this writes them into DEPLOY_CONFIG, comments and layout kept.
@@ -141,33 +148,33 @@ pin: $(VENV_STAMP) ## Hold the build: write the ready node's image digests into 
 # https://localhost:8443) skips the node lookup, TLS_SHA256 the guest-attribute lookup,
 # VLLM_API_KEY the Secret Manager one.
 smoke: $(VENV_STAMP) ## Front door locked, then chat + get_weather tool call, with latencies
-	$(PY) -m tpudeploy smoke
+	@$(PY) -m tpudeploy smoke
 
 # CERT_OUT=file also writes the pinned certificate, for clients that take a CA file.
 endpoint: $(VENV_STAMP) ## Where the API is, the certificate fingerprint and how clients pin it
-	$(PY) -m tpudeploy endpoint $(if $(CERT_OUT),--cert-out $(CERT_OUT))
+	@$(PY) -m tpudeploy endpoint $(if $(CERT_OUT),--cert-out $(CERT_OUT))
 
 # The default deployment opens no port: this forwards localhost:LOCAL_PORT (default 8443) to the
 # node's proxy over IAP SSH (port 22 is open to Google's IAP range only).
 tunnel: $(VENV_STAMP) ## Forward a local port to the node's TLS proxy through IAP (Ctrl-C stops)
-	$(PY) -m tpudeploy tunnel
+	@$(PY) -m tpudeploy tunnel
 
 # The sweep runs `vllm bench serve` inside the serving container over IAP SSH; the API key
 # travels on stdin, never on a command line. OUT=dir keeps (and resumes) a run's results.
 BENCH_ARGS = --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT)) \
 	$(if $(API_KEY_SECRET),--api-key-secret $(API_KEY_SECRET))
 bench: $(VENV_STAMP) ## Run the build log's 12-cell sweep on the node (PROFILE=quick for a first look)
-	$(PY) -m tpudeploy.bench run $(BENCH_ARGS) $(if $(PROFILE),--profile $(PROFILE))
+	@$(PY) -m tpudeploy.bench run $(BENCH_ARGS) $(if $(PROFILE),--profile $(PROFILE))
 
 bench-quick: $(VENV_STAMP) ## A first look: 4 cells, one repetition
-	$(PY) -m tpudeploy.bench run $(BENCH_ARGS) --profile quick
+	@$(PY) -m tpudeploy.bench run $(BENCH_ARGS) --profile quick
 
 bench-plan: $(VENV_STAMP) ## Print every benchmark command and a time estimate; runs nothing
-	$(PY) -m tpudeploy.bench plan --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE))
+	@$(PY) -m tpudeploy.bench plan --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE))
 
 report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make report RESULTS=dir
 	@test -n "$(RESULTS)" || { echo "usage: make report RESULTS=<dir of vllm bench serve JSON files>" >&2; exit 2; }
-	$(PY) -m tpudeploy.bench report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
+	@$(PY) -m tpudeploy.bench report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
 
 # make tune (docs/tuning.md): the build log's untested ideas (tune/*.toml) as whole configs, each
 # booted from scratch, ROUNDS times interleaved; ARMS=a,b picks arms, TUNE_ARMS=dir another folder.
@@ -205,14 +212,14 @@ test-fast: install ## The offline test suite without the rehearsal tier
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
 rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|spot|on-demand|all
-	$(PY) -m tools.rehearsal --provisioning $(PROVISIONING) --scenario $(SCENARIO) $(if $(KEEP),--keep)
+	@$(PY) -m tools.rehearsal --provisioning $(PROVISIONING) --scenario $(SCENARIO) $(if $(KEEP),--keep)
 
 lint: $(VENV_STAMP) ## ruff and mypy
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-readme: $(VENV_STAMP) ## Regenerate README.md's and docs/build-log.md's generated sections
+readme: $(VENV_STAMP) ## Regenerate the generated sections of README.md and docs/
 	$(PY) -m tools.readme
 
 # Minutes, not seconds: never part of `make test` or CI. Fails on a survivor that neither a test
@@ -223,7 +230,7 @@ mutants: $(VENV_STAMP) ## Mutation-test config validation, guard rails, renderin
 scan: synth ## checkov on the synthesized JSON
 	$(PY) -m tools.scan $(OUTDIR)
 
-# GitOps bootstrap (README, GitOps): once per repository, with your own credentials. Its own
+# GitOps bootstrap (docs/gitops.md): once per repository, with your own credentials. Its own
 # config (gitops.toml), output directory and local state, apart from every deployment.
 BOOTSTRAP_CONFIG ?= gitops.toml
 export BOOTSTRAP_CONFIG
@@ -239,7 +246,7 @@ bootstrap-scan: bootstrap-synth ## checkov on the bootstrap's JSON
 # GITHUB_TOKEN (read access to the repository's environments) is read from the environment, never
 # from a make argument; GITHUB_API_URL overrides https://api.github.com.
 bootstrap-check: $(VENV_STAMP) ## Read back each GitHub environment's protection (GITHUB_TOKEN)
-	$(PY) -m tpudeploy.github_environments
+	@$(PY) -m tpudeploy.github_environments
 
 bootstrap: install ## Create the state bucket, GitHub federation and CI accounts (owner, once)
 	$(CDKTF) deploy --app "$(BOOTSTRAP_APP)" --output $(BOOTSTRAP_OUT) gitops-bootstrap \

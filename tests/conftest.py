@@ -54,6 +54,9 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", _major or 
 os.environ["NO_GCE_CHECK"] = "true"
 os.environ["GCE_METADATA_HOST"] = "127.0.0.1:9"
 os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
+# make preflight tests your permissions with Resource Manager: in the suite, a closed loopback
+# port unless a test points it at its fake (the check then becomes a note, never a refusal).
+os.environ["RESOURCEMANAGER_EMULATOR_HOST"] = "127.0.0.1:9"
 # No telemetry or version pings from anything cdktf-related.
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
 os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
@@ -216,7 +219,7 @@ def resources(stack: dict[str, Any], rtype: str) -> dict[str, dict[str, Any]]:
 
 # ---- Terraform itself ------------------------------------------------------------------------
 
-# The version the project is tested with (README, Deploy); the workflows install the same one.
+# The version the project is tested with (docs/deploying.md); the workflows install the same one.
 TERRAFORM_TESTED_VERSION = "1.11.4"
 
 

@@ -204,7 +204,7 @@ def test_constraints_in_the_files_words() -> None:
     ]
     # No example and no default that shows one: the reference says what to write.
     assert problems({"name": "n", "zone": "z", "limit": 0}) == [
-        "limit = 0: must be greater than 0. Fix: see the configuration reference in README.md"
+        "limit = 0: must be greater than 0. Fix: see docs/configuration.md"
     ]
 
 
@@ -223,9 +223,7 @@ def test_an_item_of_a_top_level_list_is_named_by_its_index() -> None:
 
 def test_a_check_without_a_fix_gets_the_hint_or_the_reference() -> None:
     data = {"name": "n", "zone": "z", "note": "x"}
-    assert problems(data) == [
-        "note = 'x': notes are read-only. Fix: see the configuration reference in README.md"
-    ]
+    assert problems(data) == ["note = 'x': notes are read-only. Fix: see docs/configuration.md"]
     assert problems(data, hints={"note": "remove it"}) == [
         "note = 'x': notes are read-only. Fix: remove it"
     ]
@@ -271,8 +269,8 @@ def config_problems(data: dict[str, Any]) -> list[str]:
         ),
         pytest.param(
             {"bench": {"model": ""}},
-            "bench.model = '': String should have at least 1 character. Fix: see the "
-            "configuration reference in README.md",
+            "bench.model = '': String should have at least 1 character. Fix: see "
+            "docs/configuration.md",
             id="pydantic-own-sentence",
         ),
         pytest.param(

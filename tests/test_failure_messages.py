@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import REPO_ROOT, terraform_env
 from tests.fake_boot_apis import FakeSecretManager
 from tests.fake_tpu_api import FakeTpuApi
+from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tpudeploy import failures
 from tpudeploy.config import parse_config
 
@@ -229,8 +230,10 @@ def calls(env: dict[str, str]) -> list[str]:
 def test_make_deploy_refuses_in_one_line_before_the_secrets_exist(
     make_env: dict[str, str],
 ) -> None:
-    with FakeSecretManager({}) as sm:
+    # Resource Manager answers the permission test as for an owner.
+    with FakeSecretManager({}) as sm, FakeResourceManager() as rm:
         make_env["SECRETMANAGER_EMULATOR_HOST"] = sm.host
+        make_env["RESOURCEMANAGER_EMULATOR_HOST"] = rm.host
         result = make("deploy", make_env)
     assert result.returncode != 0
     assert result.stdout == ""

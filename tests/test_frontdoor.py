@@ -71,11 +71,12 @@ def test_endpoint_before_the_node_published_its_certificate(
 
 
 def _tunnel(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: int, **env: str
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: int, stderr: str = "", **env: str
 ) -> list[list[str]]:
     stub_dir = tmp_path / "stub"
     stub_dir.mkdir(parents=True)
-    (stub_dir / "config.json").write_text(json.dumps({"gcloud_status": status}))
+    config = {"gcloud_status": status, "gcloud_stderr": stderr}
+    (stub_dir / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("STUB_DIR", str(stub_dir))
     monkeypatch.setenv("PATH", f"{STUBS}:{os.environ['PATH']}")
     for key, value in env.items():
@@ -95,8 +96,29 @@ def test_tunnel_forwards_a_local_port_to_the_proxy_through_iap(
     assert argv[argv.index("--") + 1 :] == ["-N", "-L", "9443:localhost:8443"]
 
 
-def test_tunnel_failure_says_what_it_needs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    with pytest.raises(frontdoor.FrontDoorError, match="Tunnel User role and OS Login"):
+# gcloud's own words for two causes (issue 23 item 5: the old message listed four at once).
+NOT_LOGGED_IN = (
+    "ERROR: (gcloud.alpha.compute.tpus.tpu-vm.ssh) You do not currently have an active account "
+    "selected.\nPlease run:\n\n  $ gcloud auth login\n\nto obtain new credentials."
+)
+IAP_REFUSED = (
+    "ERROR: (gcloud.compute.start-iap-tunnel) Error while connecting [4033: 'not authorized']."
+)
+
+
+def test_tunnel_failure_says_the_real_cause(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with pytest.raises(frontdoor.FrontDoorError) as caught:
+        _tunnel(monkeypatch, tmp_path / "auth", 1, stderr=NOT_LOGGED_IN)
+    text = str(caught.value)
+    assert "gcloud is not logged in" in text and "You do not currently have an active" in text
+    assert "Tunnel User" not in text and "alpha component" not in text
+    with pytest.raises(frontdoor.FrontDoorError) as caught:
+        _tunnel(monkeypatch, tmp_path / "iap", 1, stderr=IAP_REFUSED)
+    assert "IAP-secured Tunnel User" in str(caught.value) and "4033" in str(caught.value)
+    assert "logged in" not in str(caught.value)
+    with pytest.raises(frontdoor.FrontDoorError, match="gcloud ended with status 255"):
         _tunnel(monkeypatch, tmp_path, 255)
     with pytest.raises(frontdoor.FrontDoorError, match="LOCAL_PORT='80'"):
         _tunnel(monkeypatch, tmp_path / "low", 0, LOCAL_PORT="80")

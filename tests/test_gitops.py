@@ -305,7 +305,7 @@ def test_matrix_and_resolve_cli(repo: Path, capsys: pytest.CaptureFixture[str]) 
             "name": "staging",
             "config": "deployments/staging.toml",
             "environment": "staging",
-            # The deployment's own deploy identity, which the bootstrap creates (README, GitOps).
+            # The deployment's own deploy identity, which the bootstrap creates (docs/gitops.md).
             "deploy_account": "staging-apply",
             # Default flex_start_timeout 1h + 15 min clean-up + 25 min of install and plans.
             "timeout_minutes": "100",

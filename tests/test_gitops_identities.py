@@ -72,8 +72,9 @@ READ_ONLY_PREDEFINED = {
     "roles/secretmanager.viewer",
     "roles/cloudscheduler.viewer",
 }
-# The grants no IAM condition can narrow (README residual risks), each held to one service: Cloud
-# TPU and Cloud Scheduler evaluate no resource attributes and have no per-resource policy.
+# The grants no IAM condition can narrow (docs/gitops.md, residual risks), each held to one
+# service: Cloud TPU and Cloud Scheduler evaluate no resource attributes and have no
+# per-resource policy.
 UNSCOPABLE_SERVICE = {
     "tpudeployTpu": "tpu.",
     "tpudeployNodeStop": "tpu.",
@@ -83,7 +84,8 @@ UNSCOPABLE_SERVICE = {
 
 def test_no_dangerous_unconditioned_project_grant(boot: dict[str, Any]) -> None:
     """No unconditioned project-level binding of a role holding setIamPolicy, delete or actAs,
-    except the TPU role the API cannot scope (README residual risks), which holds tpu.* only."""
+    except the TPU role the API cannot scope (docs/gitops.md, residual risks), which holds tpu.*
+    only."""
     custom = _custom_permissions(boot)
     members = _members(boot)
     assert set(identities.UNSCOPABLE_ROLES) == set(UNSCOPABLE_SERVICE)
@@ -455,8 +457,8 @@ def _staging() -> dict[str, Any]:
     return tomllib.loads((REPO_ROOT / "deployments/staging.toml").read_text(encoding="utf-8"))
 
 
-def test_grant_table_in_readme_lists_every_grant() -> None:
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+def test_grant_table_in_the_gitops_page_lists_every_grant() -> None:
+    text = (REPO_ROOT / "docs" / "gitops.md").read_text(encoding="utf-8")
     table = identities.grant_table()
     assert table in text
     for role in identities.CUSTOM_ROLES:

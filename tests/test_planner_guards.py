@@ -238,17 +238,18 @@ def test_memory_utilization_that_cannot_hold_the_weights_says_so() -> None:
 
 
 def test_a_pool_smaller_than_one_request_is_refused_unless_the_pool_is_pinned() -> None:
-    (finding,) = only(replace(SEED, gpu_memory_utilization=0.58), "vllm.gpu_memory_utilization")
+    (finding,) = only(replace(SEED, gpu_memory_utilization=0.58), "vllm.max_model_len")
     pool = kv_pool(gpu_memory_utilization=0.58)
-    text = says(finding, "error", "vllm.gpu_memory_utilization", 0.58)
+    text = says(finding, "error", "vllm.max_model_len", 32_768)
     assert (
-        f"leaves a {pool.tokens:,}-token KV pool ({pool.pool_bytes / GIB:.2f} GiB), less than "
-        "one request of vllm.max_model_len 32,768: vLLM refuses to start" in text
+        f"one request does not fit the {pool.tokens:,}-token KV pool "
+        f"({pool.pool_bytes / GIB:.2f} GiB) that vllm.gpu_memory_utilization 0.58 leaves: vLLM "
+        "refuses to start" in text
     )
-    assert text.endswith("Use 0.92 (build log: 321,344 tokens at 32K)")
+    assert text.endswith("or raise vllm.gpu_memory_utilization to 0.92 (the build log's ceiling)")
     # --kv-cache-memory-bytes sizes the pool itself (seed: 5923602432 good): no fraction check.
     pinned = replace(SEED, gpu_memory_utilization=0.58, kv_cache_memory_bytes=5923602432)
-    assert only(pinned, "vllm.gpu_memory_utilization") == []
+    assert only(pinned, "vllm.max_model_len") == []
 
 
 def test_the_pool_holds_whole_blocks_of_the_size_max_model_len_gives() -> None:
@@ -257,24 +258,25 @@ def test_the_pool_holds_whole_blocks_of_the_size_max_model_len_gives() -> None:
     token is refused."""
     full = kv_pool(gpu_memory_utilization=0.9, max_model_len=300_000).tokens
     assert full < kv_pool(gpu_memory_utilization=0.9).tokens
-    fits = replace(SEED, gpu_memory_utilization=0.9, max_model_len=full)
-    assert only(fits, "vllm.gpu_memory_utilization") == []
-    over = replace(SEED, gpu_memory_utilization=0.9, max_model_len=full + 1)
-    (finding,) = only(over, "vllm.gpu_memory_utilization")
-    assert f"leaves a {full:,}-token KV pool" in says(
-        finding, "error", "vllm.gpu_memory_utilization", 0.9
+    # A model whose own limit is past 300K, so only the pool can refuse.
+    longer = {"max_position_embeddings": 1 << 20}
+    fits = replace(SEED, longer, gpu_memory_utilization=0.9, max_model_len=full)
+    assert only(fits, "vllm.max_model_len") == []
+    over = replace(SEED, longer, gpu_memory_utilization=0.9, max_model_len=full + 1)
+    (finding,) = only(over, "vllm.max_model_len")
+    assert f"does not fit the {full:,}-token KV pool" in says(
+        finding, "error", "vllm.max_model_len", full + 1
     )
 
 
 def test_the_pool_is_sized_with_the_configured_models_geometry() -> None:
     """Four KV heads (4x Gemma 4 E2B's KV per token) do not fit a 128K request in the pool."""
     gemma = replace(SEED, max_model_len=131_072)
-    assert only(gemma, "vllm.gpu_memory_utilization") == []
+    assert only(gemma, "vllm.max_model_len") == []
     wider = replace(gemma, geometry={"num_key_value_heads": 4})
-    (finding,) = only(wider, "vllm.gpu_memory_utilization")
+    (finding,) = only(wider, "vllm.max_model_len")
     pool = kv_pool(max_model_len=131_072, model=wider.model_geometry)
-    assert f"leaves a {pool.tokens:,}-token KV pool" in str(finding)
-    assert "less than one request of vllm.max_model_len 131,072" in str(finding)
+    assert f"one request does not fit the {pool.tokens:,}-token KV pool" in str(finding)
 
 
 def test_kv_dtype_outside_vllms_enum_lists_what_it_takes() -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.fake_boot_apis import FakeSecretManager
+from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tpudeploy.config import parse_config
 
 PROJECT = "preflight-proj-1"
@@ -92,15 +93,19 @@ def run(
     if credentials is not None:
         env["GOOGLE_APPLICATION_CREDENTIALS"] = str(credentials)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = subprocess.run(
-        [sys.executable, "-m", "tpudeploy", "preflight", purpose],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # Resource Manager's testIamPermissions answers as for a project owner (test_permissions.py
+    # covers an account that lacks some).
+    with FakeResourceManager() as rm:
+        env["RESOURCEMANAGER_EMULATOR_HOST"] = rm.host
+        result = subprocess.run(
+            [sys.executable, "-m", "tpudeploy", "preflight", purpose],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return result, cpu

@@ -328,7 +328,7 @@ def load_bootstrap(path: str | Path | None = None, *, root: str | Path = ".") ->
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(
-            str(p), [f"file not found; create it (see README, GitOps) or set {BOOTSTRAP_ENV}"]
+            str(p), [f"file not found; create it (see docs/gitops.md) or set {BOOTSTRAP_ENV}"]
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(p), [f"not valid TOML ({exc}); fix the syntax"]) from None

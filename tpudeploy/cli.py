@@ -159,9 +159,16 @@ def _run_summary(line: str) -> None:
 
 def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import recover
-    from tpudeploy.extend import extend
+    from tpudeploy.extend import extend, extension_seconds
     from tpudeploy.scheduler import SchedulerApi
 
+    # Cheap checks first: whether extending applies and whether BY is a duration need neither a
+    # project nor credentials (issue 23: both used to be asked for before saying so).
+    try:
+        extension_seconds(cfg, args.by)
+    except recover.RecoverError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     project = require_project(cfg, source=str(config_path()))
     try:
         extend(
@@ -222,8 +229,11 @@ def _poll() -> float:
 def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import secretstore
 
-    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
-    return secretstore.store_hf_token(cfg, store, sys.stdin, sys.stdout)
+    project = require_project(cfg, source=str(config_path()))
+    # The token is read and checked before any credential is looked for.
+    return secretstore.store_hf_token(
+        cfg, lambda: secretstore.SecretStore.from_env(project), sys.stdin, sys.stdout
+    )
 
 
 def _empty_cache(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -261,8 +271,18 @@ def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import frontdoor, smoke
 
     project = require_project(cfg, source=str(config_path()))
-    endpoint = frontdoor.resolve_endpoint(cfg, project)
-    return smoke.run(endpoint, smoke.resolve_api_key(cfg, project), cfg.vllm.model)
+    try:
+        endpoint = frontdoor.resolve_endpoint(cfg, project)
+        key = smoke.resolve_api_key(cfg, project)
+    except Exception as exc:
+        if not errors.is_no_credentials(exc):
+            raise
+        # Each lookup that needed credentials has an environment variable that skips it.
+        raise errors.UserError(
+            f"{errors.no_credentials(exc)}; or run without them: ENDPOINT=https://HOST:PORT "
+            "TLS_SHA256=<fingerprint, from make endpoint> VLLM_API_KEY=<key> make smoke"
+        ) from None
+    return smoke.run(endpoint, key, cfg.vllm.model)
 
 
 def _endpoint(cfg: DeployConfig, args: argparse.Namespace) -> int:

@@ -33,17 +33,40 @@ def one_line(text: object, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
+def auth_detail(detail: object) -> str:
+    """google.auth's own words, whole: its errors carry (message, cause) or (message, response
+    dict) as args, whose str() is a Python tuple; the message and the cause's text are kept,
+    the dict dropped. Its no-credentials sentence runs ~180 characters: never cut it."""
+    args = detail.args if isinstance(detail, BaseException) else (detail,)
+    parts = [str(a) for a in args if isinstance(a, str | BaseException) and str(a).strip()]
+    return one_line("; ".join(parts), 600)
+
+
+NO_CREDENTIALS = "no Google Cloud credentials"
+
+
 def no_credentials(detail: object = "") -> str:
     """The one message for absent credentials."""
-    why = f" ({one_line(detail, 160)})" if str(detail).strip() else ""
-    return f"no Google Cloud credentials{why}; {CREDENTIALS_FIX}"
+    if str(detail).startswith(NO_CREDENTIALS):
+        return str(detail)  # already said (a client's own error built from this function)
+    text = auth_detail(detail)
+    why = f" ({text})" if text else ""
+    return f"{NO_CREDENTIALS}{why}; {CREDENTIALS_FIX}"
+
+
+def is_no_credentials(exc: BaseException) -> bool:
+    """google.auth found no credentials, raised as is or in a client's error built from
+    no_credentials()."""
+    if type(exc).__name__ == "DefaultCredentialsError":
+        return True
+    return str(exc).startswith(NO_CREDENTIALS)
 
 
 def refused_credentials(detail: object) -> str:
     """The one message for credentials Google refused (expired, revoked, wrong key)."""
     return (
         "Google refused your credentials (they may have expired or been revoked: "
-        f"{one_line(detail, 160)}); {CREDENTIALS_FIX}"
+        f"{auth_detail(detail)}); {CREDENTIALS_FIX}"
     )
 
 

@@ -17,6 +17,26 @@ from tpudeploy.scheduler import SchedulerApi, job_name
 from tpudeploy.tfrun import Terraform, TerraformError
 
 
+def extension_seconds(cfg: DeployConfig, by: str) -> int:
+    """`BY` in seconds, or why extending does not apply: checked from the config and the
+    argument alone, before any credential or API is asked for."""
+    if cfg.provisioning == "flex-start":
+        raise RecoverError(
+            "provisioning = 'flex-start': the TPU API fixes a run's end when the queued resource "
+            "is created and cannot move it; raise max_run_duration and `make deploy` after this "
+            "run ends (a new run), or use spot or on-demand, whose deadline `make extend` moves"
+        )
+    if cfg.deadline_seconds is None:
+        raise RecoverError(
+            'max_run_duration = "none": this node has no deadline to extend (it bills until '
+            "`make destroy`)"
+        )
+    try:
+        return parse_duration(by, name="BY")
+    except ValueError as exc:
+        raise RecoverError(str(exc)) from None
+
+
 def extend(
     cfg: DeployConfig,
     project: str,
@@ -33,21 +53,7 @@ def extend(
     `extended_deadline` variable, and later deploys keep it (its input is ignored after create)."""
     out = out if out is not None else sys.stdout
     now = now or datetime.now(UTC)
-    if cfg.provisioning == "flex-start":
-        raise RecoverError(
-            "provisioning = 'flex-start': the TPU API fixes a run's end when the queued resource "
-            "is created and cannot move it; raise max_run_duration and `make deploy` after this "
-            "run ends (a new run), or use spot or on-demand, whose deadline `make extend` moves"
-        )
-    if cfg.deadline_seconds is None:
-        raise RecoverError(
-            'max_run_duration = "none": this node has no deadline to extend (it bills until '
-            "`make destroy`)"
-        )
-    try:
-        seconds = parse_duration(by, name="BY")
-    except ValueError as exc:
-        raise RecoverError(str(exc)) from None
+    seconds = extension_seconds(cfg, by)
     view = deadline.job_view(
         scheduler.get_job(job_name(project, cfg.effective_region, cfg.deadline_job_name)), now
     )

@@ -41,7 +41,7 @@ ACCELERATOR_TYPE: Final = "v5litepod-1"
 # ("FLEX_START provisioning model is not supported for accelerator type").
 FLEX_START_ZONES: Final[dict[str, dict[str, str]]] = {
     "v5litepod-1": {
-        "us-west4-a": "build log, verified 2026-08-09 (QR reached ACTIVE)",
+        "us-west4-a": "build log, verified 2026-08-09 (the queued resource reached ACTIVE)",
         "us-central1-a": "Google Cloud TPU documentation, v5e flex-start serving",
     },
 }
@@ -175,6 +175,10 @@ GEMMA_4_E2B_GEOMETRY: Final = MappingProxyType(
         "vocab_size": 262_144,
         "hidden_size_per_layer_input": 256,
         "sliding_window": 512,
+        # text_config.max_position_embeddings of google/gemma-4-E2B-it's config.json
+        # (https://huggingface.co/google/gemma-4-E2B-it/blob/main/config.json; the model card's
+        # "128K" context): vLLM refuses a --max-model-len above it at boot, after billing began.
+        "max_position_embeddings": 131_072,
         "param_bytes": 2,
         "kv_dtype_bytes": 2,
         "resident_weight_bytes": round(8.97 * GIB),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.nodessh import ssh_argv
+from tpudeploy.nodessh import gcloud_failure, ssh_argv
 from tpudeploy.queued_resource import ApiError, QueuedResourceError, TpuApi
 from tpudeploy.wait import node_name, read_attributes
 
@@ -268,26 +268,36 @@ def run_tunnel(cfg: DeployConfig, project: str, *, out: TextIO | None = None) ->
         )
     command = tunnel_command(cfg, project, int(raw))
     print(
-        f"forwarding https://localhost:{raw} to the node's TLS proxy through IAP "
-        "(Ctrl-C to stop); in another terminal:\n"
+        f"opening an IAP tunnel from https://localhost:{raw} to the node's TLS proxy "
+        "(Ctrl-C to stop); once it is up, in another terminal:\n"
         f"  {ENDPOINT_ENV}=https://localhost:{raw} make smoke\n"
         f"$ {shlex.join(command)}",
         file=out,
         flush=True,
     )
     try:
-        done = subprocess.run(command, check=False)
+        # stderr passes through to the terminal line by line, and its tail is kept: a failure
+        # is then reported by what gcloud said, not by a list of every possible cause.
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        tail: list[str] = []
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail = [*tail[-19:], line]
+        returncode = proc.wait()
     except FileNotFoundError:
         raise FrontDoorError(
             "gcloud is not installed or not on PATH: install the Google Cloud CLI, then "
             "`gcloud auth login`"
         ) from None
-    if done.returncode not in (0, 130):
+    if returncode not in (0, 130):
+        said = "".join(tail)
+        cause = gcloud_failure(said)
+        if cause:
+            raise FrontDoorError(f"the tunnel did not open: {cause}")
+        last = " / ".join(x.strip() for x in said.strip().splitlines()[-3:]) or "no output"
         raise FrontDoorError(
-            f"gcloud ended with status {done.returncode}. It needs its alpha component (`gcloud "
-            "components install alpha`), `gcloud auth login`, the IAP-secured Tunnel User role "
-            "and OS Login on the node; the build log saw `tpu-vm ssh` "
-            "crash with ConnectionResetError in some sandboxed shells: run it from a plain "
-            "terminal"
+            f"the tunnel did not open: gcloud ended with status {returncode} ({last}); run "
+            f"the command above yourself to see the whole of it"
         )
     return 0

@@ -1,7 +1,7 @@
 """The GitOps identities as data: each CI identity's roles, where, under which condition, why.
 
-stacks/bootstrap.py turns these into IAM resources, tools/readme.py into the README's grant table,
-and the tests evaluate every condition with a CEL interpreter: one definition for all three.
+stacks/bootstrap.py turns these into IAM resources, tools/readme.py into docs/gitops.md's grant
+table, and the tests evaluate every condition with a CEL interpreter: one definition for all three.
 Conditions name a deployment's resources exactly (never by a name prefix: deployment `gemma4`
 must not reach `gemma4-staging`'s secrets), and the names come from tpudeploy.config.DeployConfig.
 """
@@ -125,7 +125,8 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
 # Permissions that let a holder grant itself more, destroy, or become another identity. The tests
 # refuse any of these in an unconditioned project-level grant, except in UNSCOPABLE_ROLES.
 DANGEROUS_SUFFIXES = (".setIamPolicy", ".delete", ".actAs")
-# Grants that cannot be narrowed below the project, with the reason (README residual risks).
+# Grants that cannot be narrowed below the project, with the reason (docs/gitops.md, residual
+# risks).
 UNSCOPABLE_ROLES = {
     "tpudeployTpu": (
         "Cloud TPU is not among the services that evaluate resource attributes in IAM Conditions "
@@ -376,7 +377,7 @@ def dangerous(permissions: Sequence[str]) -> list[str]:
 
 def grant_table(project_number_hint: str = "PROJECT_NUMBER") -> str:
     """Markdown: every grant of the plan identity and of a deploy identity (for deployment `NAME`),
-    with scope, condition and reason. Generated into README.md by tools/readme.py."""
+    with scope, condition and reason. Generated into docs/gitops.md by tools/readme.py."""
     from tpudeploy.config import parse_config
 
     sample = parse_config({"name": "name-x"})

@@ -147,11 +147,44 @@ def check_secrets(cfg: DeployConfig, store: SecretStore) -> list[Check]:
     return checks
 
 
+def check_permissions(
+    cfg: DeployConfig,
+    purpose: str,
+    held: Callable[[str, list[str]], set[str]] | None = None,
+) -> Check:
+    """Your own account holds, on the project, every permission the stacks' resources need
+    (tpudeploy.permissions); a missing one would be PERMISSION_DENIED in the middle of an apply.
+    actAs is granted per service account, which this project-level test cannot see."""
+    from tpudeploy import permissions
+
+    wanted = permissions.project_permissions(cfg, purpose)
+    try:
+        have = (held or permissions.held_permissions)(cfg.project, wanted)
+    except permissions.PermissionCheckError as exc:
+        return Check(
+            True,
+            f"could not test your permissions on {cfg.project} ({exc}); a missing one fails "
+            "the apply with PERMISSION_DENIED naming it (roles: docs/deploying.md)",
+            note=True,
+        )
+    missing = [p for p in wanted if p not in have]
+    if not missing:
+        return Check(True, f"your account holds the {len(wanted)} permissions {purpose} needs")
+    roles = ", ".join(permissions.roles_for(missing, cfg, purpose))
+    return Check(
+        False,
+        f"your account lacks {len(missing)} permission(s) {purpose} needs on {cfg.project}: "
+        f"{', '.join(missing)}. Grant yourself {roles} (or Owner), see the role list in "
+        "docs/deploying.md",
+    )
+
+
 def run(
     cfg: DeployConfig,
     purpose: str,
     *,
     store: Callable[[str], SecretStore] = SecretStore.from_env,
+    held: Callable[[str, list[str]], set[str]] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -163,6 +196,8 @@ def run(
         # What is about to be created passes the guard rails (a destroy never needs them).
         policy.enforce(cfg, source=str(config_path()))
     checks = [check_terraform(), check_credentials(), check_project(cfg)]
+    if purpose in ("deploy", "deploy-secrets") and all(c.ok for c in checks):
+        checks.append(check_permissions(cfg, purpose, held))
     if purpose == "deploy" and all(c.ok for c in checks):
         try:
             checks += check_secrets(cfg, store(cfg.project))

@@ -7,6 +7,7 @@ import base64
 import getpass
 import os
 import secrets
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
@@ -136,7 +137,14 @@ def read_token(stdin: TextIO, *, prompt: str) -> str:
     return value.strip()
 
 
-def store_hf_token(cfg: DeployConfig, store: SecretStore, stdin: TextIO, out: TextIO) -> int:
+def store_hf_token(
+    cfg: DeployConfig,
+    store: SecretStore | Callable[[], SecretStore],
+    stdin: TextIO,
+    out: TextIO,
+) -> int:
+    """Read and check the token, then store it. `store` may be a factory: credentials are then
+    looked for only once there is a well-formed token to store (reading stdin comes first)."""
     token = read_token(stdin, prompt="Hugging Face token (input hidden): ")
     if not token:
         print(
@@ -157,6 +165,8 @@ def store_hf_token(cfg: DeployConfig, store: SecretStore, stdin: TextIO, out: Te
             file=out,
         )
         return 2
+    if not isinstance(store, SecretStore):
+        store = store()
     version = store.add_version(cfg.hf_token_secret_id, token)
     print(
         f"stored the Hugging Face token as {version or 'a new version'} of "

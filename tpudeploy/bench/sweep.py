@@ -17,6 +17,7 @@ from typing import Any, Protocol, TextIO
 from tpudeploy import facts
 from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command, plan_cells
 from tpudeploy.bench.settings import SweepSettings
+from tpudeploy.nodessh import gcloud_failure
 from tpudeploy.timefmt import format_seconds
 
 RESULT_KEYS = ("completed", "num_prompts", "output_throughput", "median_ttft_ms", "median_tpot_ms")
@@ -110,9 +111,14 @@ def read_image_info(
     lines = done.stdout.decode(errors="replace").strip().splitlines()
     if done.returncode != 0 or len(lines) < 4:
         where = f"node {target.name} ({target.zone})" if target else "this machine"
+        stderr = done.stderr.decode(errors="replace")
+        # gcloud failing to reach the node is not a stopped container: say what gcloud said.
+        reached = gcloud_failure(stderr) if target else None
+        if reached:
+            raise SweepError(f"could not reach {where}: {reached}")
         raise SweepError(
             f"container {settings.container!r} is not running on {where}: "
-            f"{done.stderr.decode(errors='replace').strip()[-300:] or 'no output'}; "
+            f"{' / '.join(stderr.strip().splitlines()[-3:]) or 'no output'}; "
             "deploy and wait for ready first (or pass --container NAME)"
         )
     if not IMAGE_ID.fullmatch(lines[1]):

@@ -6,8 +6,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Strict(BaseModel):
-    # Attribute docstrings become field descriptions: the configuration reference in README.md
-    # is generated from them (tools/readme.py).
+    # Attribute docstrings become field descriptions: the configuration reference in
+    # docs/configuration.md is generated from them (tools/readme.py).
     model_config = ConfigDict(
         extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True
     )

@@ -59,6 +59,9 @@ class ModelGeometry(Strict):
     """config.json field of the served model (Gemma 4 E2B's by default)"""
     sliding_window: int = Field(default=_geometry("sliding_window"), gt=0)
     """config.json field of the served model (Gemma 4 E2B's by default)"""
+    # The longest context the model takes: vLLM refuses a larger --max-model-len at boot.
+    max_position_embeddings: int = Field(default=_geometry("max_position_embeddings"), gt=0)
+    """config.json field of the served model (Gemma 4 E2B's by default)"""
     param_bytes: int = Field(default=_geometry("param_bytes"), gt=0)
     """config.json field of the served model (Gemma 4 E2B's by default)"""
     kv_dtype_bytes: int = Field(default=_geometry("kv_dtype_bytes"), gt=0)

@@ -7,6 +7,7 @@ create or change billable resources only).
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import tomllib
@@ -198,13 +199,44 @@ def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> 
     try:
         cfg = DeployConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, format_errors(exc, DeployConfig, hints=_FIX_HINTS)) from None
-    # The build log's guard rails are not applied here: tpudeploy.policy runs them for the
-    # commands that create or change billable resources only.
+        problems = format_errors(exc, DeployConfig, hints=_FIX_HINTS)
+        # All problems in one round: judge the rest of the file with the refused keys left at
+        # their defaults, so a file with four mistakes reports four (issue 23), not two.
+        rest = _without(data, [tuple(err["loc"]) for err in exc.errors()])
+        try:
+            partial = DeployConfig.model_validate(rest)
+        except ValidationError:
+            raise ConfigError(source, problems) from None
+        raise ConfigError(source, problems + _later_problems(partial)) from None
+    # The build log's guard rails are not applied to a valid file here: tpudeploy.policy runs
+    # them for the commands that create or change billable resources only.
     problems = cross_check(cfg)
     if problems:
-        raise ConfigError(source, problems)
+        raise ConfigError(source, problems + _later_problems(cfg, cross=False))
     return cfg
+
+
+def _without(data: dict[str, Any], locs: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """`data` with the value at each error location removed (a copy; tables copied on write)."""
+    out = copy.deepcopy(data)
+    for loc in locs:
+        node: Any = out
+        for part in loc[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(loc[-1], None)
+        elif loc and isinstance(out, dict):
+            out.pop(loc[0], None)
+    return out
+
+
+def _later_problems(cfg: DeployConfig, *, cross: bool = True) -> list[str]:
+    """What the next rounds would have said about a file that already failed: the cross-key
+    checks and the guard-rail refusals. The file fails anyway, so saying them now costs
+    nothing, and a valid file still meets the guard rails only where tpudeploy.policy runs."""
+    from tpudeploy import policy  # policy builds on the config package: imported late
+
+    return (cross_check(cfg) if cross else []) + policy.refusals(cfg)
 
 
 def config_path() -> Path:

@@ -219,9 +219,17 @@ def format_errors(
         value = redact(err.get("input"))
         if err["type"] == "extra_forbidden":
             key, parent, _ = _walk(root, loc[:-1])
-            known = list(_model_of(parent).model_fields if parent else root.model_fields)
+            model = _model_of(parent) if parent else root
+            known = list(model.model_fields)
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
+            table = _table_holding(model, str(loc[-1]), prefix=key)
+            if table:
+                # A key written outside its table (`allowed_cidrs` at the top level).
+                hint = f"did you mean `[{table}] {loc[-1]}`?"
+            elif close:
+                hint = f"did you mean {close[0]!r}?"
+            else:
+                hint = "known keys: " + ", ".join(known)
             name = f"{key}.{loc[-1]}" if key else str(loc[-1])
             problems.append(
                 problem(name, value, "unknown key", f"remove it or fix the spelling; {hint}")
@@ -238,7 +246,7 @@ def format_errors(
         if err["type"] == "value_error":
             # Our own validators: the message already says what to write.
             reason, _, fix = str(err["msg"]).removeprefix("Value error, ").partition("; ")
-            fix = fix or hints.get(key) or "see the configuration reference in README.md"
+            fix = fix or hints.get(key) or "see docs/configuration.md"
             problems.append(problem(key, value, reason, fix))
             continue
         problems.append(_kind_or_constraint(key, value, err, field, inside, hints))
@@ -271,6 +279,19 @@ def _write(
     if isinstance(value, str) and want in ("a whole number", "a number", "true or false"):
         text += " (no quotes)"
     return text
+
+
+def _table_holding(model: type[BaseModel], name: str, *, prefix: str = "") -> str:
+    """The sub-table of `model` that has a key `name` (e.g. "network"), or ""."""
+    for key, field in model.model_fields.items():
+        annotation = field.annotation
+        if (
+            isinstance(annotation, type)
+            and issubclass(annotation, BaseModel)
+            and name in annotation.model_fields
+        ):
+            return f"{prefix}.{key}" if prefix else key
+    return ""
 
 
 def _model_of(field: FieldInfo) -> type[BaseModel]:
@@ -312,4 +333,4 @@ def _kind_or_constraint(
     if fix is None and field is not None and not inside:
         shown = example(field)
         fix = f"for example {toml_value(shown, basic=True)}" if shown is not None else ""
-    return problem(key, value, reason, fix or "see the configuration reference in README.md")
+    return problem(key, value, reason, fix or "see docs/configuration.md")

@@ -212,7 +212,7 @@ class DeployConfig(Strict):
         json_schema_extra={"shown_default": '"4h" flex-start, "8h" spot and on-demand'},
     )
     """how long a node bills: 4h, 90m, 2d or seconds, at most 7d; "none" opts out (not flex)"""
-    # A preempted spot node cannot restart; the recover workflow replaces it (README, GitOps).
+    # A preempted spot node cannot restart; the recover workflow replaces it (docs/gitops.md).
     auto_recover: bool = False
     """spot, on-demand: the GitOps recover workflow replaces a preempted node by itself"""
     # How long `deploy` waits for flex-start capacity before giving up (not an error until then).
@@ -357,7 +357,7 @@ class DeployConfig(Strict):
     @property
     def gitops_managed(self) -> bool:
         """A pipeline deployment (remote state): the bootstrap creates its node service account
-        and its deploy identity, and enables the project's APIs (README, GitOps)."""
+        and its deploy identity, and enables the project's APIs (docs/gitops.md)."""
         return bool(self.state_bucket)
 
     @property

@@ -80,6 +80,44 @@ def _is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
+def _fitting_len(tokens: int) -> str:
+    """The largest power-of-two context at or under `tokens` (the build log's lengths are powers
+    of two; the block size scales with them), as the user writes it."""
+    return str(1 << (max(tokens, 1).bit_length() - 1))
+
+
+def _under_line(safe_tokens: int, clients: int, context: int) -> str:
+    """What keeps clients x context strictly under the safe line: fewer clients at this
+    context, or a shorter context for these clients; only the changes that exist."""
+    fits = []
+    most_clients = (safe_tokens - 1) // context
+    if most_clients >= 1:
+        fits.append(f"at most {most_clients} client(s) at {context:,} tokens of context")
+    longest = (safe_tokens - 1) // clients
+    if longest >= 1:
+        fits.append(f"{clients} client(s) at {longest:,} tokens of context or less")
+    return " or ".join(fits) or "a larger pool (vllm.kv_cache_memory_bytes)"
+
+
+def check_max_model_len(cfg: DeployConfig) -> list[Finding]:
+    """vLLM derives the longest context from the model's config.json and refuses a longer
+    --max-model-len at boot (vllm-project/vllm, vllm/config.py, _get_and_verify_max_len:
+    "User-specified max_model_len ... is greater than the derived max_model_len")."""
+    limit = cfg.model_geometry.max_position_embeddings
+    if cfg.vllm.max_model_len <= limit:
+        return []
+    return [
+        Finding(
+            "error",
+            "vllm.max_model_len",
+            cfg.vllm.max_model_len,
+            f"longer than {cfg.vllm.model}'s own maximum context, max_position_embeddings "
+            f"{limit:,} in its config.json: vLLM refuses it at boot, after billing started. "
+            f"Use {limit} or less (the build log ran {facts.MAX_MODEL_LEN})",
+        )
+    ]
+
+
 def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
     model = cfg.model_geometry
     key, value = "vllm.gpu_memory_utilization", cfg.vllm.gpu_memory_utilization
@@ -95,18 +133,35 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
     except ValueError as exc:
         # kv_pool names the key and value itself; the finding says them once.
         return [Finding("error", key, value, str(exc).removeprefix(f"{key} = {value}: "))]
-    if cfg.vllm.kv_cache_memory_bytes is None and pool.tokens < cfg.vllm.max_model_len:
+    ceiling = MEMORY_UTILIZATION_CEILING.get((accel.chip.generation, cfg.vllm.model))
+    pinned = cfg.vllm.kv_cache_memory_bytes
+    if pinned is not None:
+        pool = kv_pool(
+            max_model_len=cfg.vllm.max_model_len,
+            kv_cache_memory_bytes=pinned,
+            model=model,
+            chip=accel.chip,
+        )
+    if pool.tokens < cfg.vllm.max_model_len:
+        # The fix that fits: a context the pool holds, or a larger pool while one can be had
+        # (never "use 0.92" to a config that already says 0.92).
+        fixes = [f"set vllm.max_model_len = {_fitting_len(pool.tokens)} or less"]
+        if pinned is not None:
+            needed = pool.bytes_per_token * cfg.vllm.max_model_len
+            fixes.append(f"raise vllm.kv_cache_memory_bytes to {needed} or more")
+        elif ceiling is not None and value < ceiling:
+            fixes.append(f"raise {key} to {ceiling} (the build log's ceiling)")
+        sized_by = f"kv_cache_memory_bytes {pinned}" if pinned else f"{key} {value}"
         return [
             Finding(
                 "error",
-                key,
-                value,
-                f"leaves a {pool.tokens:,}-token KV pool ({pool.pool_bytes / GIB:.2f} GiB), "
-                f"less than one request of vllm.max_model_len {cfg.vllm.max_model_len:,}: vLLM "
-                f"refuses to start. Use 0.92 (build log: 321,344 tokens at 32K)",
+                "vllm.max_model_len",
+                cfg.vllm.max_model_len,
+                f"one request does not fit the {pool.tokens:,}-token KV pool "
+                f"({pool.pool_bytes / GIB:.2f} GiB) that {sized_by} leaves: vLLM refuses to "
+                "start. " + ", or ".join(fixes).replace("set", "Set", 1),
             )
         ]
-    ceiling = MEMORY_UTILIZATION_CEILING.get((accel.chip.generation, cfg.vllm.model))
     if ceiling is None or value <= ceiling:
         return []
     headroom = round(compile_headroom_bytes(value, chip=accel.chip) / MIB)
@@ -255,13 +310,21 @@ def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
     if cfg.load.expected_clients is None or cfg.load.expected_context is None:
         return []
     if cfg.load.expected_context > cfg.vllm.max_model_len:
+        limit = model.max_position_embeddings
+        fix = (
+            f"Raise vllm.max_model_len to {cfg.load.expected_context} (block size scales, "
+            "capacity stays) or shorten the context"
+            if cfg.load.expected_context <= limit
+            else f"Shorten it to {min(limit, cfg.vllm.max_model_len)} or less: the model's "
+            f"own maximum is {limit:,} tokens"
+        )
         return [
             Finding(
                 "error",
                 "load.expected_context",
                 cfg.load.expected_context,
                 f"longer than vllm.max_model_len ({cfg.vllm.max_model_len}): vLLM rejects such "
-                f"requests. Raise max_model_len (block size scales, capacity stays) or shorten",
+                f"requests. {fix}",
             )
         ]
     try:
@@ -275,6 +338,7 @@ def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
     except ValueError:
         return []  # check_gpu_memory_utilization reports it
     wanted = cfg.load.expected_clients * cfg.load.expected_context
+    under = _under_line(pool.safe_tokens, cfg.load.expected_clients, cfg.load.expected_context)
     value = f"{cfg.load.expected_clients} x {cfg.load.expected_context}"
     if wanted > pool.tokens:
         return [
@@ -285,8 +349,8 @@ def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
                 f"{wanted:,} KV tokens wanted against a {pool.tokens:,}-token pool: past the "
                 f"KV wall more clients buy queueing, not throughput (build log: 64 x 8,192 fell "
                 f"from 400 to 324 tok/s, median TTFT 11.7 s). Keep clients x context under "
-                f"{pool.safe_tokens:,} (at most {pool.safe_clients(cfg.load.expected_context)} "
-                f"clients at this context)",
+                f"{pool.safe_tokens:,}: "
+                f"{under}",
             )
         ]
     # The seed's line is strict (clients x context < ~250,000): reaching it is not under it.
@@ -298,8 +362,8 @@ def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
                 value,
                 f"{wanted:,} KV tokens is not under the build log's safe line of clients x "
                 f"context < {pool.safe_tokens:,} (~{TPU_PALLAS.safe_pool_fraction:.0%} of the "
-                f"{pool.tokens:,}-token pool): expect tail latency. Use at most "
-                f"{pool.safe_clients(cfg.load.expected_context)} clients at this context",
+                f"{pool.tokens:,}-token pool): expect tail latency. Use "
+                f"{under}",
             )
         ]
     return []
@@ -337,7 +401,8 @@ def check_provisioning_keys(cfg: DeployConfig) -> list[Finding]:
 # planner's functions take it as their default.
 def check_settings(cfg: DeployConfig) -> list[Finding]:
     """Every guard rail; errors first. An empty list means the build log would run it as is."""
-    findings = check_kv_cache_dtype(cfg) + check_max_num_batched_tokens(cfg)
+    findings = check_kv_cache_dtype(cfg) + check_max_model_len(cfg)
+    findings += check_max_num_batched_tokens(cfg)
     findings += check_provisioning_keys(cfg)
     findings += check_block_size(cfg)
     try:

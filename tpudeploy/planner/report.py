@@ -89,7 +89,8 @@ def capacity_table(
         (
             "cache-owning layers",
             f"{len(model.cache_owning_layers)} of {model.num_hidden_layers} "
-            f"(shared read layers {', '.join(map(str, sources))})",
+            f"(the other {model.num_hidden_layers - len(model.cache_owning_layers)} reuse the "
+            f"caches of layers {' and '.join(map(str, sources))})",
         ),
         *(
             (
@@ -311,10 +312,29 @@ def synth_summary(
         endpoint_line(cfg),
         f"KV pool: {pool.tokens:,} tokens ({_gib(pool.pool_bytes)}, {pool.num_blocks:,} blocks "
         f"x {pool.block_size}) at max_model_len {cfg.vllm.max_model_len:,}",
-        f"safe concurrency: {pool.safe_clients(context)} client(s) at {context:,} tokens of "
-        f"context (clients x context < {pool.safe_tokens:,})",
+        safe_concurrency_line(cfg, pool, context),
         *extra,
     ]
+
+
+def safe_concurrency_line(cfg: DeployConfig, pool: KvPool, context: int) -> str:
+    """How many clients stay under the safe line at this context; when none does, say so and
+    name the shorter context that brings one under it (never "1 client ... < line" for a
+    context that is itself over the line)."""
+    clients = (pool.safe_tokens - 1) // context
+    if clients >= 1:
+        return (
+            f"safe concurrency: {clients} client(s) at {context:,} tokens of context "
+            f"(clients x context < {pool.safe_tokens:,})"
+        )
+    key = "[load] expected_context" if cfg.load.expected_context else "[vllm] max_model_len"
+    shorter = 1 << ((pool.safe_tokens - 1).bit_length() - 1)
+    return (
+        f"safe concurrency: none at {context:,} tokens of context: even one request is past the "
+        f"safe line (clients x context < {pool.safe_tokens:,}, "
+        f"~{TPU_PALLAS.safe_pool_fraction:.0%} of the {pool.tokens:,}-token pool); "
+        f"{key} = {shorter} brings one client under it"
+    )
 
 
 def preemption_line(

@@ -267,8 +267,8 @@ class QueuedResourceClient:
                     if not _delete_can_wait(exc, state):
                         raise with_hint(exc, spec) from None
                     self._say(
-                        f"cannot delete yet in {state} ({exc.api_message}); the build log: a QR in "
-                        f"PROVISIONING cannot be deleted. Retrying (elapsed "
+                        f"cannot delete yet in {state} ({exc.api_message}); the build log: a "
+                        f"queued resource in PROVISIONING cannot be deleted. Retrying (elapsed "
                         f"{format_seconds(now - start)})"
                     )
                     last_line_state = f"refused-{state}"
@@ -341,7 +341,7 @@ def format_status(info: Mapping[str, Any]) -> str:
     billing = (
         f"billing stops at {info['termination_time']} (flex-start run duration)"
         if info.get("termination_time")
-        else "no termination time reported yet (set when the QR becomes ACTIVE)"
+        else "no termination time reported yet (set when the queued resource becomes ACTIVE)"
     )
     if info.get("queued_resource_state") == "NOT_FOUND":
         billing = "nothing is billing for this queued resource (it does not exist)"

@@ -68,10 +68,12 @@ class Call:
 
     @property
     def mutating(self) -> bool:
-        """A request that changes something (reads and IAM-policy reads do not)."""
+        """A request that changes something (reads, IAM-policy reads and make preflight's
+        permission test do not)."""
         if self.status >= 400 or self.method in ("GET", "HEAD"):
             return False
-        return not self.path.split("?")[0].endswith(("getIamPolicy", ":access"))
+        path = self.path.split("?")[0]
+        return not path.endswith(("getIamPolicy", ":access", ":testIamPermissions"))
 
 
 @dataclass

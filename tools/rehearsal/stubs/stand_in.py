@@ -475,7 +475,9 @@ def main() -> int:
     if cmd == "sleep":
         return 0
     if cmd == "gcloud" and "gcloud_status" in CONFIG:
-        # `make tunnel`'s IAP SSH: the test scripts how it ends.
+        # `make tunnel`'s IAP SSH: the test scripts how it ends, and what gcloud says.
+        if CONFIG.get("gcloud_stderr"):
+            print(CONFIG["gcloud_stderr"], file=sys.stderr)
         return int(CONFIG["gcloud_status"])
     print(f"stand-in {cmd}: not expected to be called", file=sys.stderr)
     return 1

@@ -1,0 +1,224 @@
+"""What your own account needs to deploy: each resource type a stack declares -> the IAM
+permissions that create it and the predefined role that grants them, with the documentation
+that says so. docs/deploying.md's role list is generated from here (tools/readme.py), tests
+hold it to the resource types the stacks actually declare, and `make preflight` checks the
+permissions with your credentials (Resource Manager projects.testIamPermissions)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tpudeploy.config import DeployConfig
+from tpudeploy.names import CLOUD_PLATFORM_SCOPE
+
+EMULATOR_ENV = "RESOURCEMANAGER_EMULATOR_HOST"
+# projects.testIamPermissions: body {"permissions": [...]}, wildcards not allowed; the answer
+# lists the subset the caller holds, and making the call needs no permission itself
+# (https://cloud.google.com/resource-manager/reference/rest/v1/projects/testIamPermissions).
+TEST_URL = "https://cloudresourcemanager.googleapis.com/v1/projects/{project}:testIamPermissions"
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    permissions: tuple[str, ...]
+    role: str
+    source: str
+    # actAs is granted on one service account, which a project-level test cannot see.
+    project_level: bool = True
+
+
+_CRUD = ("create", "get", "update", "delete")
+# Not a Terraform type: what the flex-start terraform_data's provisioner does through the TPU API.
+QUEUED_RESOURCE = "queued resource (the flex-start client)"
+
+
+def _crud(prefix: str, *extra: str) -> tuple[str, ...]:
+    return tuple(f"{prefix}.{verb}" for verb in _CRUD) + extra
+
+
+NEEDS: dict[str, Need] = {
+    "google_project_service": Need(
+        ("serviceusage.services.enable", "serviceusage.services.get"),
+        "roles/serviceusage.serviceUsageAdmin",
+        "https://cloud.google.com/service-usage/docs/access-control",
+    ),
+    "google_service_account": Need(
+        _crud("iam.serviceAccounts"),
+        "roles/iam.serviceAccountAdmin",
+        "https://cloud.google.com/iam/docs/service-accounts-create#permissions",
+    ),
+    "google_project_iam_custom_role": Need(
+        _crud("iam.roles"),
+        "roles/iam.roleAdmin",
+        "https://cloud.google.com/iam/docs/creating-custom-roles#required-roles",
+    ),
+    "google_project_iam_member": Need(
+        ("resourcemanager.projects.getIamPolicy", "resourcemanager.projects.setIamPolicy"),
+        "roles/resourcemanager.projectIamAdmin",
+        "https://cloud.google.com/iam/docs/granting-changing-revoking-access#required-permissions",
+    ),
+    "google_secret_manager_secret": Need(
+        _crud("secretmanager.secrets"),
+        "roles/secretmanager.admin",
+        "https://cloud.google.com/secret-manager/docs/access-control",
+    ),
+    "google_secret_manager_secret_iam_member": Need(
+        ("secretmanager.secrets.getIamPolicy", "secretmanager.secrets.setIamPolicy"),
+        "roles/secretmanager.admin",
+        "https://cloud.google.com/secret-manager/docs/access-control",
+    ),
+    "google_storage_bucket": Need(
+        _crud("storage.buckets"),
+        "roles/storage.admin",
+        "https://cloud.google.com/storage/docs/access-control/iam-permissions",
+    ),
+    "google_storage_bucket_iam_member": Need(
+        ("storage.buckets.getIamPolicy", "storage.buckets.setIamPolicy"),
+        "roles/storage.admin",
+        "https://cloud.google.com/storage/docs/access-control/iam-permissions",
+    ),
+    "google_compute_firewall": Need(
+        (*_crud("compute.firewalls"), "compute.networks.updatePolicy"),
+        "roles/compute.securityAdmin",
+        "https://cloud.google.com/compute/docs/access/iam",
+    ),
+    "google_tpu_v2_vm": Need(
+        ("tpu.nodes.create", "tpu.nodes.get", "tpu.nodes.delete", "tpu.operations.get"),
+        "roles/tpu.admin",
+        "https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes",
+    ),
+    # Terraform's own resource (the deadline, the node spec): no Google API call of its own.
+    "terraform_data": Need(
+        (),
+        "none",
+        "https://developer.hashicorp.com/terraform/language/resources/terraform-data",
+    ),
+    # Flex-start: a terraform_data's provisioners run the project's own client, which calls
+    # queuedResources.create/get/delete (tpudeploy/queued_resource/).
+    QUEUED_RESOURCE: Need(
+        (
+            "tpu.queuedResources.create",
+            "tpu.queuedResources.get",
+            "tpu.queuedResources.delete",
+            "tpu.nodes.get",
+            "tpu.operations.get",
+        ),
+        "roles/tpu.admin",
+        "https://cloud.google.com/tpu/docs/reference/rest/v2alpha1/projects.locations.queuedResources",
+    ),
+    "google_cloud_scheduler_job": Need(
+        (*_crud("cloudscheduler.jobs"), "cloudscheduler.jobs.enable"),
+        "roles/cloudscheduler.admin",
+        "https://cloud.google.com/scheduler/docs/access-control",
+    ),
+}
+# Attaching an account to the TPU VM (the node's) or to the deadline job (NAME-stop) is actAs on
+# that account (https://cloud.google.com/iam/docs/service-accounts-actas).
+ACT_AS = Need(
+    ("iam.serviceAccounts.actAs",),
+    "roles/iam.serviceAccountUser",
+    "https://cloud.google.com/iam/docs/service-accounts-actas",
+    project_level=False,
+)
+
+# The resource types each stack declares (tests/test_permissions.py holds these to the stacks'
+# own imports and to the synthesized JSON), and which provisioning models declare them.
+STACK_RESOURCES: dict[str, tuple[str, ...]] = {
+    "secrets (all models)": (
+        "google_project_service",
+        "google_service_account",
+        "google_secret_manager_secret",
+        "google_secret_manager_secret_iam_member",
+        "google_storage_bucket",
+        "google_storage_bucket_iam_member",
+    ),
+    "secrets (spot, on-demand: the deadline job's account and role)": (
+        "google_service_account",
+        "google_project_iam_custom_role",
+        "google_project_iam_member",
+    ),
+    "node (all models)": ("google_compute_firewall",),
+    "node (flex-start)": ("terraform_data", QUEUED_RESOURCE),
+    "node (spot, on-demand)": ("google_tpu_v2_vm", "terraform_data", "google_cloud_scheduler_job"),
+}
+
+
+def resource_types(cfg: DeployConfig, purpose: str) -> list[str]:
+    """The resource types `make <purpose>` creates for this config."""
+    vm = cfg.provisioning != "flex-start"
+    keys = ["secrets (all models)"]
+    if vm:
+        keys.append("secrets (spot, on-demand: the deadline job's account and role)")
+    if purpose == "deploy":
+        keys += ["node (all models)", "node (spot, on-demand)" if vm else "node (flex-start)"]
+    return sorted({t for k in keys for t in STACK_RESOURCES[k]})
+
+
+def needs(cfg: DeployConfig, purpose: str) -> list[Need]:
+    found = [NEEDS[t] for t in resource_types(cfg, purpose)]
+    if purpose == "deploy":
+        found.append(ACT_AS)
+    return found
+
+
+def project_permissions(cfg: DeployConfig, purpose: str) -> list[str]:
+    """What projects.testIamPermissions can check: every project-level permission needed."""
+    return sorted({p for n in needs(cfg, purpose) if n.project_level for p in n.permissions})
+
+
+def roles_for(missing: Iterable[str], cfg: DeployConfig, purpose: str) -> list[str]:
+    """The predefined roles that grant the missing permissions."""
+    wanted = set(missing)
+    return sorted({n.role for n in needs(cfg, purpose) if wanted & set(n.permissions)})
+
+
+def role_table() -> str:
+    """docs/deploying.md's least-privilege list: per stack part, what it declares and needs."""
+    lines = ["| part | resource type | role | permissions | source |", "|---|---|---|---|---|"]
+    for part, types in STACK_RESOURCES.items():
+        for rtype in types:
+            n = NEEDS[rtype]
+            perms = ", ".join(n.permissions) or "-"
+            role = f"`{n.role}`" if n.permissions else "-"
+            name = rtype if rtype == QUEUED_RESOURCE else f"`{rtype}`"
+            lines.append(f"| {part} | {name} | {role} | {perms} | [docs]({n.source}) |")
+    a = ACT_AS
+    lines.append(
+        f"| node | (the node's account on the VM; `NAME-stop` on the deadline job) | `{a.role}` "
+        f"on those two accounts | {', '.join(a.permissions)} | [docs]({a.source}) |"
+    )
+    return "\n".join(lines)
+
+
+class PermissionCheckError(Exception):
+    """The test could not be made (network, API refused): a note, never a refusal."""
+
+
+def held_permissions(project: str, permissions: list[str], *, timeout: float = 10.0) -> set[str]:
+    """The subset of `permissions` the caller holds on the project, by its own credentials
+    (RESOURCEMANAGER_EMULATOR_HOST=host:port: a loopback fake, plain HTTP, no credentials)."""
+    emulator = os.environ.get(EMULATOR_ENV, "").strip()
+    session: Any
+    if emulator:
+        import requests
+
+        session = requests.Session()
+        url = f"http://{emulator}/v1/projects/{project}:testIamPermissions"
+    else:
+        import google.auth
+        from google.auth.transport.requests import AuthorizedSession
+
+        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+        url = TEST_URL.format(project=project)
+    try:
+        response = session.post(url, data=json.dumps({"permissions": permissions}), timeout=timeout)
+    except Exception as exc:  # network or token failure: the check could not be made
+        raise PermissionCheckError(f"{type(exc).__name__}") from None
+    if response.status_code != 200:
+        raise PermissionCheckError(f"HTTP {response.status_code}")
+    return set(response.json().get("permissions") or [])
