@@ -215,7 +215,11 @@ bootstrap-scan: bootstrap-synth ## checkov on the bootstrap's JSON
 bootstrap-check: $(VENV_STAMP) ## Read back each GitHub environment's protection (GITHUB_TOKEN)
 	$(PY) -m tpudeploy.github_environments
 
-bootstrap: install ## Create the state bucket, GitHub federation and CI accounts (owner, once)
+# Preflight first (placeholders left in gitops.toml, Terraform, credentials): it needs only .venv,
+# so a mistake is refused before npm installs the cdktf CLI.
+bootstrap: $(VENV_STAMP) ## Create the state bucket, GitHub federation and CI accounts (owner, once)
+	@$(PY) -m tpudeploy.bootstrap_preflight
+	@$(MAKE) --no-print-directory $(NODE_STAMP)
 	$(CDKTF) deploy --app "$(BOOTSTRAP_APP)" --output $(BOOTSTRAP_OUT) gitops-bootstrap \
 		$(if $(AUTO_APPROVE),--auto-approve)
 
