@@ -63,6 +63,11 @@ class Client:
         url = self.base + path + (f"?{urlencode(query)}" if query else "")
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        # The real provider's access_token setting from the environment: the pipeline rehearsal
+        # runs Terraform as a deploy identity this way (no variable: the fakes' owner).
+        token = os.environ.get("GOOGLE_OAUTH_ACCESS_TOKEN", "").strip()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         # Loopback only (checked above); the fakes speak plain HTTP like every emulator.
         request = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
         try:
