@@ -37,6 +37,9 @@ STATE_BUCKET = "tpudeploy-rehearsal-tfstate"
 TOKEN_ENV = "GOOGLE_OAUTH_ACCESS_TOKEN"  # noqa: S105 (the variable's name)
 # The APIs whose changes are Terraform's, which must all come from the deploy identity.
 _PROVIDER_APIS = ("compute", "cloudscheduler", "tpu", "secretmanager", "storage", "iam")
+# The person's own calls in between (make secret / api-key; make wait's guest-attribute read,
+# a POST that changes nothing).
+_NOT_TERRAFORMS = (":addVersion", ":getGuestAttributes")
 
 
 def local_state_override(stack_dir: Path, repo: Path) -> None:
@@ -254,7 +257,7 @@ class PipelineStages:
             for c in calls
             if c.mutating
             and c.api in _PROVIDER_APIS
-            and not c.path.endswith(":addVersion")
+            and not c.path.endswith(_NOT_TERRAFORMS)
             and c.principal != deploy
             and not (c.api == "storage" and not c.path.startswith("/storage/v1/"))
         ]

@@ -16,6 +16,14 @@ Two tables and one evaluation:
   ...` grants on a resource of another type that provides resource.type).
 
 A grant on a resource's own policy, or on its project's, reaches it (the resource hierarchy).
+
+Checked against the stored pages (search tool, 2026-12-01): the Secret Manager create reference
+(parent), the conditions attribute reference (an unavailable attribute never grants; the
+`resource.type != ... || ...` guard), the conditions resource attributes page (resource
+attributes only for the services it lists). Not found in the stored corpus and taken from the
+issue's reading of Google's pages: which Compute Engine types provide resource.name, that a
+network provides resource.type, the firewall permissions' need for networks.updatePolicy, and
+the Cloud Storage buckets.insert and objects rows. A live project is the only full proof.
 """
 
 from __future__ import annotations
