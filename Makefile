@@ -175,7 +175,9 @@ test-fast: install ## The offline test suite without the rehearsal tier
 # Terraform, the project's clients) against loopback fakes of the Google APIs, in a scratch copy
 # of the repository: never your state or deploy.toml. PROVISIONING=all runs the three side by
 # side. SCENARIO=preemption (spot, on-demand): the node preempted, then make recover;
-# SCENARIO=deadline: the deadline job fires and nothing bills afterwards.
+# SCENARIO=deadline: the deadline job fires and nothing bills afterwards; SCENARIO=pipeline
+# (spot, on-demand): both stacks applied as the GitOps deploy identity, the bootstrap's grants
+# in force (docs/gitops.md).
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
 rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|spot|on-demand|all
