@@ -34,7 +34,7 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 )
 from constructs import Construct
 
-from stacks.common import configure, service_account_email
+from stacks.common import TERRAFORM_REQUIRED_VERSION, configure, service_account_email
 from tpudeploy import identities
 from tpudeploy.config import DeployConfig
 
@@ -177,6 +177,24 @@ class SecretsStack(TerraformStack):
             # their deterministic names.
             hf_token_id, api_key_id = cfg.hf_token_secret_id, cfg.api_key_secret_id
             bucket_name: str = cfg.compile_cache_bucket(project)
+            # A pipeline deployment that predates this declared them here: forget them from
+            # this stack's state without destroying them (Terraform >= 1.7 `removed` blocks; a
+            # no-op when they were never in it), so the token's versions and the cache survive
+            # the upgrade; docs/gitops.md says how the bootstrap imports them.
+            self.add_override(
+                "terraform.required_version", f"{TERRAFORM_REQUIRED_VERSION}, >= 1.7.0"
+            )
+            self.add_override(
+                "removed",
+                [
+                    {"from": address, "lifecycle": {"destroy": False}}
+                    for address in (
+                        "google_secret_manager_secret.hf-token",
+                        "google_secret_manager_secret.api-key",
+                        "google_storage_bucket.compile-cache",
+                    )
+                ],
+            )
         else:
             hf_token_id = node_secret(self, "hf-token", cfg, cfg.hf_token_secret_id, services)
             api_key_id = node_secret(self, "api-key", cfg, cfg.api_key_secret_id, services)

@@ -333,3 +333,23 @@ def test_bootstrap_config_refusals(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_bootstrap(data, deployments=deployments, source="gitops.toml")
+
+
+def test_a_pipeline_secrets_stack_forgets_what_the_bootstrap_now_owns(synth: Synthesizer) -> None:
+    """The secrets and the cache bucket moved to the bootstrap (issue 21, defect 1): a pipeline
+    deployment made before keeps them in its secrets stack's state, and dropping them from the
+    configuration would destroy the token's versions. `removed` blocks forget exactly the
+    addresses a secrets stack declared them at, never destroying them (Terraform >= 1.7)."""
+    local = synth({})["gemma4-v5e-secrets"]
+    declared = {
+        f"{rtype}.{rid}"
+        for rtype in ("google_secret_manager_secret", "google_storage_bucket")
+        for rid in resources(local, rtype)
+    }
+    pipeline = synth(overrides(STAGING))["gemma4-staging-secrets"]
+    removed = pipeline["removed"]
+    assert {block["from"] for block in removed} == declared
+    assert all(block["lifecycle"] == {"destroy": False} for block in removed)
+    assert ">= 1.7.0" in pipeline["terraform"]["required_version"]
+    assert not resources(pipeline, "google_secret_manager_secret")
+    assert not resources(pipeline, "google_storage_bucket")
