@@ -208,7 +208,9 @@ test-fast: install ## The offline test suite without the rehearsal tier
 # Terraform, the project's clients) against loopback fakes of the Google APIs, in a scratch copy
 # of the repository: never your state or deploy.toml. PROVISIONING=all runs the three side by
 # side. SCENARIO=preemption (spot, on-demand): the node preempted, then make recover;
-# SCENARIO=deadline: the deadline job fires and nothing bills afterwards.
+# SCENARIO=deadline: the deadline job fires and nothing bills afterwards; SCENARIO=pipeline
+# (spot, on-demand): both stacks applied as the GitOps deploy identity, the bootstrap's grants
+# in force (docs/gitops.md).
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
 rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|spot|on-demand|all
@@ -248,7 +250,11 @@ bootstrap-scan: bootstrap-synth ## checkov on the bootstrap's JSON
 bootstrap-check: $(VENV_STAMP) ## Read back each GitHub environment's protection (GITHUB_TOKEN)
 	@$(PY) -m tpudeploy.github_environments
 
-bootstrap: install ## Create the state bucket, GitHub federation and CI accounts (owner, once)
+# Preflight first (placeholders left in gitops.toml, Terraform, credentials): it needs only .venv,
+# so a mistake is refused before npm installs the cdktf CLI.
+bootstrap: $(VENV_STAMP) ## Create the state bucket, GitHub federation and CI accounts (owner, once)
+	@$(PY) -m tpudeploy.bootstrap_preflight
+	@$(MAKE) --no-print-directory $(NODE_STAMP)
 	$(CDKTF) deploy --app "$(BOOTSTRAP_APP)" --output $(BOOTSTRAP_OUT) gitops-bootstrap \
 		$(if $(AUTO_APPROVE),--auto-approve)
 

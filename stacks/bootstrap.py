@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from cdktf import App, LocalBackend, TerraformOutput, TerraformResourceLifecycle, TerraformStack
 from cdktf_cdktf_provider_google_beta.data_google_project import DataGoogleProject
@@ -45,7 +46,13 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
-from stacks.secrets import REQUIRED_SERVICES, node_account, stop_account
+from stacks.secrets import (
+    REQUIRED_SERVICES,
+    compile_cache_bucket,
+    node_account,
+    node_secret,
+    stop_account,
+)
 from tpudeploy import errors, identities
 from tpudeploy.bootstrap import (
     BOOTSTRAP_STACK,
@@ -81,9 +88,10 @@ def _slug(role: str) -> str:
 
 class BootstrapStack(TerraformStack):
     """Creates: the APIs federation and the deployments need, the versioned state bucket, a
-    workload identity pool with a GitHub OIDC provider restricted to one repository, the read-only
-    plan account, and per pipeline deployment its node account, its deadline job's account and
-    its own deploy identity (no keys anywhere), with the grants of tpudeploy.identities."""
+    workload identity pool with a GitHub OIDC provider restricted to one repository (by its and
+    its owner's numeric ids), the read-only plan account, and per pipeline deployment its node
+    account, its deadline job's account, its two secrets (no values), its compile-cache bucket
+    and its own deploy identity (no keys anywhere), with the grants of tpudeploy.identities."""
 
     def __init__(self, scope: Construct, id_: str, *, config: Bootstrap) -> None:
         super().__init__(scope, id_)
@@ -207,6 +215,12 @@ class BootstrapStack(TerraformStack):
             # The deadline job's identity (spot, on-demand), made for every pipeline deployment so
             # that switching one to spot needs no second bootstrap. Its one grant is below.
             stop_sa = stop_account(self, f"{dep.name}-stop-sa", dep, services)
+            # Its two secrets (no values) and its compile-cache bucket: creating either is
+            # checked on the project, which carries no name a condition could match
+            # (tpudeploy/identities.py), so the deploy identity gets only their IAM, by name.
+            node_secret(self, f"{dep.name}-hf-token", dep, dep.hf_token_secret_id, services)
+            node_secret(self, f"{dep.name}-api-key", dep, dep.api_key_secret_id, services)
+            compile_cache_bucket(self, f"{dep.name}-compile-cache", dep, cfg.project, services)
             for grant in identities.stop_grants(dep):
                 GoogleProjectIamMember(
                     self,
@@ -299,6 +313,13 @@ def build_bootstrap_app(cfg: Bootstrap, *, outdir: str) -> App:
     return app
 
 
+def synth_bootstrap(cfg: Bootstrap, *, outdir: str) -> None:
+    """Write the bootstrap's JSON to `outdir`, creating its parents: cdktf creates the last folder
+    only, so on a fresh clone (no cdktf.out yet) it failed with ENOENT on cdktf.out/bootstrap."""
+    Path(outdir).mkdir(parents=True, exist_ok=True)
+    build_bootstrap_app(cfg, outdir=outdir).synth()
+
+
 def main() -> int:
     """Synthesize the bootstrap from BOOTSTRAP_CONFIG (else gitops.toml); exit 2 on bad config."""
     path = bootstrap_path()
@@ -310,7 +331,7 @@ def main() -> int:
     # Its own output directory: the deployments' cdktf.out/manifest.json stays theirs, and the
     # cdktf CLI's clean-up of other stacks in cdktf.out/stacks never reaches this one.
     outdir = os.environ.get("CDKTF_OUTDIR") or BOOTSTRAP_OUTDIR
-    build_bootstrap_app(cfg, outdir=outdir).synth()
+    synth_bootstrap(cfg, outdir=outdir)
     print(f"synthesized the GitOps bootstrap from {path} for {cfg.config.github_repository}:")
     print(f"  {outdir}/stacks/{BOOTSTRAP_STACK}/cdk.tf.json")
     for dep in cfg.deployments:

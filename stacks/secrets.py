@@ -34,7 +34,7 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 )
 from constructs import Construct
 
-from stacks.common import configure, service_account_email
+from stacks.common import TERRAFORM_REQUIRED_VERSION, configure, service_account_email
 from tpudeploy import identities
 from tpudeploy.config import DeployConfig
 
@@ -77,13 +77,73 @@ def stop_account(
     )
 
 
+def node_secret(
+    scope: Construct,
+    id_: str,
+    cfg: DeployConfig,
+    secret_id: str,
+    services: list[GoogleProjectService],
+) -> str:
+    """A secret without a version (the user adds the value with `make secret` / `make api-key`,
+    so it never passes through Terraform state or the synthesized JSON); the node reads it at
+    boot. Declared by the secrets stack locally and by the GitOps bootstrap for a pipeline
+    deployment. Returns its secret id."""
+    secret = GoogleSecretManagerSecret(
+        scope,
+        id_,
+        secret_id=secret_id,
+        replication=GoogleSecretManagerSecretReplication(
+            auto=GoogleSecretManagerSecretReplicationAuto()
+        ),
+        labels={"deployment": cfg.name},
+        depends_on=services,
+    )
+    return secret.secret_id
+
+
+def compile_cache_bucket(
+    scope: Construct,
+    id_: str,
+    cfg: DeployConfig,
+    project: str,
+    services: list[GoogleProjectService],
+) -> GoogleStorageBucket:
+    """The compile-cache bucket, shared with the GitOps bootstrap like node_account."""
+    # The XLA compile cache outlives the VM (a spot preemption or the end of a flex-start run
+    # deletes the disk; seed: cold boot 857 s, warm 497 s). The cache is code the node runs,
+    # so only the node's account gets object access here: no public access, no ACLs
+    # (uniform access), no project-level grant. Versioning keeps what an operator replaces
+    # or deletes for a week; force_destroy stays false so `destroy-all` never deletes a
+    # cache silently.
+    return GoogleStorageBucket(
+        scope,
+        id_,
+        name=cfg.compile_cache_bucket(project),
+        location=cfg.effective_region.upper(),
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        force_destroy=False,
+        versioning=GoogleStorageBucketVersioning(enabled=True),
+        lifecycle_rule=[
+            GoogleStorageBucketLifecycleRule(
+                action=GoogleStorageBucketLifecycleRuleAction(type="Delete"),
+                condition=GoogleStorageBucketLifecycleRuleCondition(
+                    with_state="ARCHIVED", days_since_noncurrent_time=7
+                ),
+            )
+        ],
+        labels={"deployment": cfg.name},
+        depends_on=services,
+    )
+
+
 class SecretsStack(TerraformStack):
     """Creates: project services, the node service account and, for spot and on-demand with a
-    deadline, the deadline job's account with a custom role holding tpu.nodes.delete only (all
-    three left to the GitOps bootstrap for a pipeline deployment), the HF-token and API-key
-    secrets (no values), secretAccessor on those two secrets for the node's account, and the
-    compile-cache bucket where that account may read and create objects, never replace or
-    delete them."""
+    deadline, the deadline job's account with a custom role holding tpu.nodes.delete only, the
+    HF-token and API-key secrets (no values) and the compile-cache bucket (all of these left to
+    the GitOps bootstrap for a pipeline deployment); secretAccessor on those two secrets for
+    the node's account, and on the bucket read and create for that account, never replace or
+    delete."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -110,39 +170,38 @@ class SecretsStack(TerraformStack):
             ]
             self.service_account_email = node_account(self, "node-sa", cfg, services).email
 
-        # Secrets only: their values are added by the user (`make secret`, `make api-key`) and
-        # never pass through Terraform state or the synthesized JSON. The node reads both at boot.
-        self.hf_token = self._node_secret(
-            cfg, "hf-token", cfg.hf_token_secret_id, project, services
-        )
-        self.api_key = self._node_secret(cfg, "api-key", cfg.api_key_secret_id, project, services)
+        if cfg.gitops_managed:
+            # A pipeline deployment's secrets and bucket are the bootstrap's (their create
+            # permissions are checked on the project, where no condition can name them; see
+            # tpudeploy/identities.py): this stack grants its node account access to them, by
+            # their deterministic names.
+            hf_token_id, api_key_id = cfg.hf_token_secret_id, cfg.api_key_secret_id
+            bucket_name: str = cfg.compile_cache_bucket(project)
+            # A pipeline deployment that predates this declared them here: forget them from
+            # this stack's state without destroying them (Terraform >= 1.7 `removed` blocks; a
+            # no-op when they were never in it), so the token's versions and the cache survive
+            # the upgrade; docs/gitops.md says how the bootstrap imports them.
+            self.add_override(
+                "terraform.required_version", f"{TERRAFORM_REQUIRED_VERSION}, >= 1.7.0"
+            )
+            self.add_override(
+                "removed",
+                [
+                    {"from": address, "lifecycle": {"destroy": False}}
+                    for address in (
+                        "google_secret_manager_secret.hf-token",
+                        "google_secret_manager_secret.api-key",
+                        "google_storage_bucket.compile-cache",
+                    )
+                ],
+            )
+        else:
+            hf_token_id = node_secret(self, "hf-token", cfg, cfg.hf_token_secret_id, services)
+            api_key_id = node_secret(self, "api-key", cfg, cfg.api_key_secret_id, services)
+            bucket_name = compile_cache_bucket(self, "compile-cache", cfg, project, services).name
+        self._accessor(cfg, "hf-token", hf_token_id, project)
+        self._accessor(cfg, "api-key", api_key_id, project)
 
-        # The XLA compile cache outlives the VM (a spot preemption or the end of a flex-start run
-        # deletes the disk; seed: cold boot 857 s, warm 497 s). The cache is code the node runs,
-        # so only the node's account gets object access here: no public access, no ACLs
-        # (uniform access), no project-level grant. Versioning keeps what an operator replaces
-        # or deletes for a week; force_destroy stays false so `destroy-all` never deletes a
-        # cache silently.
-        self.compile_cache = GoogleStorageBucket(
-            self,
-            "compile-cache",
-            name=cfg.compile_cache_bucket(project),
-            location=cfg.effective_region.upper(),
-            uniform_bucket_level_access=True,
-            public_access_prevention="enforced",
-            force_destroy=False,
-            versioning=GoogleStorageBucketVersioning(enabled=True),
-            lifecycle_rule=[
-                GoogleStorageBucketLifecycleRule(
-                    action=GoogleStorageBucketLifecycleRuleAction(type="Delete"),
-                    condition=GoogleStorageBucketLifecycleRuleCondition(
-                        with_state="ARCHIVED", days_since_noncurrent_time=7
-                    ),
-                )
-            ],
-            labels={"deployment": cfg.name},
-            depends_on=services,
-        )
         # Read and create, nothing else: replacing an object needs storage.objects.delete, which
         # neither role has, so a node (even a compromised one) can add a cache entry but never
         # change one a later node will restore. The boot script also uploads with the
@@ -150,14 +209,14 @@ class SecretsStack(TerraformStack):
         GoogleStorageBucketIamMember(
             self,
             "compile-cache-reader",
-            bucket=self.compile_cache.name,
+            bucket=bucket_name,
             role="roles/storage.objectViewer",
             member=f"serviceAccount:{self.service_account_email}",
         )
         GoogleStorageBucketIamMember(
             self,
             "compile-cache-writer",
-            bucket=self.compile_cache.name,
+            bucket=bucket_name,
             role="roles/storage.objectCreator",
             member=f"serviceAccount:{self.service_account_email}",
         )
@@ -166,9 +225,9 @@ class SecretsStack(TerraformStack):
             self._stop_identity(cfg, project, services)
 
         TerraformOutput(self, "service_account_email", value=self.service_account_email)
-        TerraformOutput(self, "hf_token_secret", value=self.hf_token.secret_id)
-        TerraformOutput(self, "api_key_secret", value=self.api_key.secret_id)
-        TerraformOutput(self, "compile_cache_bucket", value=self.compile_cache.name)
+        TerraformOutput(self, "hf_token_secret", value=hf_token_id)
+        TerraformOutput(self, "api_key_secret", value=api_key_id)
+        TerraformOutput(self, "compile_cache_bucket", value=bucket_name)
 
     def _stop_identity(
         self, cfg: DeployConfig, project: str, services: list[GoogleProjectService]
@@ -191,31 +250,13 @@ class SecretsStack(TerraformStack):
             self, "stop-grant", project=project, role=role.id, member=account.member
         )
 
-    def _node_secret(
-        self,
-        cfg: DeployConfig,
-        id_: str,
-        secret_id: str,
-        project: str,
-        services: list[GoogleProjectService],
-    ) -> GoogleSecretManagerSecret:
-        """A secret without a version, readable by the node's account and nobody else it grants."""
-        secret = GoogleSecretManagerSecret(
-            self,
-            id_,
-            secret_id=secret_id,
-            replication=GoogleSecretManagerSecretReplication(
-                auto=GoogleSecretManagerSecretReplicationAuto()
-            ),
-            labels={"deployment": cfg.name},
-            depends_on=services,
-        )
+    def _accessor(self, cfg: DeployConfig, id_: str, secret_id: str, project: str) -> None:
+        """The node's account reads the secret; nobody else this stack grants."""
         GoogleSecretManagerSecretIamMember(
             self,
             f"{id_}-accessor",
             project=project,
-            secret_id=secret.secret_id,
+            secret_id=secret_id,
             role="roles/secretmanager.secretAccessor",
             member=f"serviceAccount:{self.service_account_email}",
         )
-        return secret

@@ -175,12 +175,13 @@ def bootstrap_cfg(bootstrap: Any) -> Any:
 def bootstrap_outdir(
     synth: Synthesizer, bootstrap: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    """The bootstrap synthesized once per session (its own cdktf.out-shaped directory)."""
-    from stacks.bootstrap import build_bootstrap_app
+    """The bootstrap synthesized once per session, as `make bootstrap-synth` does on a fresh
+    clone: into cdktf.out/bootstrap of a folder with no cdktf.out yet."""
+    from stacks.bootstrap import synth_bootstrap
 
     synth({})  # shares the session's jsii load with the other synth tests
-    outdir = tmp_path_factory.mktemp("bootstrap-out")
-    build_bootstrap_app(bootstrap, outdir=str(outdir)).synth()
+    outdir = tmp_path_factory.mktemp("fresh-clone") / "cdktf.out" / "bootstrap"
+    synth_bootstrap(bootstrap, outdir=str(outdir))
     return outdir
 
 

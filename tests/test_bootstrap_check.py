@@ -28,7 +28,8 @@ def _token() -> str:
     return "ghp_" + "".join(chr(ord("a") + (i * 7) % 26) for i in range(36))
 
 
-REPO = load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT).config.github_repository
+CFG = load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT).config
+REPO = CFG.github_repository
 
 
 def protected_env(name: str) -> dict[str, Any]:
@@ -56,6 +57,14 @@ class FakeGitHub:
         self.policies: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.status: int | None = None  # force every answer to this status
+        # GET /repos/{owner}/{repo}: the ids gitops.toml pins, unless a test changes them.
+        self.repository: dict[str, Any] = {
+            "id": CFG.github_repository_id,
+            "full_name": REPO,
+            "owner": {"id": CFG.github_repository_owner_id, "login": REPO.split("/")[0]},
+        }
+        self.redirect: str | None = None  # answer every request with a 301 to this base URL
+        self.moved = False  # /repos/{repo} answers 301 to /repositories/{id} (a renamed repo)
 
 
 @pytest.fixture
@@ -72,7 +81,24 @@ def github() -> Iterator[tuple[FakeGitHub, str]]:
                 self.end_headers()
                 self.wfile.write(b'{"message": "Bad credentials"}')
                 return
-            if self.path.startswith(prefix):
+            if fake.redirect is not None:
+                self.send_response(301)
+                self.send_header("Location", fake.redirect + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if self.path == f"/repos/{REPO}" and fake.moved:
+                self.send_response(301)
+                self.send_header("Location", f"/repositories/{fake.repository['id']}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if (
+                self.path == f"/repos/{REPO}"
+                or self.path == f"/repositories/{fake.repository['id']}"
+            ):
+                body = fake.repository
+            elif self.path.startswith(prefix):
                 rest = self.path[len(prefix) :]
                 name, _, tail = rest.partition("/")
                 if tail.startswith("deployment-branch-policies"):
@@ -105,8 +131,13 @@ def github() -> Iterator[tuple[FakeGitHub, str]]:
 
 
 def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """What `make bootstrap-check` runs, with a controlled environment (no inherited token)."""
-    base = {k: v for k, v in os.environ.items() if k not in (ge.TOKEN_ENV, ge.API_URL_ENV)}
+    """What `make bootstrap-check` runs, with a controlled environment (no inherited token, and
+    no Google credentials unless a test gives the Resource Manager fake: nothing leaves
+    loopback)."""
+    dropped = (ge.TOKEN_ENV, ge.API_URL_ENV, "RESOURCEMANAGER_EMULATOR_HOST")
+    base = {k: v for k, v in os.environ.items() if k not in dropped}
+    base["GOOGLE_APPLICATION_CREDENTIALS"] = "/nonexistent/adc.json"
+    base["NO_GCE_CHECK"] = "true"
     return subprocess.run(
         [sys.executable, "-m", "tpudeploy.github_environments"],
         cwd=REPO_ROOT,
@@ -235,3 +266,106 @@ def test_judge_accepts_only_main_as_the_branch_rule() -> None:
     self_review["protection_rules"][0]["prevent_self_review"] = False
     report = ge.judge("e", self_review, MAIN_ONLY["branch_policies"], main_branch="main")
     assert report.problems == ("self-review allowed: tick 'Prevent self-review'",)
+
+
+@pytest.fixture
+def second_origin() -> Iterator[tuple[list[dict[str, str]], str]]:
+    """Another server on loopback (another port: another origin) that records what reaches it."""
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(dict(self.headers.items()))
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield seen, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_redirect_to_another_origin_never_gets_the_token(
+    github: tuple[FakeGitHub, str], second_origin: tuple[list[dict[str, str]], str]
+) -> None:
+    """Issue 22, item 8: urllib follows a redirect with every header, Authorization included, to
+    any host and scheme. The API's answer may send us elsewhere; the token must not follow."""
+    fake, url = github
+    seen, elsewhere = second_origin
+    fake.redirect = elsewhere
+    token = _token()
+    result = run({ge.TOKEN_ENV: token, ge.API_URL_ENV: url})
+    assert not [h for h in seen if "Authorization" in h or "authorization" in h], seen
+    assert not seen  # refused before any request went there
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "another origin; the token is never sent there" in result.stderr
+    assert elsewhere in result.stderr and token not in result.stdout + result.stderr
+
+
+def test_a_redirect_within_the_api_is_followed_with_the_token(
+    github: tuple[FakeGitHub, str],
+) -> None:
+    """GitHub answers a renamed repository with 301 to /repositories/{id} on the same origin."""
+    fake, url = github
+    for env in ("gemma4-staging", "gemma4-prod"):
+        fake.environments[env] = protected_env(env)
+        fake.policies[env] = MAIN_ONLY
+    fake.moved = True
+    token = _token()
+    result = run({ge.TOKEN_ENV: token, ge.API_URL_ENV: url})
+    assert result.returncode == 0, result.stdout + result.stderr
+    moved = [h for p, h in fake.requests if p.startswith("/repositories/")]
+    assert moved and moved[0]["Authorization"] == f"Bearer {token}"
+    assert ge.origin("https://api.github.com/x") == ge.origin("https://api.github.com:443/y")
+    assert ge.origin("https://api.github.com/x") != ge.origin("http://api.github.com/x")
+    assert ge.origin("https://api.github.com/x") != ge.origin("https://evil.example/x")
+
+
+def test_wrong_repository_ids_are_reported(github: tuple[FakeGitHub, str]) -> None:
+    """Issue 21, defect 6: the ids the federation pins are compared with GitHub's own."""
+    fake, url = github
+    for env in ("gemma4-staging", "gemma4-prod"):
+        fake.environments[env] = protected_env(env)
+        fake.policies[env] = MAIN_ONLY
+    fake.repository = {**fake.repository, "id": 555, "owner": {"id": 666}}
+    result = run({ge.TOKEN_ENV: _token(), ge.API_URL_ENV: url})
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("WRONG ID")]
+    assert len(lines) == 2, result.stdout
+    assert (
+        f"github_repository_id = {CFG.github_repository_id} in gitops.toml, but GitHub says 555"
+        in lines[0]
+    )
+    assert "set github_repository_owner_id = 666" in lines[1]
+
+
+def test_the_compute_default_account_with_editor_is_a_warning() -> None:
+    """Issue 22, item 10: a deploy identity can create a TPU node with no service account,
+    which then runs as the Compute Engine default account; with Editor that is a warning."""
+    from tools.rehearsal.fakes.iamrules import PROJECT_NUMBER
+    from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
+
+    with FakeResourceManager() as rm:
+        default = f"serviceAccount:{PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+        policy = rm.inventory.policy("cloudresourcemanager", f"projects/{CFG.project}")
+        policy.append({"role": "roles/editor", "members": [default]})
+        result = run({"RESOURCEMANAGER_EMULATOR_HOST": rm.host})
+        assert result.returncode == 0, result.stderr
+        (line,) = [ln for ln in result.stdout.splitlines() if "default account" in ln]
+        assert line.startswith("WARNING: the Compute Engine default account")
+        assert "holds roles/editor" in line and "remove-iam-policy-binding" in line
+        policy.clear()
+        result = run({"RESOURCEMANAGER_EMULATOR_HOST": rm.host})
+        (line,) = [ln for ln in result.stdout.splitlines() if "default account" in ln]
+        assert line.startswith("ok: the Compute Engine default account")
+    # Without credentials: said, never a failure, and nothing is sent anywhere.
+    result = run({})
+    assert result.returncode == 0
+    assert "NOT CHECKED: the Compute Engine default account's roles" in result.stdout

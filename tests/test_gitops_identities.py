@@ -16,6 +16,7 @@ from typing import Any
 import celpy
 
 from tests.conftest import REPO_ROOT, Synthesizer, resources
+from tools.rehearsal.fakes import iamrules
 from tpudeploy import identities
 from tpudeploy.bootstrap import DEPLOY_ATTRIBUTE, Bootstrap, BootstrapConfig
 from tpudeploy.config import DeployConfig, parse_config
@@ -36,9 +37,11 @@ def cel(expression: str, activation: dict[str, Any]) -> Any:
 
 
 def allows(expression: str, resource_name: str, resource_type: str) -> bool:
-    result = cel(expression, {"resource": {"name": resource_name, "type": resource_type}})
-    assert isinstance(result, celpy.celtypes.BoolType), (expression, resource_name, result)
-    return bool(result)
+    """IAM's verdict on one resource: CEL over the attributes that resource type provides to
+    conditions (tools/rehearsal/fakes/iamrules.ATTRIBUTES, from Google's documented list); an
+    attribute it does not provide never grants."""
+    checked = iamrules.Checked(resource_type, resource_name, ())
+    return iamrules.condition_grants(expression, checked)
 
 
 def _members(boot: dict[str, Any]) -> dict[str, str]:
@@ -195,6 +198,16 @@ def owned(dep: DeployConfig, project: str, state_bucket: str) -> list[tuple[str,
     ]
 
 
+def shared(project: str, state_bucket: str) -> list[tuple[str, str]]:
+    """What every deployment's calls are also checked on: the project (a create's parent), the
+    network (a firewall change's updatePolicy) and the state bucket (listing state objects)."""
+    return [
+        (f"projects/{project}", iamrules.PROJECT),
+        (f"projects/{project}/global/networks/default", iamrules.NETWORK),
+        (f"projects/_/buckets/{state_bucket}", iamrules.BUCKET),
+    ]
+
+
 def others(project: str, state_bucket: str) -> list[tuple[str, str]]:
     """Resources no deployment owns: another team's secret and bucket, the state bucket's other
     objects, a secret version (payload), another project's same-named secret."""
@@ -220,16 +233,29 @@ def others(project: str, state_bucket: str) -> list[tuple[str, str]]:
     ]
 
 
-def _conditions_by_account(boot: dict[str, Any]) -> dict[str, list[str]]:
-    """{account id: [condition expression with the project number filled in]}."""
-    members = _members(boot)
-    found: dict[str, list[str]] = {}
+Conditioned = tuple[str, list[str]]
+
+
+def _conditions_by_account(boot: dict[str, Any]) -> dict[str, list[Conditioned]]:
+    """{account id: [(condition with the project number filled in, the role's permissions)]}."""
+    members, custom = _members(boot), _custom_permissions(boot)
+    found: dict[str, list[Conditioned]] = {}
     for rtype in ("google_project_iam_member", "google_storage_bucket_iam_member"):
         for grant in resources(boot, rtype).values():
             if "condition" in grant:
                 expr = grant["condition"]["expression"].replace(PROJECT_NUMBER_REF, PROJECT_NUMBER)
-                found.setdefault(members[grant["member"]], []).append(expr)
+                entry = (expr, custom[grant["role"]])
+                found.setdefault(members[grant["member"]], []).append(entry)
     return found
+
+
+def reaches(grants: list[Conditioned], name: str, rtype: str) -> bool:
+    """Some grant's role holds a permission IAM checks on this type of resource, and its
+    condition holds on this one (a condition alone says nothing of the permissions it gates)."""
+    return any(
+        allows(expr, name, rtype) and any(iamrules.CHECKED_ON[p] == rtype for p in perms)
+        for expr, perms in grants
+    )
 
 
 def test_each_deploy_identity_reaches_only_its_own_resources(
@@ -248,7 +274,7 @@ def test_each_deploy_identity_reaches_only_its_own_resources(
         assert len(conditions) == 4  # state, secrets, cache bucket, firewall
 
         def reach(name: str, rtype: str) -> bool:
-            return any(allows(c, name, rtype) for c in conditions)  # noqa: B023
+            return reaches(conditions, name, rtype)  # noqa: B023
 
         for resource in everything[dep.name]:
             assert reach(*resource), (dep.name, resource)
@@ -270,11 +296,11 @@ def test_a_name_prefix_never_reaches_a_longer_deployment_name() -> None:
     grants = identities.deploy_grants(
         short, project="my-project-1", project_number=PROJECT_NUMBER, state_bucket="tfstate-x"
     )
-    conditions = [g.condition.expression for g in grants if g.condition]
+    conditions = [(g.condition.expression, list(g.permissions())) for g in grants if g.condition]
     for resource in owned(long_, "my-project-1", "tfstate-x"):
-        assert not any(allows(c, *resource) for c in conditions), resource
+        assert not reaches(conditions, *resource), resource
     for resource in owned(short, "my-project-1", "tfstate-x"):
-        assert any(allows(c, *resource) for c in conditions), resource
+        assert reaches(conditions, *resource), resource
 
 
 # ---- who may obtain which account: provider condition + attribute mapping + bindings ----
@@ -283,7 +309,11 @@ def test_a_name_prefix_never_reaches_a_longer_deployment_name() -> None:
 def claims(cfg: BootstrapConfig, kind: str, **extra: str) -> dict[str, str]:
     """A GitHub Actions OIDC token's claims (default subject format)."""
     repo = cfg.github_repository
-    base = {"repository": repo, "repository_id": "4242", "repository_owner_id": "7"}
+    base = {
+        "repository": repo,
+        "repository_id": str(cfg.github_repository_id),
+        "repository_owner_id": str(cfg.github_repository_owner_id),
+    }
     tokens = {
         # pull_request event: ref is the merge ref, workflow as in the pull request's branch
         "pull_request": {
@@ -312,8 +342,8 @@ def env_token(
     repo = repo or cfg.github_repository
     return {
         "repository": repo,
-        "repository_id": "4242",
-        "repository_owner_id": "7",
+        "repository_id": str(cfg.github_repository_id),
+        "repository_owner_id": str(cfg.github_repository_owner_id),
         "sub": f"repo:{repo}:environment:{env}",
         "environment": env,
         "ref": ref,
@@ -427,11 +457,21 @@ def test_a_pull_request_that_edits_a_workflow_gets_nothing_more(
     assert repo in gate
 
 
-def test_repository_id_pins_the_condition(bootstrap_cfg: BootstrapConfig) -> None:
-    pinned = bootstrap_cfg.model_copy(update={"github_repository_id": 4242})
-    good = env_token(pinned, "gemma4-prod")
-    assert cel(pinned.attribute_condition, {"assertion": good})
-    assert not cel(pinned.attribute_condition, {"assertion": {**good, "repository_id": "1"}})
+def test_the_repository_is_pinned_by_its_immutable_ids(bootstrap_cfg: BootstrapConfig) -> None:
+    """Issue 21, defect 6: a repository deleted and re-created under the same name (or an owner
+    renamed and the name taken) carries other ids and gets nothing, on every path."""
+    cfg = bootstrap_cfg
+    for token in (env_token(cfg, "gemma4-prod"), claims(cfg, "pull_request"), claims(cfg, "drift")):
+        assert cel(cfg.attribute_condition, {"assertion": token})
+        for claim in ("repository_id", "repository_owner_id"):
+            other = {**token, claim: "1"}
+            assert not cel(cfg.attribute_condition, {"assertion": other}), (claim, token)
+        gate = _mapping_gate(cfg)
+        assert str(cel(gate, {"assertion": {**token, "repository_id": "1"}})) == "-"
+
+
+def _mapping_gate(cfg: BootstrapConfig) -> str:
+    return cfg.attribute_mapping[f"attribute.{DEPLOY_ATTRIBUTE}"]
 
 
 # ---- the node stack of a pipeline deployment: no in-place TPU update ----
@@ -465,18 +505,74 @@ def test_grant_table_in_the_gitops_page_lists_every_grant() -> None:
         assert re.search(rf"`{role}`", table), role
 
 
-def test_shared_vpc_network_is_named_by_its_own_path() -> None:
-    shared = parse_config(
-        {"name": "gemma4-x", "network": {"network": "projects/host-proj-1/global/networks/vpc"}}
-    )
+# The firewall condition d90ced4 shipped: its network branch names a resource that provides no
+# resource.name, so it never granted compute.networks.updatePolicy (issue 21, defect 2).
+OLD_FIREWALL = (
+    "resource.name in ['projects/p-1/global/firewalls/gemma4-x-deny-all'] || "
+    "resource.name == 'projects/p-1/global/networks/default'"
+)
+
+
+def test_updatepolicy_reaches_the_network_by_type_and_rules_only_by_name() -> None:
+    dep = parse_config({"name": "gemma4-x"})
     (firewall,) = [
         g.condition.expression
         for g in identities.deploy_grants(
-            shared, project="svc-proj-1", project_number=PROJECT_NUMBER, state_bucket="b-1"
+            dep, project="p-1", project_number=PROJECT_NUMBER, state_bucket="b-1"
         )
         if g.role == "tpudeployFirewall" and g.condition
     ]
-    net = "compute.googleapis.com/Network"
-    assert allows(firewall, "projects/host-proj-1/global/networks/vpc", net)
-    assert not allows(firewall, "projects/svc-proj-1/global/networks/vpc", net)
-    assert not allows(firewall, "projects/svc-proj-1/global/networks/default", net)
+    net = iamrules.NETWORK
+    for network in ("default", "vpc"):
+        assert allows(firewall, f"projects/p-1/global/networks/{network}", net)
+    assert allows(firewall, "projects/p-1/global/firewalls/gemma4-x-deny-all", iamrules.FIREWALL)
+    for other in ("default-allow-ssh", "gemma4-y-deny-all", "gemma4-x-deny-all-2"):
+        assert not allows(firewall, f"projects/p-1/global/firewalls/{other}", iamrules.FIREWALL)
+    # What the old condition did: the network branch is never true, so no rule could change.
+    assert not allows(OLD_FIREWALL, "projects/p-1/global/networks/default", net)
+    assert allows(
+        OLD_FIREWALL, "projects/p-1/global/firewalls/gemma4-x-deny-all", iamrules.FIREWALL
+    )
+
+
+def test_every_conditioned_permission_is_granted_on_what_it_is_checked_on(
+    bootstrap: Bootstrap,
+) -> None:
+    """Issue 21, defects 1 and 2, as one rule: for each permission of each conditional grant,
+    the condition must hold on some resource of the type IAM checks that permission on
+    (iamrules.CHECKED_ON) that the deployment needs. secretmanager.secrets.create (checked on
+    the project) and compute.networks.updatePolicy (on the network, which carries no name)
+    failed this on d90ced4."""
+    cfg = bootstrap.config
+    for dep in bootstrap.deployments:
+        needed = [
+            *owned(dep, cfg.project, cfg.state_bucket),
+            *shared(cfg.project, cfg.state_bucket),
+        ]
+        grants = identities.deploy_grants(
+            dep, project=cfg.project, project_number=PROJECT_NUMBER, state_bucket=cfg.state_bucket
+        )
+        for grant in grants:
+            if grant.condition is None:
+                continue
+            for permission in grant.permissions():
+                kind = iamrules.CHECKED_ON[permission]
+                candidates = [name for name, rtype in needed if rtype == kind]
+                assert any(allows(grant.condition.expression, n, kind) for n in candidates), (
+                    f"{dep.name}: {grant.role} holds {permission}, checked on a {kind}, and its "
+                    f"condition grants it on none of {candidates}"
+                )
+
+
+def test_the_bootstrap_creates_each_pipeline_deployments_secrets_and_bucket(
+    boot: dict[str, Any], bootstrap: Bootstrap
+) -> None:
+    """What no deploy identity can create (the create is checked on the project)."""
+    secrets = {a["secret_id"] for a in resources(boot, "google_secret_manager_secret").values()}
+    buckets = {a["name"] for a in resources(boot, "google_storage_bucket").values()}
+    for dep in bootstrap.deployments:
+        assert {dep.hf_token_secret_id, dep.api_key_secret_id} <= secrets
+        assert dep.compile_cache_bucket(bootstrap.config.project) in buckets
+    for perms in _custom_permissions(boot).values():
+        assert "secretmanager.secrets.create" not in perms
+        assert "storage.buckets.create" not in perms

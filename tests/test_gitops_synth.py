@@ -129,8 +129,17 @@ def test_bootstrap_keeps_its_state_local(boot: dict[str, Any]) -> None:
     }
 
 
+def test_bootstrap_synth_on_a_fresh_clone(bootstrap_outdir: Path) -> None:
+    """Issue 23, item 4: `make bootstrap-synth` with no cdktf.out yet failed with ENOENT on
+    mkdir 'cdktf.out/bootstrap' (cdktf creates the last folder only); the session fixture
+    synthesizes exactly there, through the same function as stacks.bootstrap.main."""
+    assert bootstrap_outdir.parts[-2:] == ("cdktf.out", "bootstrap")
+    assert (bootstrap_outdir / "stacks" / BOOTSTRAP_STACK / "cdk.tf.json").is_file()
+    assert (bootstrap_outdir / "manifest.json").is_file()
+
+
 def test_state_bucket_settings(boot: dict[str, Any], bootstrap_cfg: BootstrapConfig) -> None:
-    (bucket,) = resources(boot, "google_storage_bucket").values()
+    bucket = resources(boot, "google_storage_bucket")["state"]
     assert bucket["name"] == bootstrap_cfg.state_bucket
     assert bucket["force_destroy"] is False
     assert bucket["uniform_bucket_level_access"] is True
@@ -243,7 +252,13 @@ def _deployment(name: str, bucket: str | None, project: str | None = None) -> gi
     )
 
 
-BASE = {"project": "my-project-1", "github_repository": "o/r", "state_bucket": "tfstate-x"}
+BASE = {
+    "project": "my-project-1",
+    "github_repository": "o/r",
+    "github_repository_id": 4242,
+    "github_repository_owner_id": 7,
+    "state_bucket": "tfstate-x",
+}
 
 
 def test_environments_default_to_pipeline_deployments() -> None:
@@ -297,6 +312,20 @@ def test_the_old_shared_deploy_account_key_is_refused() -> None:
             [],
             "project",
         ),
+        # Issue 21, defect 6: the numeric ids are required, and the message says where to read
+        # them.
+        (
+            {k: v for k, v in BASE.items() if k != "github_repository_id"},
+            [_deployment("staging", "tfstate-x")],
+            r"github_repository_id = \(unset\): required\. Fix: add `github_repository_id = N` "
+            r"with N from `gh api repos/OWNER/NAME --jq \.id`",
+        ),
+        (
+            {k: v for k, v in BASE.items() if k != "github_repository_owner_id"},
+            [_deployment("staging", "tfstate-x")],
+            r"github_repository_owner_id = \(unset\): required\..*--jq \.owner\.id",
+        ),
+        ({**BASE, "github_repository_id": "abc"}, [], "a string where a whole number belongs"),
     ],
 )
 def test_bootstrap_config_refusals(
@@ -304,3 +333,23 @@ def test_bootstrap_config_refusals(
 ) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_bootstrap(data, deployments=deployments, source="gitops.toml")
+
+
+def test_a_pipeline_secrets_stack_forgets_what_the_bootstrap_now_owns(synth: Synthesizer) -> None:
+    """The secrets and the cache bucket moved to the bootstrap (issue 21, defect 1): a pipeline
+    deployment made before keeps them in its secrets stack's state, and dropping them from the
+    configuration would destroy the token's versions. `removed` blocks forget exactly the
+    addresses a secrets stack declared them at, never destroying them (Terraform >= 1.7)."""
+    local = synth({})["gemma4-v5e-secrets"]
+    declared = {
+        f"{rtype}.{rid}"
+        for rtype in ("google_secret_manager_secret", "google_storage_bucket")
+        for rid in resources(local, rtype)
+    }
+    pipeline = synth(overrides(STAGING))["gemma4-staging-secrets"]
+    removed = pipeline["removed"]
+    assert {block["from"] for block in removed} == declared
+    assert all(block["lifecycle"] == {"destroy": False} for block in removed)
+    assert ">= 1.7.0" in pipeline["terraform"]["required_version"]
+    assert not resources(pipeline, "google_secret_manager_secret")
+    assert not resources(pipeline, "google_storage_bucket")

@@ -90,6 +90,9 @@ def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iter
     for label, (model, scenario) in SCENARIO_RUNS.items():
         args = ["--provisioning", model, "--scenario", scenario]
         runner.start(f"scenario-{label}", args, root / f"scenario-{label}")
+    runner.start(
+        "pipeline", ["--provisioning", "spot", "--scenario", "pipeline"], root / "pipeline"
+    )
     for label, (hook, _, _) in BREAKS.items():
         args = ["--provisioning", "flex-start", "--post-synth", f"tests.rehearsal_breaks:{hook}"]
         runner.start(f"break-{label}", args, root / label)
@@ -128,6 +131,26 @@ def test_preemption_and_deadline_scenarios_pass(rehearsals: Runner, label: str) 
     assert list(stage_lines(run)) == STAGES[:5] + SCENARIO_STAGES[scenario], run.output
     assert set(stage_lines(run).values()) == {"ok"}
     assert run.lines[-1].startswith(f"rehearsal passed: {model} {scenario}")
+
+
+def test_the_pipeline_deploy_passes_as_the_deploy_identity(rehearsals: Runner) -> None:
+    """SCENARIO=pipeline (issue 21): the bootstrap's grants in force, both stacks applied with
+    the deploy identity's token; every change Terraform made came from it. On d90ced4's grants
+    this failed at deploy-secrets (secretmanager.secrets.create, checked on the project) and at
+    deploy (compute.networks.updatePolicy, checked on the network)."""
+    run = rehearsals.wait("pipeline", timeout=900)
+    assert run.returncode == 0, run.output
+    expected = [
+        "prepare",
+        "bootstrap",
+        *STAGES[1:-2],
+        "destroy-all",
+        "as-deploy-identity",
+        "no-secret-left",
+    ]
+    assert list(stage_lines(run)) == expected, run.output
+    assert set(stage_lines(run).values()) == {"ok"}
+    assert run.lines[-1].startswith("rehearsal passed: spot pipeline")
 
 
 @pytest.mark.parametrize("label", BREAKS)

@@ -49,17 +49,30 @@ DEPLOY_WORKFLOWS = ("deploy.yml", "destroy.yml", "recover.yml")
 # token passes every deploy check, this value otherwise (never a deployment name).
 DEPLOY_ATTRIBUTE = "deploy_environment"
 NOT_A_DEPLOYMENT = "-"
+# Where the two numeric ids come from, for a gitops.toml that lacks them.
+ID_HINTS = {
+    "github_repository_id": "add `github_repository_id = N` with N from `gh api "
+    "repos/OWNER/NAME --jq .id` (or run `make bootstrap-check` with GITHUB_TOKEN set)",
+    "github_repository_owner_id": "add `github_repository_owner_id = N` with N from `gh api "
+    "repos/OWNER/NAME --jq .owner.id` (or run `make bootstrap-check` with GITHUB_TOKEN set)",
+}
 
 
 class BootstrapConfig(Strict):
-    """One repository's GitOps foundation. Only project, github_repository and state_bucket are
-    required; everything else has a default."""
+    """One repository's GitOps foundation. project, github_repository, its two numeric ids and
+    state_bucket are required; everything else has a default."""
 
     project: str
     github_repository: str
-    # Optional: the numeric id survives a rename and cannot be re-registered by someone else
-    # after a deletion, unlike owner/name. `gh api repos/OWNER/NAME --jq .id` prints it.
-    github_repository_id: int | None = Field(default=None, gt=0)
+    # Required: the immutable numeric ids of the repository and of its owner, which GitHub's OIDC
+    # token carries as repository_id and repository_owner_id. owner/name alone is reusable: a
+    # deleted repository (or a renamed owner) can be re-created by someone else under the same
+    # name and would pass. Google's GitHub Actions guide and google-github-actions/auth pin these
+    # (https://cloud.google.com/iam/docs/workload-identity-federation-with-deployment-pipelines,
+    # "attribute conditions"). `gh api repos/OWNER/NAME --jq '.id, .owner.id'` prints them, and
+    # `make bootstrap-check` compares them with GitHub's answer.
+    github_repository_id: int = Field(gt=0, examples=[123456789])
+    github_repository_owner_id: int = Field(gt=0, examples=[987654321])
     # The scheduled drift check runs on the default branch and authenticates as the plan account.
     main_branch: str = "main"
     # GitHub environments that get a deploy identity, one per pipeline deployment of that name;
@@ -174,10 +187,13 @@ class BootstrapConfig(Strict):
         )
 
     def _repository_check(self) -> str:
-        cond = f"assertion.repository == {cel_string(self.github_repository)}"
-        if self.github_repository_id is not None:
-            cond += f" && assertion.repository_id == {cel_string(str(self.github_repository_id))}"
-        return cond
+        """The repository by its immutable ids (the claims are strings), and by name so that
+        the condition reads as what it admits."""
+        return (
+            f"assertion.repository == {cel_string(self.github_repository)} && "
+            f"assertion.repository_id == {cel_string(str(self.github_repository_id))} && "
+            f"assertion.repository_owner_id == {cel_string(str(self.github_repository_owner_id))}"
+        )
 
     def _deploy_check(self) -> str:
         return (
@@ -308,7 +324,7 @@ def parse_bootstrap(
     try:
         cfg = BootstrapConfig.model_validate(data)
     except ValidationError as exc:
-        problems = format_errors(exc, BootstrapConfig)
+        problems = format_errors(exc, BootstrapConfig, hints=ID_HINTS)
         raise ConfigError(source, problems) from None
     problems = cross_check(cfg, deployments)
     if problems:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tpudeploy import errors
+from tpudeploy import defaultaccount, errors
 from tpudeploy.bootstrap import BootstrapConfig, bootstrap_path, load_bootstrap
 from tpudeploy.config import ConfigError
 
@@ -34,6 +34,33 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 class CheckError(Exception):
     """The check could not run (bad URL, no access, network); the message says the fix."""
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """scheme, host, port: what a browser calls an origin (port None when the scheme's)."""
+    parts = urllib.parse.urlsplit(url)
+    default = {"https": 443, "http": 80}.get(parts.scheme)
+    port = parts.port if parts.port != default else None
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only within the API's own origin. urllib copies every header but the
+    content ones to the new request, the token's Authorization header included, whatever the
+    new scheme and host: a redirect elsewhere (another host, plain http) is refused before
+    anything is sent there."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        if origin(newurl) != origin(req.full_url):
+            scheme, host, port = origin(newurl)
+            where = f"{scheme}://{host}" + (f":{port}" if port else "")
+            raise CheckError(
+                f"GitHub's API answered {code} redirecting to {where}, another origin; the token "
+                f"is never sent there. Check {API_URL_ENV} (the API base of your GitHub server)"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def github_settings_text(cfg: BootstrapConfig) -> str:
@@ -137,6 +164,7 @@ class GitHubClient:
             )
         self._base = api_url.rstrip("/")
         self._token = token
+        self._opener = urllib.request.build_opener(_SameOriginRedirects())
 
     def _get(self, path: str) -> Any | None:
         # The scheme was checked in __init__: https, or http to loopback only.
@@ -150,7 +178,7 @@ class GitHubClient:
             },
         )
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310
+            with self._opener.open(request, timeout=TIMEOUT_SECONDS) as response:
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
@@ -172,6 +200,10 @@ class GitHubClient:
                 f"{self._base}{path} did not answer JSON; check {API_URL_ENV}"
             ) from None
 
+    def repository(self, repo: str) -> dict[str, Any] | None:
+        data = self._get(f"/repos/{repo}")
+        return data if isinstance(data, dict) else None
+
     def environment(self, repo: str, env: str) -> dict[str, Any] | None:
         data = self._get(f"/repos/{repo}/environments/{urllib.parse.quote(env)}")
         return data if isinstance(data, dict) else None
@@ -183,6 +215,30 @@ class GitHubClient:
         )
         policies = data.get("branch_policies") if isinstance(data, dict) else None
         return [p for p in policies or [] if isinstance(p, dict)]
+
+
+def judge_ids(cfg: BootstrapConfig, repository: dict[str, Any] | None) -> list[str]:
+    """gitops.toml's numeric ids against GitHub's answer for the repository (GET /repos/{repo}):
+    the federation admits only tokens carrying these ids."""
+    if repository is None:
+        return [
+            f"repository {cfg.github_repository} is not visible to the token (or does not "
+            "exist): check github_repository in gitops.toml and the token's repository access"
+        ]
+    owner = repository.get("owner") if isinstance(repository.get("owner"), dict) else {}
+    found = {
+        "github_repository_id": repository.get("id"),
+        "github_repository_owner_id": (owner or {}).get("id"),
+    }
+    problems = []
+    for key, value in found.items():
+        if value != getattr(cfg, key):
+            problems.append(
+                f"{key} = {getattr(cfg, key)} in gitops.toml, but GitHub says {value} for "
+                f"{cfg.github_repository}: set {key} = {value} (the federation admits only "
+                "tokens of the repository with these ids), then `make bootstrap` again"
+            )
+    return problems
 
 
 def check(cfg: BootstrapConfig, client: GitHubClient) -> list[EnvironmentReport]:
@@ -198,8 +254,8 @@ def check(cfg: BootstrapConfig, client: GitHubClient) -> list[EnvironmentReport]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """0: every environment protected, or no token (settings printed); 1: some are not;
-    2: the check could not run."""
+    """0: every environment protected and the ids right, or no token (settings printed); 1: an
+    environment not protected or an id wrong; 2: the check could not run."""
     del argv
     try:
         cfg = load_bootstrap(bootstrap_path()).config
@@ -207,23 +263,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     print(github_settings_text(cfg))
+    print()
+    # Google's side: what a deploy identity could run a node as (docs/security.md).
+    print(defaultaccount.warning(cfg.project))
     token = os.environ.get(TOKEN_ENV, "").strip()
     if not token:
-        print()
         print(
-            f"NOT CHECKED: {TOKEN_ENV} is not set. Set the above by hand, or export a token "
-            f"(read access to the repository's environments) and run `make bootstrap-check` again."
+            f"NOT CHECKED: {TOKEN_ENV} is not set. Set the above by hand, check the ids with "
+            f"`gh api repos/{cfg.github_repository} --jq '.id, .owner.id'` (gitops.toml: "
+            f"{cfg.github_repository_id}, {cfg.github_repository_owner_id}), or export a token "
+            "(read access to the repository's environments) and run `make bootstrap-check` again."
         )
         return 0
     try:
         client = GitHubClient(
             api_url=os.environ.get(API_URL_ENV, "").strip() or DEFAULT_API_URL, token=token
         )
+        id_problems = judge_ids(cfg, client.repository(cfg.github_repository))
         reports = check(cfg, client)
     except CheckError as exc:
         print(f"bootstrap-check: {exc}", file=sys.stderr)
         return 2
-    print()
+    for problem in id_problems:
+        print(f"WRONG ID: {problem}")
+    if not id_problems:
+        print(
+            f"ok: {cfg.github_repository} is repository {cfg.github_repository_id} of owner "
+            f"{cfg.github_repository_owner_id}, as gitops.toml pins"
+        )
     for report in reports:
         if report.protected:
             print(f"ok: environment {report.name} is protected")
@@ -232,8 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unprotected = [r.name for r in reports if not r.protected]
     if unprotected:
         print(f"{len(unprotected)} environment(s) not protected: {', '.join(unprotected)}")
-        return 1
-    return 0
+    return 1 if unprotected or id_problems else 0
 
 
 if __name__ == "__main__":

@@ -32,30 +32,31 @@ NODE_STOP_PERMISSIONS = ("tpu.nodes.delete",)
 # roles that would do (secretmanager.admin, storage.admin, compute.securityAdmin, tpu.admin) also
 # hold version access, object access, other resource types or setIamPolicy on the project.
 CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
-    # google_secret_manager_secret and its accessor grant; no secretmanager.versions.*: the deploy
-    # identity never reads or adds a version (the user does, with `make secret`).
+    # The accessor grants on a pipeline deployment's two secrets. The secrets themselves are the
+    # bootstrap's (stacks/bootstrap.py): secretmanager.secrets.create is checked on the parent
+    # project ("Authorization requires the following IAM permission on the specified resource
+    # parent", https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets/create),
+    # which carries no secret name, so no condition naming a secret can ever grant it. No
+    # secretmanager.versions.*: the deploy identity never reads or adds a version (the user does,
+    # with `make secret`).
     "tpudeploySecrets": (
-        "Lifecycle and IAM of a deployment's secrets (no version access)",
+        "IAM of a deployment's two secrets (no version access, no create or delete)",
         (
-            "secretmanager.secrets.create",
-            "secretmanager.secrets.delete",
-            "secretmanager.secrets.get",
             "secretmanager.secrets.getIamPolicy",
             "secretmanager.secrets.setIamPolicy",
-            "secretmanager.secrets.update",
         ),
     ),
-    # google_storage_bucket (the compile cache) and its writer grant; no storage.objects.*: the
-    # cache is code the node runs, and only the node's account writes it.
+    # The node account's grants on a pipeline deployment's compile-cache bucket, which the
+    # bootstrap creates for the same reason: storage.buckets.create is checked on the project
+    # (https://cloud.google.com/storage/docs/json_api/v1/buckets/insert), before the bucket has a
+    # name to match. No storage.objects.*: the cache is code the node runs, and only the node's
+    # account writes it.
     "tpudeployCacheBucket": (
-        "Lifecycle and IAM of a deployment's compile-cache bucket (no object access)",
+        "IAM of a deployment's compile-cache bucket (no object access, no create or delete)",
         (
-            "storage.buckets.create",
-            "storage.buckets.delete",
             "storage.buckets.get",
             "storage.buckets.getIamPolicy",
             "storage.buckets.setIamPolicy",
-            "storage.buckets.update",
         ),
     ),
     # Terraform's GCS backend: read and write the state object, create and delete the .tflock
@@ -69,7 +70,10 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
             "storage.objects.list",
         ),
     ),
-    # google_compute_firewall: creating or deleting a rule also needs updatePolicy on its network.
+    # google_compute_firewall: creating, updating or deleting a rule also needs updatePolicy on its
+    # network (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls/insert), and a
+    # network carries no resource.name in IAM conditions (only its resource.type): see the
+    # guard form in deploy_grants.
     "tpudeployFirewall": (
         "A deployment's own firewall rules",
         (
@@ -223,10 +227,7 @@ def firewall_names(dep: DeployConfig, project: str) -> tuple[str, ...]:
     )
 
 
-def network_name(dep: DeployConfig, project: str) -> str:
-    """[network] network is a name in the project, or a shared VPC's full path."""
-    net = dep.network.network
-    return net if net.startswith("projects/") else f"projects/{project}/global/networks/{net}"
+FIREWALL_TYPE = "compute.googleapis.com/Firewall"
 
 
 # ---- the grants ----
@@ -270,7 +271,7 @@ def deploy_grants(
             who,
             "tpudeploySecrets",
             PROJECT,
-            "create its two secrets (no values) and grant its node account access to them",
+            "grant its node account access to its two secrets (the bootstrap creates them)",
             Condition(
                 f"{dep.name} secrets",
                 f"resource.type == 'secretmanager.googleapis.com/Secret' && "
@@ -282,7 +283,8 @@ def deploy_grants(
             who,
             "tpudeployCacheBucket",
             PROJECT,
-            "create its compile-cache bucket and grant its node account object access to it",
+            "grant its node account object access to its compile-cache bucket (the bootstrap "
+            "creates it)",
             Condition(
                 f"{dep.name} cache bucket",
                 f"resource.type == 'storage.googleapis.com/Bucket' && "
@@ -297,9 +299,17 @@ def deploy_grants(
             "its firewall rules (deny-all, API port, IAP SSH), and updatePolicy on their network",
             Condition(
                 f"{dep.name} firewall",
-                f"{_one_of(firewall_names(dep, project))} || "
-                f"resource.name == {cel_string(network_name(dep, project))}",
-                "this deployment's firewall rules and their network",
+                # The documented guard form (conditions-attribute-reference, "support for
+                # inherited conditions": scope a condition by resource.type so that a resource
+                # lacking an attribute is judged by the part it provides). A network provides
+                # resource.type but not resource.name, so the old `|| resource.name == network`
+                # branch never granted updatePolicy; here every non-firewall resource the role
+                # reaches (networks, for updatePolicy alone) passes the guard, and firewalls only
+                # by their exact names.
+                f"resource.type != {cel_string(FIREWALL_TYPE)} || "
+                f"{_one_of(firewall_names(dep, project))}",
+                "this deployment's firewall rules; updatePolicy on any network (alone it changes "
+                "nothing: every rule change also needs the firewall permission)",
             ),
         ),
         Grant(

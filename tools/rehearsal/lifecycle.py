@@ -22,6 +22,7 @@ from tools.rehearsal import schema
 from tools.rehearsal.fakes import FakeCloud
 from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.mirror import lock_file, write_mirror
+from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_override
 from tools.rehearsal.resources import RESOURCES
 from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
 from tools.rehearsal.scenarios import ScenarioStages, Stage, StageFailure
@@ -40,7 +41,8 @@ from tpudeploy.names import service_account_email
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # lifecycle: deploy-secrets to destroy-all. preemption and deadline (spot, on-demand): the node
 # preempted and recovered by `make recover`; the deadline job fired (tools/rehearsal/scenarios.py).
-SCENARIOS = ("lifecycle", "preemption", "deadline")
+# pipeline: the GitOps deploy applied as the deploy identity (tools/rehearsal/pipeline.py).
+SCENARIOS = ("lifecycle", "preemption", "deadline", "pipeline")
 VM_SCENARIOS = ("preemption", "deadline")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 # The targets run with the outer `make rehearse`'s install as is: never reinstall the shared
@@ -51,7 +53,7 @@ _DROPPED_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GOOGLE_CLOUD_PROJECT", "DEP
 
 
 @dataclass
-class Rehearsal(ScenarioStages):
+class Rehearsal(ScenarioStages, PipelineStages):
     provisioning: str
     workdir: Path
     out: TextIO = sys.stdout
@@ -76,6 +78,12 @@ class Rehearsal(ScenarioStages):
             raise ValueError(
                 f"SCENARIO={self.scenario} rehearses a spot or on-demand node (its preemption, "
                 "its deadline job): use PROVISIONING=spot or on-demand"
+            )
+        if self.scenario == "pipeline" and self.provisioning == "flex-start":
+            raise ValueError(
+                "SCENARIO=pipeline rehearses the provider's calls as the deploy identity; "
+                "flex-start's queued resource is made by a local-exec client: use "
+                "PROVISIONING=spot or on-demand"
             )
         self.scratch = self.workdir / "repo"
         self.logs = self.workdir / "logs"
@@ -149,8 +157,7 @@ class Rehearsal(ScenarioStages):
             return head + self.preemption_stages()
         if self.scenario == "deadline":
             return head + self.deadline_stages()
-        return [
-            *head,
+        tail = [
             Stage("boot", self._boot),
             Stage("wait", lambda: self._make("wait")),
             Stage("smoke", lambda: self._make("smoke")),
@@ -160,6 +167,9 @@ class Rehearsal(ScenarioStages):
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
         ]
+        if self.scenario == "pipeline":
+            return self.pipeline_stages(head, tail)
+        return [*head, *tail]
 
     @property
     def cloud(self) -> FakeCloud:
@@ -218,7 +228,11 @@ class Rehearsal(ScenarioStages):
         copy_repository(self.repo, self.scratch)
         port, proxy_port = free_port(), free_port()
         config = write_config(
-            self.scratch, provisioning=self.provisioning, port=port, proxy_port=proxy_port
+            self.scratch,
+            provisioning=self.provisioning,
+            port=port,
+            proxy_port=proxy_port,
+            state_bucket=STATE_BUCKET if self.scenario == "pipeline" else "",
         )
         self._cfg = load_config(config)
         python = str(self.scratch / ".venv" / "bin" / "python")
@@ -265,6 +279,8 @@ class Rehearsal(ScenarioStages):
             folder = self.scratch / terraform.synth_outdir(self.cfg) / "stacks" / stack
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy(lock, folder / ".terraform.lock.hcl")
+            if self.scenario == "pipeline":
+                local_state_override(folder, self.scratch)
         return (
             f"scratch copy, stand-in google-beta from {schema_file.name}, vLLM on port {port} "
             f"behind the proxy on {proxy_port}"

@@ -67,17 +67,20 @@ def free_port() -> int:
         return port
 
 
-def write_config(dest: Path, *, provisioning: str, port: int, proxy_port: int) -> Path:
+def write_config(
+    dest: Path, *, provisioning: str, port: int, proxy_port: int, state_bucket: str = ""
+) -> Path:
     """The rehearsed deployment: the seed's defaults, this provisioning model, a fake project,
     vLLM and its proxy on free loopback ports and the firewall opened to loopback (the smoke
-    test's caller)."""
+    test's caller). With `state_bucket`, a pipeline deployment (SCENARIO=pipeline)."""
     path = dest / "deploy.toml"
     path.write_text(
         "# Written by `make rehearse` for its scratch copy: the build log's deployment with\n"
         "# the provisioning model asked for, in the fake cloud's project.\n"
         f'project = "{REHEARSAL_PROJECT}"\n'
         f'provisioning = "{provisioning}"\n'
-        "\n[network]\n"
+        + (f'state_bucket = "{state_bucket}"\n' if state_bucket else "")
+        + "\n[network]\n"
         'allowed_cidrs = ["127.0.0.1/32"]\n'
         "\n[vllm]\n"
         f"port = {port}\n"

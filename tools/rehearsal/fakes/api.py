@@ -8,9 +8,11 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
+from tools.rehearsal.fakes.iamrules import CHECKED_ON, Checked
 from tools.rehearsal.fakes.inventory import Inventory
 
 # (path match, query, body, principal) -> answer
+ACT_AS = "iam.serviceAccounts.actAs"
 Handler = Callable[[re.Match[str], dict[str, str], Any, str], Answer]
 
 
@@ -24,15 +26,40 @@ class ApiFake(LoopbackServer):
         self.inventory = inventory if inventory is not None else Inventory()
         # The headers of the request being answered (handlers run one at a time, under the lock).
         self.headers: dict[str, str] = {}
-        self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        self._routes: list[tuple[str, re.Pattern[str], Handler, tuple[str, ...]]] = []
         self.routes()
         super().__init__(self._dispatch)
 
     def routes(self) -> None:
         """Register the API's routes with `self.route`."""
 
-    def route(self, method: str, pattern: str, handler: Handler) -> None:
-        self._routes.append((method, re.compile(pattern), handler))
+    def route(
+        self, method: str, pattern: str, handler: Handler, needs: tuple[str, ...] = ()
+    ) -> None:
+        """`needs`: the permissions a caller other than the owner must hold, each checked on
+        the resource iamrules.CHECKED_ON names, taken from `self.resources(...)`."""
+        self._routes.append((method, re.compile(pattern), handler, needs))
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Checked]:
+        """The resources of one request (the target, its parent, its network ...)."""
+        return []
+
+    def refused(
+        self, principal: str, needs: tuple[str, ...], resources: list[Checked]
+    ) -> Answer | None:
+        """The real API's 403 for the first permission IAM does not grant, or None."""
+        by_type = {r.type: r for r in resources}
+        for permission in needs:
+            if permission == ACT_AS and CHECKED_ON[permission] not in by_type:
+                continue  # no account attached to the resource: nothing to act as
+            resource = by_type[CHECKED_ON[permission]]
+            if not self.inventory.check(principal, permission, resource):
+                return api_error(
+                    403,
+                    f"Permission '{permission}' denied on resource '{resource.name}' (or it may "
+                    "not exist).",
+                )
+        return None
 
     def _dispatch(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:
         url = urlsplit(path)
@@ -51,8 +78,12 @@ class ApiFake(LoopbackServer):
     def _find(
         self, method: str, path: str, query: dict[str, str], body: Any, principal: str
     ) -> Answer:
-        for verb, pattern, handler in self._routes:
+        for verb, pattern, handler, needs in self._routes:
             if verb == method and (m := pattern.fullmatch(path)):
+                if needs:
+                    denied = self.refused(principal, needs, self.resources(m, query, body))
+                    if denied is not None:
+                        return denied
                 return handler(m, query, body, principal)
         return api_error(404, f"the fake {self.api} API has no route {method} {path}")
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 
@@ -68,12 +69,28 @@ class FakeCloudScheduler(ApiFake):
         super().__init__(inventory)
 
     def routes(self) -> None:
-        self.route("POST", _PARENT, self._create)
-        self.route("GET", _JOB, self._get)
-        self.route("PATCH", _JOB, self._patch)
-        self.route("DELETE", _JOB, self._delete)
-        self.route("POST", _JOB + r":pause", self._pause)
-        self.route("POST", _JOB + r":resume", self._resume)
+        jobs, act_as = "cloudscheduler.jobs.", "iam.serviceAccounts.actAs"
+        self.route("POST", _PARENT, self._create, (jobs + "create", act_as))
+        self.route("GET", _JOB, self._get, (jobs + "get",))
+        self.route("PATCH", _JOB, self._patch, (jobs + "update", act_as))
+        self.route("DELETE", _JOB, self._delete, (jobs + "delete",))
+        self.route("POST", _JOB + r":pause", self._pause, (jobs + "pause",))
+        self.route("POST", _JOB + r":resume", self._resume, (jobs + "enable",))
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
+        """The location (a create's parent), the job, and the account the job acts as."""
+        project, location = m["project"], m["location"]
+        job_id = m.groupdict().get("job")
+        stored = self.inventory.get(self.api, self._name(m)) if job_id else None
+        job = {**(stored or {}), **dict(body or {})}
+        found = [
+            iamrules.located(iamrules.SCHEDULER_LOCATION, project, location),
+            iamrules.located(iamrules.SCHEDULER_JOB, project, location, f"jobs/{job_id}"),
+        ]
+        email = ((job.get("httpTarget") or {}).get("oauthToken") or {}).get("serviceAccountEmail")
+        if email:
+            found.append(iamrules.service_account(project, str(email)))
+        return found
 
     # ---- the API
 

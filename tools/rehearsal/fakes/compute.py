@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 
@@ -21,12 +22,30 @@ class FakeCompute(ApiFake):
     api = "compute"
 
     def routes(self) -> None:
-        self.route("POST", _FIREWALLS, self._insert)
-        self.route("GET", _FIREWALL, self._get)
-        self.route("PATCH", _FIREWALL, self._patch)
-        self.route("DELETE", _FIREWALL, self._delete)
-        self.route("GET", _NETWORK, self._network)
-        self.route("GET", _OPERATION, self._get_operation)
+        # A rule's create, patch and delete also change its network's policy (iamrules).
+        fw, policy = "compute.firewalls.", "compute.networks.updatePolicy"
+        self.route("POST", _FIREWALLS, self._insert, (fw + "create", policy))
+        self.route("GET", _FIREWALL, self._get, (fw + "get",))
+        self.route("PATCH", _FIREWALL, self._patch, (fw + "update", policy))
+        self.route("DELETE", _FIREWALL, self._delete, (fw + "delete", policy))
+        self.route("GET", _NETWORK, self._network, ("compute.networks.get",))
+        self.route("GET", _OPERATION, self._get_operation, ("compute.globalOperations.get",))
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
+        """The rule, its network (from the request, or the stored rule) and the operation."""
+        project = m["project"]
+        path = m.group(0)
+        name = m.groupdict().get("name") or str((body or {}).get("name", ""))
+        if "/networks/" in path:
+            network = name
+        else:
+            rule = self.inventory.get(self.api, f"projects/{project}/global/firewalls/{name}")
+            network = str((body or {}).get("network") or (rule or {}).get("network") or "default")
+        return [
+            iamrules.compute(iamrules.FIREWALL, project, name),
+            iamrules.compute(iamrules.NETWORK, project, network.rstrip("/").rsplit("/", 1)[-1]),
+            iamrules.compute(iamrules.OPERATION, project, name),
+        ]
 
     def _base(self, project: str) -> str:
         return f"http://{self.host}/compute/v1/projects/{project}/global"

@@ -25,6 +25,9 @@ class FakeIam(ApiFake):
         self.route("GET", _ACCOUNT, self._get)
         self.route("PATCH", _ACCOUNT, self._patch)
         self.route("DELETE", _ACCOUNT, self._delete)
+        # google_service_account_iam_member, and the bootstrap's actAs grants.
+        self.route("POST", _ACCOUNT + r":getIamPolicy", self._get_policy)
+        self.route("POST", _ACCOUNT + r":setIamPolicy", self._set_policy)
         self.route("POST", _ROLES, self._create_role)
         self.route("GET", _ROLE, self._get_role)
         self.route("PATCH", _ROLE, self._patch_role)
@@ -83,6 +86,28 @@ class FakeIam(ApiFake):
             return api_error(404, f"Unknown service account {m['email']}")
         self.inventory.delete(self.api, name)
         return 200, {}
+
+    def _get_policy(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        name, account = self._account(m)
+        if account is None:
+            return api_error(404, f"Unknown service account {m['email']}")
+        return 200, {
+            "version": 1,
+            "etag": "BwYsa",
+            "bindings": self.inventory.policy(self.api, name),
+        }
+
+    def _set_policy(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        name, account = self._account(m)
+        if account is None:
+            return api_error(404, f"Unknown service account {m['email']}")
+        bindings = list(((body or {}).get("policy") or {}).get("bindings") or [])
+        refused = self.inventory.check_members(bindings)
+        if refused:
+            return refused
+        policy = self.inventory.policy(self.api, name)
+        policy[:] = bindings
+        return 200, {"version": 1, "etag": "BwYsa", "bindings": policy}
 
     # ---- custom roles (google_project_iam_custom_role)
 

@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.rehearsal.fakes.base import Answer, api_error
+from tools.rehearsal.fakes.iamrules import (
+    CHECKED_ON,
+    PREDEFINED_ROLES,
+    Checked,
+    binding_grants,
+)
 
 # Whoever calls without a bearer token is the person running the deploy: like every Google
 # emulator, the fakes take "no credentials" to mean the project owner.
@@ -180,6 +186,32 @@ class Inventory:
             if permission in granted or "*" in granted or f"{service}.*" in granted:
                 return True
         return False
+
+    def role_permissions(self, role: str) -> frozenset[str]:
+        """A predefined role's permissions, or a custom role's (projects/P/roles/R)."""
+        custom = self.get("iam", role) if role.startswith("projects/") else None
+        granted = set((custom or {}).get("includedPermissions") or [])
+        granted |= ROLE_PERMISSIONS.get(role, set()) | PREDEFINED_ROLES.get(role, set())
+        return frozenset(granted)
+
+    def check(self, principal: str, permission: str, resource: Checked) -> bool:
+        """IAM's verdict (tools/rehearsal/fakes/iamrules.py): the owner always; otherwise a
+        binding on any policy that reaches `resource`, its condition evaluated over the
+        attributes that resource provides."""
+        if principal == OWNER:
+            return True
+        if CHECKED_ON.get(permission) != resource.type:
+            raise AssertionError(
+                f"{permission} is checked on a {CHECKED_ON.get(permission)}, not a "
+                f"{resource.type} (tools/rehearsal/fakes/iamrules.py)"
+            )
+        return any(
+            binding_grants(
+                b, principal, permission, resource, self.role_permissions(str(b.get("role")))
+            )
+            for key in resource.policies
+            for b in self.policies.get(key, [])
+        )
 
     def project_allows(self, principal: str, project: str, permission: str) -> bool:
         """Owner always; otherwise a project-level binding of a predefined role, or of one of

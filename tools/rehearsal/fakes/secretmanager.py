@@ -11,6 +11,7 @@ import base64
 import re
 from typing import Any
 
+from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 
@@ -24,18 +25,25 @@ class FakeSecretManager(ApiFake):
     api = "secretmanager"
 
     def routes(self) -> None:
-        self.route("POST", _COLLECTION, self._create)
-        self.route("GET", _SECRET, self._get)
-        self.route("PATCH", _SECRET, self._patch)
-        self.route("DELETE", _SECRET, self._delete)
+        sm = "secretmanager.secrets."
+        self.route("POST", _COLLECTION, self._create, (sm + "create",))
+        self.route("GET", _SECRET, self._get, (sm + "get",))
+        self.route("PATCH", _SECRET, self._patch, (sm + "update",))
+        self.route("DELETE", _SECRET, self._delete, (sm + "delete",))
         self.route("POST", _SECRET + r":addVersion", self._add_version)
         self.route("GET", _SECRET + r"/versions/(?P<version>[^/:]+):access", self._access)
         # versions.get: a version's metadata (its state), never its value; `make preflight`
         # reads the latest one's before a deploy.
         self.route("GET", _SECRET + r"/versions/(?P<version>[^/:]+)", self._get_version)
-        self.route("POST", _SECRET + r":getIamPolicy", self._get_policy)
-        self.route("GET", _SECRET + r":getIamPolicy", self._get_policy)
-        self.route("POST", _SECRET + r":setIamPolicy", self._set_policy)
+        self.route("POST", _SECRET + r":getIamPolicy", self._get_policy, (sm + "getIamPolicy",))
+        self.route("GET", _SECRET + r":getIamPolicy", self._get_policy, (sm + "getIamPolicy",))
+        self.route("POST", _SECRET + r":setIamPolicy", self._set_policy, (sm + "setIamPolicy",))
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
+        """The project (the parent a create is checked on) and the secret."""
+        project = m["project"]
+        secret_id = m.groupdict().get("secret") or query.get("secretId", "")
+        return [iamrules.project(project), iamrules.secret(project, secret_id)]
 
     @staticmethod
     def _name(m: re.Match[str]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 
@@ -22,17 +23,25 @@ class FakeStorage(ApiFake):
     api = "storage"
 
     def routes(self) -> None:
-        self.route("POST", _BUCKETS, self._insert)
-        self.route("GET", _BUCKET, self._get)
-        self.route("PATCH", _BUCKET, self._patch)
-        self.route("DELETE", _BUCKET, self._delete)
-        self.route("GET", _BUCKET + r"/iam", self._get_policy)
-        self.route("PUT", _BUCKET + r"/iam", self._set_policy)
+        b = "storage.buckets."
+        self.route("POST", _BUCKETS, self._insert, (b + "create",))
+        self.route("GET", _BUCKET, self._get, (b + "get",))
+        self.route("PATCH", _BUCKET, self._patch, (b + "update",))
+        self.route("DELETE", _BUCKET, self._delete, (b + "delete",))
+        self.route("GET", _BUCKET + r"/iam", self._get_policy, (b + "getIamPolicy",))
+        self.route("PUT", _BUCKET + r"/iam", self._set_policy, (b + "setIamPolicy",))
         self.route("GET", _BUCKET + r"/o", self._list)
         self.route("DELETE", _BUCKET + r"/o/(?P<object>.+)", self._delete_object)
         # The XML API the node's boot script uses: GET / PUT of one object.
         self.route("GET", _OBJECT, self._download)
         self.route("PUT", _OBJECT, self._upload)
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
+        """The project (where a bucket is created: ?project=) and the bucket."""
+        name = m.groupdict().get("bucket") or str((body or {}).get("name", ""))
+        existing = self._bucket(name) or {}
+        project = query.get("project") or str(existing.get("_project", ""))
+        return [iamrules.project(project), iamrules.bucket(project, name)]
 
     def _bucket(self, name: str) -> dict[str, Any] | None:
         return self.inventory.get(self.api, f"b/{name}")

@@ -17,6 +17,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tools.rehearsal.fakes.base import Answer, LoopbackServer
+from tools.rehearsal.fakes.iamrules import (
+    TPU_LOCATION,
+    TPU_NODE,
+    TPU_OPERATION,
+    Checked,
+    located,
+    service_account,
+)
 from tools.rehearsal.fakes.inventory import Inventory
 
 _QR_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources/([^/:]+)$")
@@ -215,7 +223,7 @@ class FakeTpuApi:
     ) -> tuple[int, dict[str, Any]]:
         with self._lock:
             self.requests.append(Request(method, path, query, body, headers))
-            refused = self._refuse_caller(method, path, headers)
+            refused = self._refuse_caller(method, path, headers, body)
             status, payload = refused or self._route(method, path, query, body)
             if self.inventory is not None:
                 with self.inventory.locked() as inv:
@@ -309,23 +317,42 @@ class FakeTpuApi:
     # ---- nodes
 
     def _refuse_caller(
-        self, method: str, path: str, headers: dict[str, str]
+        self, method: str, path: str, headers: dict[str, str], body: Any = None
     ) -> tuple[int, dict[str, Any]] | None:
-        """With an inventory: deleting a node needs tpu.nodes.delete on the project (Cloud TPU
-        has no per-node IAM), as the deadline job's account holds it; other calls are the
-        owner's in a rehearsal."""
-        m = _NODE_PATH.match(path)
-        if self.inventory is None or method != "DELETE" or m is None:
+        """With an inventory: the caller needs each permission of the call on the resource
+        iamrules.CHECKED_ON names (Cloud TPU provides no attributes to conditions and has no
+        per-node policy: only a project grant reaches a node); creating a node with an account
+        also needs actAs on it. The owner (no credentials) may do anything."""
+        if self.inventory is None:
             return None
-        project = m.group(1).split("/")[1]
+        needs: list[tuple[str, Checked]] = []
+        if method == "POST" and (m := _NODE_COLLECTION.match(path)):
+            project, location = m.group(2), m.group(1).rsplit("/", 1)[-1]
+            needs.append(("tpu.nodes.create", located(TPU_LOCATION, project, location)))
+            email = ((body or {}).get("serviceAccount") or {}).get("email") if body else None
+            if email:
+                needs.append(("iam.serviceAccounts.actAs", service_account(project, email)))
+        elif (m := _NODE_PATH.match(path)) and method in ("GET", "DELETE"):
+            project, location = m.group(1).split("/")[1], m.group(1).rsplit("/", 1)[-1]
+            verb = "get" if method == "GET" else "delete"
+            node = located(TPU_NODE, project, location, f"nodes/{m.group(2)}")
+            needs.append((f"tpu.nodes.{verb}", node))
+        elif method == "GET" and (m := _OP_PATH.match(path)):
+            parts = m.group(1).split("/")
+            needs.append(
+                ("tpu.operations.get", located(TPU_OPERATION, parts[1], parts[3], parts[-1]))
+            )
+        if not needs:
+            return None
         with self.inventory.locked() as inv:
             who = inv.principal(headers)
             if who is None:
                 return self._error(401, "Request had invalid authentication credentials.")
-            if not inv.project_allows(who, project, "tpu.nodes.delete"):
-                return self._error(
-                    403, f"Permission 'tpu.nodes.delete' denied on resource '{m.group(0)}'"
-                )
+            for permission, resource in needs:
+                if not inv.check(who, permission, resource):
+                    return self._error(
+                        403, f"Permission '{permission}' denied on resource '{resource.name}'"
+                    )
         return None
 
     def preempt(self, name: str) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -63,6 +64,11 @@ class Client:
         url = self.base + path + (f"?{urlencode(query)}" if query else "")
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        # The real provider's access_token setting from the environment: the pipeline rehearsal
+        # runs Terraform as a deploy identity this way (no variable: the fakes' owner).
+        token = os.environ.get("GOOGLE_OAUTH_ACCESS_TOKEN", "").strip()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         # Loopback only (checked above); the fakes speak plain HTTP like every emulator.
         request = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
         try:
@@ -156,10 +162,31 @@ def camel(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# The real provider serializes every read-modify-write of one IAM policy with a lock keyed by the
+# policy's resource (iamPolicyReadModifyWrite in the provider's tpgiamresource/iam.go locks
+# transport_tpg.MutexStore by the policy's mutex key): two members of one bucket created or
+# deleted in parallel would otherwise overwrite each other's change.
+_POLICY_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _policy_lock(parent: str) -> threading.Lock:
+    with _LOCKS_LOCK:
+        return _POLICY_LOCKS.setdefault(parent, threading.Lock())
+
+
 class IamMember(Resource):
     """`*_iam_member`: read-modify-write of the parent's policy, one member of one role."""
 
     updatable = frozenset({"timeouts"})
+
+    def create(self, planned: State) -> State:
+        with _policy_lock(self.parent(planned)):
+            return self._create(planned)
+
+    def delete(self, state: State) -> None:
+        with _policy_lock(self.parent(state)):
+            self._delete(state)
 
     def parent(self, state: State) -> str:
         raise NotImplementedError
@@ -173,7 +200,7 @@ class IamMember(Resource):
     def _id(self, state: State) -> str:
         return f"{self.parent(state)}/{state['role']}/{state['member']}"
 
-    def create(self, planned: State) -> State:
+    def _create(self, planned: State) -> State:
         parent = self.parent(planned)
         policy = self.get_policy(parent)
         bindings = policy.setdefault("bindings", [])
@@ -196,7 +223,7 @@ class IamMember(Resource):
                 return {"id": self._id(state), "etag": policy.get("etag")}
         return None
 
-    def delete(self, state: State) -> None:
+    def _delete(self, state: State) -> None:
         parent = self.parent(state)
         policy = self.get_policy(parent)
         for binding in policy.get("bindings", []):

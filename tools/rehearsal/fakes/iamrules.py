@@ -1,0 +1,231 @@
+"""How IAM decides a call in the fake cloud, as Google documents it, kept as data with sources.
+
+Two tables and one evaluation:
+
+- CHECKED_ON: the resource type each permission is checked on. A create is checked on the
+  parent when the API says so (Secret Manager, Cloud Storage buckets), so a condition naming the
+  new resource can never grant it;
+- ATTRIBUTES: the resource attributes each resource type provides to IAM Conditions. A type that
+  is not listed provides none (Cloud TPU, Cloud Scheduler, IAM service accounts);
+- a binding grants when its member matches, its role holds the permission and its condition,
+  evaluated by CEL over the attributes provided, is true. "If part of a condition uses an
+  attribute that isn't available for a resource, that part is never interpreted as granting
+  access" (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Support for
+  inherited conditions"): an absent attribute is a CEL error, and an error never grants (CEL's
+  `true || error` is true, so the documented guard form `resource.type != T || resource.name
+  ...` grants on a resource of another type that provides resource.type).
+
+A grant on a resource's own policy, or on its project's, reaches it (the resource hierarchy).
+
+Checked against the stored pages (search tool, 2026-12-01): the Secret Manager create reference
+(parent), the conditions attribute reference (an unavailable attribute never grants; the
+`resource.type != ... || ...` guard), the conditions resource attributes page (resource
+attributes only for the services it lists). Not found in the stored corpus and taken from the
+issue's reading of Google's pages: which Compute Engine types provide resource.name, that a
+network provides resource.type, the firewall permissions' need for networks.updatePolicy, and
+the Cloud Storage buckets.insert and objects rows. A live project is the only full proof.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import celpy
+from celpy.evaluation import CELEvalError
+
+PROJECT = "cloudresourcemanager.googleapis.com/Project"
+SECRET = "secretmanager.googleapis.com/Secret"  # noqa: S105 (a resource type)
+BUCKET = "storage.googleapis.com/Bucket"
+OBJECT = "storage.googleapis.com/Object"
+FIREWALL = "compute.googleapis.com/Firewall"
+NETWORK = "compute.googleapis.com/Network"
+OPERATION = "compute.googleapis.com/GlobalOperation"
+TPU_NODE = "tpu.googleapis.com/Node"
+TPU_LOCATION = "tpu.googleapis.com/Location"
+TPU_OPERATION = "tpu.googleapis.com/Operation"
+SCHEDULER_JOB = "cloudscheduler.googleapis.com/Job"
+SCHEDULER_LOCATION = "cloudscheduler.googleapis.com/Location"
+SERVICE_ACCOUNT = "iam.googleapis.com/ServiceAccount"
+
+# Which resource IAM checks each permission on.
+CHECKED_ON: dict[str, str] = {
+    # projects.secrets.create: "Authorization requires the following IAM permission on the
+    # specified resource parent: secretmanager.secrets.create", the parent being projects/*
+    # (https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets/create).
+    "secretmanager.secrets.create": PROJECT,
+    # get, patch, delete, getIamPolicy, setIamPolicy name the secret itself (same reference,
+    # projects.secrets.{get,patch,delete,getIamPolicy,setIamPolicy}: "on the specified resource").
+    "secretmanager.secrets.get": SECRET,
+    "secretmanager.secrets.update": SECRET,
+    "secretmanager.secrets.delete": SECRET,
+    "secretmanager.secrets.getIamPolicy": SECRET,
+    "secretmanager.secrets.setIamPolicy": SECRET,
+    # buckets.insert needs storage.buckets.create in the project the bucket goes to; the bucket
+    # has no name to match before it exists
+    # (https://cloud.google.com/storage/docs/json_api/v1/buckets/insert, "Authorization").
+    "storage.buckets.create": PROJECT,
+    "storage.buckets.get": BUCKET,
+    "storage.buckets.update": BUCKET,
+    "storage.buckets.delete": BUCKET,
+    "storage.buckets.getIamPolicy": BUCKET,
+    "storage.buckets.setIamPolicy": BUCKET,
+    # Objects: list is checked on the bucket, the rest on the object
+    # (https://cloud.google.com/storage/docs/access-control/iam-permissions).
+    "storage.objects.list": BUCKET,
+    "storage.objects.get": OBJECT,
+    "storage.objects.create": OBJECT,
+    "storage.objects.delete": OBJECT,
+    # Compute Engine checks a firewall permission on the rule (its name is known at create:
+    # https://cloud.google.com/compute/docs/access/iam-conditions, "resource names"), and every
+    # create, patch and delete of a rule also needs compute.networks.updatePolicy on the rule's
+    # network (https://cloud.google.com/compute/docs/access/iam-permissions, firewalls.insert /
+    # patch / delete).
+    "compute.firewalls.create": FIREWALL,
+    "compute.firewalls.get": FIREWALL,
+    "compute.firewalls.update": FIREWALL,
+    "compute.firewalls.delete": FIREWALL,
+    "compute.networks.updatePolicy": NETWORK,
+    "compute.networks.get": NETWORK,
+    "compute.globalOperations.get": OPERATION,
+    # Cloud TPU: nodes.create on the location (parent), get and delete on the node
+    # (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes).
+    "tpu.nodes.create": TPU_LOCATION,
+    "tpu.nodes.get": TPU_NODE,
+    "tpu.nodes.delete": TPU_NODE,
+    "tpu.operations.get": TPU_OPERATION,
+    # Cloud Scheduler: jobs.create on the location, the rest on the job
+    # (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs).
+    "cloudscheduler.jobs.create": SCHEDULER_LOCATION,
+    "cloudscheduler.jobs.get": SCHEDULER_JOB,
+    "cloudscheduler.jobs.update": SCHEDULER_JOB,
+    "cloudscheduler.jobs.delete": SCHEDULER_JOB,
+    "cloudscheduler.jobs.enable": SCHEDULER_JOB,
+    "cloudscheduler.jobs.pause": SCHEDULER_JOB,
+    # Attaching an account to a TPU node or a Scheduler job: actAs on that account
+    # (https://cloud.google.com/iam/docs/service-accounts-actas).
+    "iam.serviceAccounts.actAs": SERVICE_ACCOUNT,
+}
+
+# Which resource attributes (resource.service, resource.type, resource.name) each resource type
+# provides to IAM Conditions: https://cloud.google.com/iam/docs/conditions-resource-attributes
+# ("Resource attributes are available for the Google Cloud services and resource types that are
+# listed on this page. Other services and resource types do not recognize resource
+# attributes."). resource.name is provided by Secret Manager secrets, Cloud Storage buckets and
+# objects, and for Compute Engine only by the types that page lists (backend services, disks,
+# firewalls, forwarding rules, images, instances, instance templates, snapshots, target
+# proxies): a network provides its type and service, not its name, and so does a project.
+# Cloud TPU, Cloud Scheduler and IAM are not among the listed services: they provide nothing.
+ATTRIBUTES: dict[str, frozenset[str]] = {
+    SECRET: frozenset({"service", "type", "name"}),
+    BUCKET: frozenset({"service", "type", "name"}),
+    OBJECT: frozenset({"service", "type", "name"}),
+    FIREWALL: frozenset({"service", "type", "name"}),
+    NETWORK: frozenset({"service", "type"}),
+    OPERATION: frozenset({"service", "type"}),
+    PROJECT: frozenset({"service", "type"}),
+}
+
+# Predefined roles the fakes check, with the permissions Google documents them to hold that
+# matter here (https://cloud.google.com/iam/docs/understanding-roles).
+PREDEFINED_ROLES: dict[str, frozenset[str]] = {
+    "roles/owner": frozenset({"*"}),
+    "roles/editor": frozenset({"*"}),
+    "roles/iam.serviceAccountUser": frozenset({"iam.serviceAccounts.actAs"}),
+}
+
+_ENV = celpy.Environment()
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The resource one permission is checked on: its type, its name in the form IAM Conditions
+    see it (secrets by project number, buckets under projects/_) and the policies that reach it
+    (its own, if it has one, then its project's)."""
+
+    type: str
+    name: str
+    policies: tuple[str, ...]
+
+    def attributes(self) -> dict[str, str]:
+        provided = ATTRIBUTES.get(self.type, frozenset())
+        values = {"service": self.type.split("/", 1)[0], "type": self.type, "name": self.name}
+        return {k: v for k, v in values.items() if k in provided}
+
+
+def condition_grants(expression: str, resource: Checked) -> bool:
+    """CEL over the attributes the resource provides; only a boolean true grants."""
+    program = _ENV.program(_ENV.compile(expression))
+    activation: Any = celpy.json_to_cel({"resource": resource.attributes()})  # type: ignore[attr-defined]
+    try:
+        result = program.evaluate(activation)
+    except CELEvalError:
+        return False
+    return isinstance(result, celpy.celtypes.BoolType) and bool(result)
+
+
+def binding_grants(
+    binding: Mapping[str, Any],
+    principal: str,
+    permission: str,
+    resource: Checked,
+    role_permissions: frozenset[str],
+) -> bool:
+    if principal not in binding.get("members", []):
+        return False
+    service = permission.split(".", 1)[0]
+    if not ({"*", f"{service}.*", permission} & role_permissions):
+        return False
+    condition = binding.get("condition")
+    if not condition:
+        return True
+    return condition_grants(str(condition.get("expression", "")), resource)
+
+
+# ---- the resources of the fake cloud's one project, as IAM sees them
+
+# Secret Manager names secrets by project number in IAM conditions; the fake project has this one
+# (the storage fake answers it as a bucket's projectNumber too).
+PROJECT_NUMBER = "123456789012"
+
+
+def _project_policy(project: str) -> str:
+    return f"cloudresourcemanager/projects/{project}"
+
+
+def project(project: str) -> Checked:
+    return Checked(PROJECT, f"projects/{project}", (_project_policy(project),))
+
+
+def secret(project: str, secret_id: str) -> Checked:
+    return Checked(
+        SECRET,
+        f"projects/{PROJECT_NUMBER}/secrets/{secret_id}",
+        (f"secretmanager/projects/{project}/secrets/{secret_id}", _project_policy(project)),
+    )
+
+
+def bucket(project: str, name: str) -> Checked:
+    return Checked(
+        BUCKET, f"projects/_/buckets/{name}", (f"storage/b/{name}", _project_policy(project))
+    )
+
+
+def compute(kind: str, project: str, name: str) -> Checked:
+    """A global Compute Engine resource: FIREWALL, NETWORK or OPERATION."""
+    collection = {FIREWALL: "firewalls", NETWORK: "networks", OPERATION: "operations"}[kind]
+    return Checked(
+        kind, f"projects/{project}/global/{collection}/{name}", (_project_policy(project),)
+    )
+
+
+def located(kind: str, project: str, location: str, name: str = "") -> Checked:
+    """A TPU or Cloud Scheduler resource (no policy of its own: the project's reaches it)."""
+    path = f"projects/{project}/locations/{location}" + (f"/{name}" if name else "")
+    return Checked(kind, path, (_project_policy(project),))
+
+
+def service_account(project: str, email: str) -> Checked:
+    name = f"projects/{project}/serviceAccounts/{email}"
+    return Checked(SERVICE_ACCOUNT, name, (f"iam/{name}", _project_policy(project)))

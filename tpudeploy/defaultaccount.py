@@ -1,0 +1,111 @@
+"""Does the project's Compute Engine default service account hold Editor? (`make bootstrap-check`)
+
+A deploy identity holds tpu.nodes.create project-wide (Cloud TPU evaluates no resource attributes
+in IAM Conditions and has no per-node policy), and a TPU node created without a service account
+runs as the Compute Engine default account, PROJECT_NUMBER-compute@developer.gserviceaccount.com
+(https://cloud.google.com/compute/docs/access/service-accounts#default_service_account), which
+new projects grant the Editor role unless the organization policy
+iam.automaticIamGrantsForDefaultServiceAccounts is enforced. Then a deploy identity could run a
+node, and the node's code, as Editor. This reads the project's IAM policy with the user's own
+credentials and says so; it never changes anything.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tpudeploy.names import CLOUD_PLATFORM_SCOPE
+
+EMULATOR_ENV = "RESOURCEMANAGER_EMULATOR_HOST"
+API = "https://cloudresourcemanager.googleapis.com/v1"
+# Basic roles that reach every service: Editor is the default grant; Owner is worse.
+BROAD_ROLES = ("roles/editor", "roles/owner")
+
+
+class LookupFailed(Exception):
+    """The policy could not be read; the message says why (never a refusal)."""
+
+
+def default_account(project_number: str) -> str:
+    return f"{project_number}-compute@developer.gserviceaccount.com"
+
+
+def _session() -> tuple[Any, str]:
+    emulator = os.environ.get(EMULATOR_ENV, "").strip()
+    if emulator:
+        import requests
+
+        return requests.Session(), f"http://{emulator}/v1"
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+    from google.auth.transport.requests import AuthorizedSession
+
+    from tpudeploy.preflight import check_credentials
+
+    # From disk first (no token request, no metadata-server probe off a Google machine).
+    found = check_credentials()
+    if not found.ok:
+        raise LookupFailed(found.line)
+    try:
+        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+    except DefaultCredentialsError:
+        raise LookupFailed(
+            "no Google credentials (`gcloud auth application-default login`)"
+        ) from None
+    return AuthorizedSession(credentials), API  # type: ignore[no-untyped-call]
+
+
+def _json(session: Any, method: str, url: str, what: str) -> dict[str, Any]:
+    import requests
+
+    try:
+        response = session.request(method, url, json={} if method == "POST" else None, timeout=30)
+    except requests.RequestException as exc:
+        raise LookupFailed(f"cannot reach Resource Manager ({type(exc).__name__})") from None
+    if response.status_code != 200:
+        raise LookupFailed(
+            f"Resource Manager answered {response.status_code} for {what} (reading it needs "
+            "resourcemanager.projects.get and getIamPolicy, e.g. roles/iam.securityReviewer)"
+        )
+    data: dict[str, Any] = response.json()
+    return data
+
+
+def broad_roles(project: str) -> tuple[str, list[str]]:
+    """The default account's email and the broad roles it holds in `project` (unconditioned
+    bindings only: a conditional Editor grant is somebody's deliberate choice)."""
+    session, base = _session()
+    number = str(
+        _json(session, "GET", f"{base}/projects/{project}", "the project").get("projectNumber", "")
+    )
+    if not number:
+        raise LookupFailed(f"Resource Manager gave no project number for {project}")
+    email = default_account(number)
+    policy = _json(session, "POST", f"{base}/projects/{project}:getIamPolicy", "its IAM policy")
+    held = sorted(
+        str(b.get("role"))
+        for b in policy.get("bindings") or []
+        if b.get("role") in BROAD_ROLES
+        and f"serviceAccount:{email}" in (b.get("members") or [])
+        and not b.get("condition")
+    )
+    return email, held
+
+
+def warning(project: str) -> str:
+    """One line for `make bootstrap-check`: a WARNING, an ok, or why it was not checked."""
+    try:
+        email, held = broad_roles(project)
+    except LookupFailed as exc:
+        return f"NOT CHECKED: the Compute Engine default account's roles in {project}: {exc}"
+    if not held:
+        return f"ok: the Compute Engine default account {email} holds no basic role in {project}"
+    return (
+        f"WARNING: the Compute Engine default account {email} holds {', '.join(held)} in "
+        f"{project}. A deploy identity may create a TPU node without a service account (the TPU "
+        "API cannot be scoped by IAM conditions), and that node would run as this account. "
+        f"Remove the grant: gcloud projects remove-iam-policy-binding {project} "
+        f"--member=serviceAccount:{email} --role=roles/editor (and enforce the organization "
+        "policy iam.automaticIamGrantsForDefaultServiceAccounts)"
+    )
