@@ -57,6 +57,27 @@ def flex_start_zones_text(accelerator_type: str) -> str:
     return ", ".join(f"{zone} ({source})" for zone, source in known.items())
 
 
+# Where Cloud TPU v5e exists at all, per generation, each zone with the page that lists it: a zone
+# outside this list (a typo such as "us-wset4-a") is refused before any API call, since the TPU
+# API would refuse it only at apply. Google's TPU regions-and-zones page, read 2026-12-01 in its
+# stored copies (cloud.google.com/tpu/docs/regions-zones: North America lists us-central1-a,
+# us-south1-a, us-west1-c, us-west4-a; the page's earlier and translated versions add the rest).
+TPU_ZONES_SOURCE: Final = "cloud.google.com/tpu/docs/regions-zones (read 2026-12-01)"
+TPU_ZONES: Final[dict[str, dict[str, str]]] = {
+    "v5e": {
+        "us-central1-a": "TPU regions and zones, North America",
+        "us-south1-a": "TPU regions and zones, North America",
+        "us-west1-c": "TPU regions and zones, North America",
+        "us-west4-a": "TPU regions and zones, North America; the build log's zone",
+        "us-west4-b": "TPU regions and zones (earlier version, 'Verfügbare Zonen')",
+        "us-east5-a": "TPU regions and zones, single-tenant",
+        "us-east5-b": "TPU regions and zones, single-tenant",
+        "us-east5-c": "TPU regions and zones, single-tenant",
+        "europe-west4-b": "TPU regions and zones (earlier version, Europe, v5lite-1)",
+    },
+}
+
+
 # Google's IAP TCP-forwarding range: the only source SSH is opened to.
 IAP_SSH_RANGE: Final = "35.235.240.0/20"
 

@@ -7,6 +7,7 @@ create or change billable resources only).
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import tomllib
@@ -64,6 +65,8 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 f'use runtime_version = "{runtime}"',
             )
         )
+    problems += _zone_problems(cfg)
+    problems += _bucket_problems(cfg)
     if cfg.provisioning == "flex-start" and not cfg.allow_untested_flex_zone:
         known = facts.FLEX_START_ZONES.get(cfg.accelerator_type)
         if not known:
@@ -119,6 +122,58 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             )
         )
     return problems
+
+
+def _zone_problems(cfg: DeployConfig) -> list[str]:
+    """A zone where Google lists no TPU of the accelerator's generation is refused here: the TPU
+    API refuses it only at apply. Flex-start has its own, narrower list (below), whose override
+    allow_untested_flex_zone already says "try a zone nobody vetted"."""
+    if cfg.allow_unlisted_zone or cfg.provisioning == "flex-start":
+        return []
+    generation = facts.lookup_accelerator(cfg.accelerator_type).chip.generation
+    zones = facts.TPU_ZONES.get(generation, {})
+    if cfg.zone in zones:
+        return []
+    near = difflib.get_close_matches(cfg.zone, list(zones), n=1, cutoff=0.8)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return [
+        problem(
+            "zone",
+            cfg.zone,
+            f"Google lists no TPU {generation} in this zone ({facts.TPU_ZONES_SOURCE})",
+            f"{hint}use one of {', '.join(zones)}; or set allow_unlisted_zone = true if the "
+            "page lists it now",
+        )
+    ]
+
+
+def _bucket_problems(cfg: DeployConfig) -> list[str]:
+    """The compile-cache bucket's name comes from the project and the name: one Cloud Storage
+    would refuse (a reserved word) is refused here, naming the key it comes from."""
+    suffix_problem = names.bucket_name_problem(f"x-{cfg.compile_cache_bucket_suffix}")
+    if suffix_problem:
+        return [
+            problem(
+                "name",
+                cfg.name,
+                f"the compile-cache bucket {cfg.compile_cache_bucket('PROJECT')!r} "
+                f"{suffix_problem}",
+                'choose a name without "google" (or "g00gle"), e.g. gemma4-v5e',
+            )
+        ]
+    if cfg.project:
+        bucket = cfg.compile_cache_bucket(cfg.project)
+        reason = names.bucket_name_problem(bucket)
+        if reason:
+            return [
+                problem(
+                    "project",
+                    cfg.project,
+                    f"the compile-cache bucket {bucket!r} {reason}",
+                    "deploy into a project whose id neither begins with goog nor contains google",
+                )
+            ]
+    return []
 
 
 def _run_end_problems(cfg: DeployConfig) -> list[str]:

@@ -184,7 +184,7 @@ class DeployConfig(Strict):
     region: str = ""
     """derived from zone; when set it must contain the zone"""
     zone: str = facts.ZONE
-    """flex-start zones are checked against known-good data"""
+    """a zone Google lists for TPU v5e; flex-start ones are checked against known-good data"""
     name: str = DEFAULT_NAME
     """3-24 characters; prefixes the node, its account, secrets and stacks"""
     # Flex-start is the default: the only model that stops billing on its own, for 3.8% more
@@ -205,6 +205,10 @@ class DeployConfig(Strict):
     # Flex-start in a zone not known to accept it is refused unless the user says otherwise.
     allow_untested_flex_zone: bool = False
     """try flex-start outside the known-good zones"""
+    # A zone Google's TPU page does not list for the accelerator's generation is refused (a typo
+    # would otherwise fail only at apply) unless the user says the page lists it now.
+    allow_unlisted_zone: bool = False
+    """deploy into a zone tpudeploy's list of TPU v5e zones lacks (Google added one)"""
     # With a bucket, every stack keeps its Terraform state in GCS (GitOps); without, locally.
     state_bucket: str = ""
     """GCS bucket for Terraform state (GitOps); local state without"""
