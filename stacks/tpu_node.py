@@ -23,7 +23,7 @@ from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
 from stacks.deadline import declare_deadline
-from tpudeploy.addresses import QUEUED_RESOURCE_ID, VM_ID
+from tpudeploy.addresses import NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.flex import node_description, node_labels, queued_resource_spec
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
@@ -152,26 +152,31 @@ class TpuNodeStack(TerraformStack):
             labels=labels,
         )
 
+        # google-beta patches description, data_disks, metadata, tags and labels in place (PATCH
+        # with an updateMask; resourceTpuV2VmUpdate in hashicorp/terraform-provider-google-beta,
+        # google-beta/services/tpuv2/resource_tpu_v2_vm.go), and the guest agent runs the
+        # startup script at boot only: a patched node keeps serving the old `vllm serve` line.
+        # So what the boot reads (the metadata) replaces the node instead: a terraform_data
+        # carries it and any change to it replaces the VM; `make diff` shows "will be replaced
+        # due to changes in replace_triggered_by".
+        fingerprint: dict[str, object] = {"metadata": node.metadata_input}
         if cfg.gitops_managed:
-            # A deploy identity holds no tpu.nodes.update: the TPU API cannot scope it to one
-            # deployment's node, and rewriting another node's metadata (its startup script) would
-            # run code as that node's account. So the fields the API patches in place replace the
-            # node instead: a terraform_data carries them and any change to it replaces the VM.
-            spec = TerraformResource(self, "node-spec", terraform_resource_type="terraform_data")
-            spec.add_override(
-                "input",
-                {
-                    "description": node.description_input,
-                    "labels": labels,
-                    "metadata": node.metadata_input,
-                    "tags": [cfg.network_tag],
-                    "enable_external_ips": cfg.network.enable_external_ip,
-                },
+            # A deploy identity holds no tpu.nodes.update either: the TPU API cannot scope it to
+            # one deployment's node, and rewriting another node's metadata (its startup script)
+            # would run code as that node's account. Every field the API patches in place
+            # replaces the node.
+            fingerprint.update(
+                description=node.description_input,
+                labels=labels,
+                tags=[cfg.network_tag],
+                enable_external_ips=cfg.network.enable_external_ip,
             )
-            node.add_override(
-                "lifecycle.replace_triggered_by",
-                [f"{spec.terraform_resource_type}.{spec.friendly_unique_id}"],
-            )
+        spec = TerraformResource(self, NODE_SPEC_ID, terraform_resource_type="terraform_data")
+        spec.add_override("input", fingerprint)
+        node.add_override(
+            "lifecycle.replace_triggered_by",
+            [f"{spec.terraform_resource_type}.{spec.friendly_unique_id}"],
+        )
 
         endpoint = node.network_endpoints.get(0)
         ip = (

@@ -49,7 +49,7 @@ def extend(
     except ValueError as exc:
         raise RecoverError(str(exc)) from None
     view = deadline.job_view(
-        scheduler.get_job(job_name(project, cfg.effective_region, cfg.deadline_job_name)), now
+        scheduler.get_job(job_name(project, cfg.deadline_region, cfg.deadline_job_name)), now
     )
     try:
         new = deadline.extended(view, seconds, now)

@@ -90,6 +90,7 @@ class Rehearsal(ScenarioStages):
         self._cfg: DeployConfig | None = None
         self._step = 0
         self._api_keys: list[bytes] = []
+        self._config_path = self.scratch / "deploy.toml"
 
     # ---- running
 
@@ -156,6 +157,13 @@ class Rehearsal(ScenarioStages):
             Stage("smoke", lambda: self._make("smoke")),
             Stage("status", self._status),
             Stage("deploy-again", self._deploy_again),
+            # A VM's metadata is patched in place and its startup script runs at boot only: a
+            # changed [vllm] setting must reach the node as a new node (issue 21).
+            *(
+                [Stage("change-config", self._change_config)]
+                if self.provisioning != "flex-start"
+                else []
+            ),
             Stage("destroy", self._destroy),
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
@@ -221,6 +229,7 @@ class Rehearsal(ScenarioStages):
             self.scratch, provisioning=self.provisioning, port=port, proxy_port=proxy_port
         )
         self._cfg = load_config(config)
+        self._config_path = config
         python = str(self.scratch / ".venv" / "bin" / "python")
         if self.post_synth:
             install_post_synth(self.scratch, self.post_synth, python)

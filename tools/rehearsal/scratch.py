@@ -83,6 +83,8 @@ def write_config(dest: Path, *, provisioning: str, port: int, proxy_port: int) -
         f"port = {port}\n"
         "\n[proxy]\n"
         f"port = {proxy_port}\n"
+        # The fake Cloud Scheduler has only the locations its page confirms (not us-west4).
+        + ("" if provisioning == "flex-start" else '\n[deadline]\nregion = "us-central1"\n')
     )
     return path
 

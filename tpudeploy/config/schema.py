@@ -19,6 +19,7 @@ from tpudeploy.config import prices as prices_config
 from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.containers import check_container_name, check_image, check_shm_size
+from tpudeploy.config.deadline import DeadlineConfig
 from tpudeploy.config.geometry import ModelGeometry
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
 from tpudeploy.config.proxy import ProxyConfig
@@ -224,6 +225,8 @@ class DeployConfig(Strict):
     """[vllm] table: the `vllm serve` flags and tpu-inference variables"""
     proxy: ProxyConfig = Field(default_factory=ProxyConfig)
     """[proxy] table: the TLS proxy in front of vLLM"""
+    deadline: DeadlineConfig = Field(default_factory=DeadlineConfig)
+    """[deadline] table: where a spot or on-demand node's deadline job runs"""
     load: LoadConfig = Field(default_factory=LoadConfig)
     """[load] table"""
     # $/chip-hour per region where the build log has none (tpudeploy.config.prices): a rate is
@@ -330,6 +333,11 @@ class DeployConfig(Strict):
     @property
     def effective_region(self) -> str:
         return self.region or names.region_of(self.zone)
+
+    @property
+    def deadline_region(self) -> str:
+        """Where the deadline job lives: [deadline] region, else the node's region."""
+        return self.deadline.region or self.effective_region
 
     @property
     def service_account_id(self) -> str:
