@@ -12,6 +12,11 @@ from cdktf_cdktf_provider_google_beta.google_compute_firewall import (
     GoogleComputeFirewallAllow,
     GoogleComputeFirewallDeny,
 )
+from cdktf_cdktf_provider_google_beta.google_compute_router import GoogleComputeRouter
+from cdktf_cdktf_provider_google_beta.google_compute_router_nat import (
+    GoogleComputeRouterNat,
+    GoogleComputeRouterNatSubnetwork,
+)
 from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
     GoogleTpuV2Vm,
     GoogleTpuV2VmNetworkConfig,
@@ -55,7 +60,7 @@ class TpuNodeStack(TerraformStack):
     deadline) or the flex-start queued resource running the seed's vLLM launch behind its TLS
     proxy; for the node's network tag a deny-all ingress rule per IP version, an allow for SSH
     from Google's IAP range and, only when allowed_cidrs is set, an allow for the proxy's port
-    per IP version."""
+    per IP version; for a private node (enable_external_ip = false) a Cloud Router and NAT."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -73,6 +78,8 @@ class TpuNodeStack(TerraformStack):
             self._vm(cfg, project, labels)
 
         self._firewall(cfg, network)
+        if cfg.declares_nat:
+            self._nat(cfg, network)
         TerraformOutput(self, "node_name", value=cfg.node_id)
         TerraformOutput(self, "zone", value=cfg.zone)
 
@@ -123,6 +130,32 @@ class TpuNodeStack(TerraformStack):
             allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=["22"])],
             source_ranges=[IAP_SSH_RANGE],
             target_tags=[cfg.network_tag],
+        )
+
+    def _nat(self, cfg: DeployConfig, network: str) -> None:
+        """A node without an external address reaches Google APIs only (Private Google Access);
+        Docker Hub and Hugging Face need Cloud NAT: a router and a NAT for the node's subnetwork
+        in its region, billed and destroyed with the node (Cloud NAT: a gateway per region and
+        network, on a Cloud Router; cloud.google.com/nat/docs/overview)."""
+        router = GoogleComputeRouter(
+            self, "router", name=cfg.router_name, network=network, region=cfg.effective_region
+        )
+        GoogleComputeRouterNat(
+            self,
+            "nat",
+            name=cfg.nat_name,
+            router=router.name,
+            region=cfg.effective_region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            # Only the node's subnetwork: a NAT for every subnetwork would collide with one the
+            # network may already have (one gateway per subnetwork range).
+            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+            subnetwork=[
+                GoogleComputeRouterNatSubnetwork(
+                    name=terraform_literal(cfg.nat_subnetwork),
+                    source_ip_ranges_to_nat=["ALL_IP_RANGES"],
+                )
+            ],
         )
 
     def _vm(self, cfg: DeployConfig, project: str, labels: dict[str, str]) -> None:

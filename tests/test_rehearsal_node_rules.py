@@ -10,11 +10,15 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.boot_sandbox import PROJECT as BOOT_PROJECT
+from tests.boot_sandbox import Node
 from tests.fake_tpu_api import FakeTpuApi
+from tools.rehearsal.fakes import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import LOCATIONS, FakeCloudScheduler
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS
@@ -131,3 +135,52 @@ def test_a_deadline_region_that_is_not_a_region_is_refused_with_the_fix() -> Non
     (problem,) = err.value.problems
     assert problem.startswith("deadline.region = 'us-west4-a': not a region name")
     assert "gcloud scheduler locations list" in problem
+
+
+# ---- a private node: Google APIs always, anything else only through a Cloud NAT (defect 4)
+
+
+def test_a_subnetwork_has_egress_only_once_a_nat_for_it_exists() -> None:
+    with FakeCloud() as cloud:
+        cloud.inventory.enable(PROJECT, "compute.googleapis.com")
+        base = f"/compute/v1/projects/{PROJECT}/regions/us-west4/routers"
+        assert not cloud.compute.nat_serves(PROJECT, "us-west4", "default")
+        router = {"name": "r", "network": "default"}
+        assert call(cloud.compute.host, "POST", base, router)[0] == 200
+        assert not cloud.compute.nat_serves(PROJECT, "us-west4", "default")  # a router is no NAT
+        nat = {
+            "name": "n",
+            "sourceSubnetworkIpRangesToNat": "LIST_OF_SUBNETWORKS",
+            "subnetworks": [{"name": "other", "sourceIpRangesToNat": ["ALL_IP_RANGES"]}],
+        }
+        assert call(cloud.compute.host, "PATCH", f"{base}/r", {"nats": [nat]})[0] == 200
+        assert not cloud.compute.nat_serves(PROJECT, "us-west4", "default")  # another subnet
+        nat["subnetworks"] = [{"name": "default", "sourceIpRangesToNat": ["ALL_IP_RANGES"]}]
+        assert call(cloud.compute.host, "PATCH", f"{base}/r", {"nats": [nat]})[0] == 200
+        assert cloud.compute.nat_serves(PROJECT, "us-west4", "default")
+        assert not cloud.compute.nat_serves(PROJECT, "us-central1", "default")  # regional
+        assert call(cloud.compute.host, "DELETE", f"{base}/r")[0] == 200
+        assert not cloud.compute.nat_serves(PROJECT, "us-west4", "default")
+
+
+def test_a_boot_without_egress_stops_at_the_image_pull_with_the_reason(tmp_path: Path) -> None:
+    cfg = parse_config({"project": BOOT_PROJECT})
+    node = Node(tmp_path, cfg, internet=False)
+    assert node.run().returncode != 0
+    assert node.phases()[-1] == "failed" and "starting-vllm" not in node.phases()
+    assert f"docker pull {cfg.vllm.image} failed" in node.reasons()[-1]
+    # The Google APIs it did reach: the metadata server and Secret Manager (reading-secrets).
+    assert "pulling-image" in node.phases()
+
+
+def test_a_private_config_declares_its_nat_and_a_shared_vpc_one_is_refused() -> None:
+    cfg = parse_config({"network": {"enable_external_ip": False}})
+    assert cfg.declares_nat and cfg.nat_subnetwork == "default"
+    assert not parse_config({}).declares_nat
+    assert not parse_config({"network": {"enable_external_ip": False, "nat": False}}).declares_nat
+    shared = {"network": "projects/host-proj-1/global/networks/vpc", "enable_external_ip": False}
+    with pytest.raises(ConfigError) as err:
+        parse_config({"network": shared})
+    (problem,) = err.value.problems
+    assert problem.startswith("network.nat = true: a private node on a shared VPC")
+    assert "nat = false" in problem

@@ -31,6 +31,12 @@ SETUP: Final = (
 
 MODEL: Final = "google/gemma-4-E2B-it"
 IMAGE: Final = "vllm/vllm-tpu:nightly"
+# The TLS proxy's nginx: the newest stable release nginx's own history proves (nginx/nginx, tag
+# release-1.30.4 of 2026-07-15, src/core/nginx.h NGINX_VERSION "1.30.4"; read 2026-12-01). The
+# 1.30.5 this pinned before appears in no stored nginx release. The boot checks that the image's
+# `nginx -v` says this version, so a tag that is not what it claims fails with the reason.
+PROXY_NGINX_VERSION: Final = "1.30.4"
+PROXY_IMAGE: Final = f"nginx:{PROXY_NGINX_VERSION}"
 # The build log's zone: flex-start v5litepod-1 was verified there.
 ZONE: Final = "us-west4-a"
 ACCELERATOR_TYPE: Final = "v5litepod-1"

@@ -342,6 +342,7 @@ class Rehearsal(ScenarioStages):
                 secretmanager_host=self.cloud.secretmanager.host,
                 storage_host=self.cloud.storage.host,
                 hf_token_sha256=sha256(self._token),
+                internet=self._internet(node),
             )
         if result.returncode != 0:
             raise StageFailure(
@@ -351,6 +352,18 @@ class Rehearsal(ScenarioStages):
         return (
             "startup script from the node's metadata: vLLM ready behind the TLS proxy, "
             "compile cache saved"
+        )
+
+    def _internet(self, node: dict[str, object]) -> bool:
+        """What the node reaches beyond Google APIs: everything with an external address, else
+        only what a Cloud NAT for its subnetwork in its region carries."""
+        network = node.get("networkConfig") or {}
+        assert isinstance(network, dict)
+        if network.get("enableExternalIps", True):
+            return True
+        subnetwork = str(network.get("subnetwork") or network.get("network") or "default")
+        return self.cloud.compute.nat_serves(
+            REHEARSAL_PROJECT, self.cfg.effective_region, subnetwork
         )
 
     def _status(self) -> str:

@@ -112,6 +112,17 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 "if you really mean it",
             )
         )
+    if not cfg.network.enable_external_ip and cfg.network.nat and "/" in cfg.network.network:
+        problems.append(
+            problem(
+                "network.nat",
+                True,
+                "a private node on a shared VPC gets its egress from the host project's Cloud "
+                "NAT, which the node stack cannot declare (the router lives in the host project)",
+                "set up Cloud NAT for the subnetwork in the host project, then set [network] "
+                "nat = false; or set enable_external_ip = true",
+            )
+        )
     if cfg.proxy.port == cfg.vllm.port:
         problems.append(
             problem(

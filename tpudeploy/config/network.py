@@ -26,6 +26,11 @@ class NetworkConfig(Strict):
     """required when the ranges hold more than a /16 of public IPv4 (or a /48 of IPv6)"""
     enable_external_ip: bool = True
     """the build log reaches its node on a public IP"""
+    # Without an external address the node reaches Google APIs only (Private Google Access):
+    # `docker pull` from Docker Hub and the Hugging Face download need a Cloud NAT.
+    nat: bool = True
+    """with enable_external_ip = false, give the node egress by a Cloud Router and NAT for its
+    subnetwork, declared and destroyed with the node (false: your network already has one)"""
 
     @field_validator("allowed_cidrs", mode="before")
     @classmethod

@@ -385,6 +385,25 @@ class DeployConfig(Strict):
         }
 
     @property
+    def declares_nat(self) -> bool:
+        """A private node the node stack gives egress: a Cloud Router and NAT of its own."""
+        return not self.network.enable_external_ip and self.network.nat
+
+    @property
+    def nat_subnetwork(self) -> str:
+        """The subnetwork the NAT serves: the node's, else the auto-mode network's subnet of the
+        region, which carries the network's name (the TPU API's default subnetwork)."""
+        return self.network.subnetwork or self.network.network
+
+    @property
+    def router_name(self) -> str:
+        return f"{self.name}-router"
+
+    @property
+    def nat_name(self) -> str:
+        return f"{self.name}-nat"
+
+    @property
     def network_tag(self) -> str:
         return f"{self.name}-vllm"
 
