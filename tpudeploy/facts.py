@@ -358,6 +358,19 @@ STORAGE_PRICES: Final = MappingProxyType(
         ),
     }
 )
+# Cloud NAT, for a private node (enable_external_ip = false): a gateway charge per VM-hour (up
+# to 32 VMs), the address it allocates itself (AUTO_ONLY) like any in-use external IPv4, and every
+# GiB it processes, both ways. cloud.google.com/nat/pricing and cloud.google.com/vpc/network-pricing
+# as transcribed on 2026-10-16 (a third-party copy of Google's pages; the pages themselves are not
+# stored here): re-read them before trusting a bill.
+CLOUD_NAT_PER_VM_HOUR: Final = 0.0014
+CLOUD_NAT_ADDRESS_PER_HOUR: Final = 0.005
+CLOUD_NAT_PER_GIB: Final = 0.045
+CLOUD_NAT_AS_OF: Final = "2026-10-16"
+# "the 9.54 GiB checkpoint downloads in about 10 seconds": what every boot pulls from Hugging
+# Face (HF_HOME is the container's /dev/shm), through the NAT on a private node.
+CHECKPOINT_BYTES: Final = round(9.54 * GIB)
+
 # Secret Manager: $0.06 per active (enabled or disabled) secret version per location a month;
 # the first six versions of a billing account are free (cloud.google.com/secret-manager/pricing).
 SECRET_VERSION_PER_MONTH: Final = 0.06

@@ -209,6 +209,21 @@ def run(
             checks.append(Check(True, f"no Cloud Scheduler client ({exc})", note=True))
         else:
             checks.append(check_scheduler_location(cfg, api))
+    if (
+        purpose in ("deploy", "diff")
+        and not cfg.network.enable_external_ip
+        and not cfg.declares_nat
+    ):
+        # What can be said without reading the network's routers: the egress is the user's.
+        checks.append(
+            Check(
+                True,
+                "the node has no external address and [network] nat = false: its boot pulls "
+                "from Docker Hub and Hugging Face through your network's egress (a Cloud NAT "
+                "for its subnetwork, or a proxy), or stops at pulling-image",
+                note=True,
+            )
+        )
     failed = [c for c in checks if not c.ok]
     for check in failed:
         print(f"preflight: {check.line}", file=err)

@@ -29,8 +29,7 @@ class NetworkConfig(Strict):
     # Without an external address the node reaches Google APIs only (Private Google Access):
     # `docker pull` from Docker Hub and the Hugging Face download need a Cloud NAT.
     nat: bool = True
-    """with enable_external_ip = false, give the node egress by a Cloud Router and NAT for its
-    subnetwork, declared and destroyed with the node (false: your network already has one)"""
+    """private node: a Cloud Router and NAT for its subnetwork (false: you provide egress)"""
 
     @field_validator("allowed_cidrs", mode="before")
     @classmethod
