@@ -184,3 +184,14 @@ def test_a_private_config_declares_its_nat_and_a_shared_vpc_one_is_refused() -> 
     (problem,) = err.value.problems
     assert problem.startswith("network.nat = true: a private node on a shared VPC")
     assert "nat = false" in problem
+
+
+def test_a_private_pipeline_deployment_cannot_declare_the_nat_its_identity_cannot_create() -> None:
+    data = {"state_bucket": "tfstate-bucket-1", "network": {"enable_external_ip": False}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    (problem,) = err.value.problems
+    assert problem.startswith("network.nat = true: a pipeline deployment's deploy identity")
+    assert "compute.routers" in problem and "nat = false" in problem
+    data["network"]["nat"] = False  # type: ignore[index]
+    assert not parse_config(data).declares_nat
