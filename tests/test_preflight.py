@@ -282,10 +282,11 @@ def test_the_gce_switch_is_read_as_google_auth_reads_it(
 def test_a_private_node_without_the_stacks_nat_is_noted(tmp_path: Path) -> None:
     """enable_external_ip = false with nat = false: the egress is the user's (issue 21)."""
     private = "[network]\nenable_external_ip = false\nnat = false\n"
+    path = bin_with(tmp_path, "terraform")
     result, _ = run(
         tmp_path,
         "diff",
-        path=bin_with(tmp_path, "terraform"),
+        path=path,
         credentials=credentials_file(tmp_path),
         extra=private,
     )
@@ -296,7 +297,7 @@ def test_a_private_node_without_the_stacks_nat_is_noted(tmp_path: Path) -> None:
     with_nat, _ = run(
         tmp_path,
         "diff",
-        path=bin_with(tmp_path, "terraform"),
+        path=path,
         credentials=credentials_file(tmp_path),
         extra="[network]\nenable_external_ip = false\n",
     )
