@@ -53,7 +53,9 @@ def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, sec
         stack,
         DEADLINE_JOB_ID,
         name=cfg.deadline_job_name,
-        region=cfg.effective_region,
+        # Cloud Scheduler's locations are not every region: [deadline] region moves the job
+        # (its target URL names the node's zone, so any location can delete the node).
+        region=cfg.deadline_region,
         description=f"tpudeploy: deletes TPU node {cfg.node_id} at its deadline "
         f"(max_run_duration {seconds / 3600:g} h); make extend moves it",
         schedule=f"${{{deadline.cron_expression(at)}}}",

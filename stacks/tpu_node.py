@@ -12,6 +12,11 @@ from cdktf_cdktf_provider_google_beta.google_compute_firewall import (
     GoogleComputeFirewallAllow,
     GoogleComputeFirewallDeny,
 )
+from cdktf_cdktf_provider_google_beta.google_compute_router import GoogleComputeRouter
+from cdktf_cdktf_provider_google_beta.google_compute_router_nat import (
+    GoogleComputeRouterNat,
+    GoogleComputeRouterNatSubnetwork,
+)
 from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
     GoogleTpuV2Vm,
     GoogleTpuV2VmNetworkConfig,
@@ -23,7 +28,7 @@ from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
 from stacks.deadline import declare_deadline
-from tpudeploy.addresses import QUEUED_RESOURCE_ID, VM_ID
+from tpudeploy.addresses import NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.flex import node_description, node_labels, queued_resource_spec
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
@@ -55,7 +60,7 @@ class TpuNodeStack(TerraformStack):
     deadline) or the flex-start queued resource running the seed's vLLM launch behind its TLS
     proxy; for the node's network tag a deny-all ingress rule per IP version, an allow for SSH
     from Google's IAP range and, only when allowed_cidrs is set, an allow for the proxy's port
-    per IP version."""
+    per IP version; for a private node (enable_external_ip = false) a Cloud Router and NAT."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -73,6 +78,8 @@ class TpuNodeStack(TerraformStack):
             self._vm(cfg, project, labels)
 
         self._firewall(cfg, network)
+        if cfg.declares_nat:
+            self._nat(cfg, network)
         TerraformOutput(self, "node_name", value=cfg.node_id)
         TerraformOutput(self, "zone", value=cfg.zone)
 
@@ -125,6 +132,32 @@ class TpuNodeStack(TerraformStack):
             target_tags=[cfg.network_tag],
         )
 
+    def _nat(self, cfg: DeployConfig, network: str) -> None:
+        """A node without an external address reaches Google APIs only (Private Google Access);
+        Docker Hub and Hugging Face need Cloud NAT: a router and a NAT for the node's subnetwork
+        in its region, billed and destroyed with the node (Cloud NAT: a gateway per region and
+        network, on a Cloud Router; cloud.google.com/nat/docs/overview)."""
+        router = GoogleComputeRouter(
+            self, "router", name=cfg.router_name, network=network, region=cfg.effective_region
+        )
+        GoogleComputeRouterNat(
+            self,
+            "nat",
+            name=cfg.nat_name,
+            router=router.name,
+            region=cfg.effective_region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            # Only the node's subnetwork: a NAT for every subnetwork would collide with one the
+            # network may already have (one gateway per subnetwork range).
+            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+            subnetwork=[
+                GoogleComputeRouterNatSubnetwork(
+                    name=terraform_literal(cfg.nat_subnetwork),
+                    source_ip_ranges_to_nat=["ALL_IP_RANGES"],
+                )
+            ],
+        )
+
     def _vm(self, cfg: DeployConfig, project: str, labels: dict[str, str]) -> None:
         # google_tpu_v2_vm exists only in google-beta; the GA bindings have the legacy tpu_node.
         node = GoogleTpuV2Vm(
@@ -152,26 +185,31 @@ class TpuNodeStack(TerraformStack):
             labels=labels,
         )
 
+        # google-beta patches description, data_disks, metadata, tags and labels in place (PATCH
+        # with an updateMask; resourceTpuV2VmUpdate in hashicorp/terraform-provider-google-beta,
+        # google-beta/services/tpuv2/resource_tpu_v2_vm.go), and the guest agent runs the
+        # startup script at boot only: a patched node keeps serving the old `vllm serve` line.
+        # So what the boot reads (the metadata) replaces the node instead: a terraform_data
+        # carries it and any change to it replaces the VM; `make diff` shows "will be replaced
+        # due to changes in replace_triggered_by".
+        fingerprint: dict[str, object] = {"metadata": node.metadata_input}
         if cfg.gitops_managed:
-            # A deploy identity holds no tpu.nodes.update: the TPU API cannot scope it to one
-            # deployment's node, and rewriting another node's metadata (its startup script) would
-            # run code as that node's account. So the fields the API patches in place replace the
-            # node instead: a terraform_data carries them and any change to it replaces the VM.
-            spec = TerraformResource(self, "node-spec", terraform_resource_type="terraform_data")
-            spec.add_override(
-                "input",
-                {
-                    "description": node.description_input,
-                    "labels": labels,
-                    "metadata": node.metadata_input,
-                    "tags": [cfg.network_tag],
-                    "enable_external_ips": cfg.network.enable_external_ip,
-                },
+            # A deploy identity holds no tpu.nodes.update either: the TPU API cannot scope it to
+            # one deployment's node, and rewriting another node's metadata (its startup script)
+            # would run code as that node's account. Every field the API patches in place
+            # replaces the node.
+            fingerprint.update(
+                description=node.description_input,
+                labels=labels,
+                tags=[cfg.network_tag],
+                enable_external_ips=cfg.network.enable_external_ip,
             )
-            node.add_override(
-                "lifecycle.replace_triggered_by",
-                [f"{spec.terraform_resource_type}.{spec.friendly_unique_id}"],
-            )
+        spec = TerraformResource(self, NODE_SPEC_ID, terraform_resource_type="terraform_data")
+        spec.add_override("input", fingerprint)
+        node.add_override(
+            "lifecycle.replace_triggered_by",
+            [f"{spec.terraform_resource_type}.{spec.friendly_unique_id}"],
+        )
 
         endpoint = node.network_endpoints.get(0)
         ip = (

@@ -68,6 +68,15 @@ KEYS: dict[str, tuple[str, ...]] = {
         "workload_identity_pool_provider_id",
         "attribute_condition",
     ),
+    "google_compute_router": ("name", "network", "region"),
+    "google_compute_router_nat": (
+        "name",
+        "router",
+        "region",
+        "nat_ip_allocate_option",
+        "source_subnetwork_ip_ranges_to_nat",
+        "subnetwork",
+    ),
     "google_cloud_scheduler_job": (
         "name",
         "region",
@@ -77,13 +86,7 @@ KEYS: dict[str, tuple[str, ...]] = {
         "http_target",
         "depends_on",
     ),
-    # platform = "gke": the cluster stack.
-    "google_compute_router": ("name", "network", "region"),
-    "google_compute_router_nat": (
-        "name",
-        "nat_ip_allocate_option",
-        "source_subnetwork_ip_ranges_to_nat",
-    ),
+    # platform = "gke": the cluster stack (its Cloud Router and NAT use the keys above).
     "google_container_cluster": (
         "name",
         "location",
@@ -146,6 +149,14 @@ def _one(block: Any) -> Any:
 
 
 def _resource(rtype: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    if rtype == "terraform_data" and isinstance(attrs.get("input"), dict):
+        # What the node's boot reads (node-spec): a change to it replaces the VM.
+        fingerprint = attrs["input"]
+        return {
+            "provider": attrs.get("provider"),
+            "replaces_the_vm_on": sorted(fingerprint),
+            "metadata_keys": sorted(fingerprint.get("metadata", {})),
+        }
     if rtype == "terraform_data" and not str(attrs.get("input", "")).startswith("{"):
         # A value Terraform computes (the deadline of a spot or on-demand node): its expression
         # and how long it is kept.

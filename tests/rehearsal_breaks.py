@@ -117,3 +117,16 @@ def grant_viewer_instead_of_accessor(outdir: Path) -> None:
         grant["role"] = "roles/secretmanager.viewer"
 
     _edit(outdir, "-secrets", change)
+
+
+def patch_the_node_in_place(outdir: Path) -> None:
+    """A spot or on-demand VM without its replacement trigger (main before issue 21): a changed
+    config is patched into the running node's metadata, which no boot reads again."""
+
+    def change(stack: Stack) -> None:
+        vm = stack["resource"]["google_tpu_v2_vm"]["node"]
+        vm.get("lifecycle", {}).pop("replace_triggered_by", None)
+        if not vm.get("lifecycle"):
+            vm.pop("lifecycle", None)
+
+    _edit(outdir, "-node", change)

@@ -177,7 +177,7 @@ def test_zone_rule_refuses_unknown_flex_zones(zone: str) -> None:
 
 def test_zone_rule_has_an_override_and_spares_the_vm_paths() -> None:
     assert parse_config({"zone": "europe-west4-a", "allow_untested_flex_zone": True}).zone
-    assert parse_config({"zone": "europe-west4-a", "provisioning": "spot"}).zone
+    assert parse_config({"zone": "europe-west4-b", "provisioning": "spot"}).zone
     assert parse_config({"zone": "us-central1-a"}).zone
 
 

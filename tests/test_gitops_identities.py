@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import celpy
+import pytest
 
 from tests.conftest import REPO_ROOT, Synthesizer, resources
 from tools.rehearsal.fakes import iamrules
@@ -487,8 +488,20 @@ def test_pipeline_vm_is_replaced_not_patched(synth: Synthesizer) -> None:
     assert spec["metadata"] == vm["metadata"]
     assert spec["labels"] == vm["labels"] and spec["tags"] == vm["tags"]
     assert spec["description"] == vm["description"]
-    local = resources(synth({"provisioning": "spot"})["gemma4-v5e-node"], "google_tpu_v2_vm")
-    assert "lifecycle" not in local["node"]
+
+
+@pytest.mark.parametrize("provisioning", ["spot", "on-demand"])
+def test_local_vm_is_replaced_when_what_the_boot_reads_changes(
+    synth: Synthesizer, provisioning: str
+) -> None:
+    """google-beta patches metadata in place and the startup script runs at boot only (issue 21,
+    defect 3): every VM deployment replaces its node when the metadata changes."""
+    node = synth({"provisioning": provisioning})["gemma4-v5e-node"]
+    vm = resources(node, "google_tpu_v2_vm")["node"]
+    assert vm["lifecycle"]["replace_triggered_by"] == ["terraform_data.node-spec"]
+    spec = resources(node, "terraform_data")["node-spec"]["input"]
+    # The boot's inputs only: a label or tag edit is patched in place, which the boot never reads.
+    assert spec == {"metadata": vm["metadata"]}
 
 
 def _staging() -> dict[str, Any]:

@@ -177,7 +177,7 @@ def test_refused_credentials_are_one_line_with_the_fix(
 
 
 def test_a_region_without_prices_is_one_line_naming_the_key(tmp_path: Path) -> None:
-    (tmp_path / "deploy.toml").write_text('zone = "europe-west4-a"\nprovisioning = "spot"\n')
+    (tmp_path / "deploy.toml").write_text('zone = "europe-west4-b"\nprovisioning = "spot"\n')
     result = subprocess.run(
         [sys.executable, "-m", "tpudeploy", "cost"],
         cwd=REPO_ROOT,

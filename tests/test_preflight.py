@@ -282,3 +282,28 @@ def test_the_gce_switch_is_read_as_google_auth_reads_it(
         assert check.line == "credentials from this Google Cloud machine's service account"
     else:
         assert check.line.startswith("no Google Cloud credentials")
+
+
+def test_a_private_node_without_the_stacks_nat_is_noted(tmp_path: Path) -> None:
+    """enable_external_ip = false with nat = false: the egress is the user's (issue 21)."""
+    private = "[network]\nenable_external_ip = false\nnat = false\n"
+    path = bin_with(tmp_path, "terraform")
+    result, _ = run(
+        tmp_path,
+        "diff",
+        path=path,
+        credentials=credentials_file(tmp_path),
+        extra=private,
+    )
+    assert result.returncode == 0, result.stderr
+    (note,) = lines(result.stderr)
+    assert note.startswith("preflight: note: the node has no external address")
+    assert "stops at pulling-image" in note
+    with_nat, _ = run(
+        tmp_path,
+        "diff",
+        path=path,
+        credentials=credentials_file(tmp_path),
+        extra="[network]\nenable_external_ip = false\n",
+    )
+    assert with_nat.returncode == 0 and with_nat.stderr == ""

@@ -52,6 +52,18 @@ BREAKS = {
 }
 
 
+# A spot or on-demand lifecycle also changes a [vllm] setting on the running node (issue 21).
+VM_STAGES = [*STAGES[: STAGES.index("deploy-again") + 1], "change-config", *STAGES[-3:]]
+# Breaks of a VM deployment: (hook, model, the stage that must fail, a phrase of its report).
+VM_BREAKS = {
+    "patch-in-place": (
+        "patch_the_node_in_place",
+        "spot",
+        "change-config",
+        "did not say the node will be replaced",
+    ),
+}
+
 # Issue 16's scenarios: (provisioning, scenario) and their stages after `deploy`.
 SCENARIO_RUNS = {"preemption": ("spot", "preemption"), "deadline": ("on-demand", "deadline")}
 SCENARIO_STAGES = {
@@ -96,6 +108,9 @@ def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iter
     for label, (hook, _, _) in BREAKS.items():
         args = ["--provisioning", "flex-start", "--post-synth", f"tests.rehearsal_breaks:{hook}"]
         runner.start(f"break-{label}", args, root / label)
+    for label, (hook, model, _, _) in VM_BREAKS.items():
+        args = ["--provisioning", model, "--post-synth", f"tests.rehearsal_breaks:{hook}"]
+        runner.start(f"break-{label}", args, root / label)
     yield runner
     runner.wait_all()
 
@@ -114,7 +129,7 @@ def test_the_lifecycle_passes(rehearsals: Runner, model: str) -> None:
     run = rehearsals.wait(model, timeout=900)
     assert run.returncode == 0, run.output
     # Every stage ran, in the README's order, each with its own timed line.
-    assert list(stage_lines(run)) == STAGES, run.output
+    assert list(stage_lines(run)) == (STAGES if model == "flex-start" else VM_STAGES), run.output
     assert set(stage_lines(run).values()) == {"ok"}
     assert run.lines[-1].startswith(f"rehearsal passed: {model} lifecycle")
     # A pass cleans its scratch copy (state, logs, the fake node's disk) away.
@@ -168,3 +183,17 @@ def test_each_deliberate_break_fails_at_its_stage(rehearsals: Runner, label: str
     assert f"rehearsal FAILED at stage {stage} (flex-start)" in run.output
     # A failed run keeps its logs for whoever reads the report.
     assert any(Path(run.workdir, "logs").iterdir())
+
+
+@pytest.mark.parametrize("label", VM_BREAKS)
+def test_a_vm_patched_in_place_fails_the_config_change(rehearsals: Runner, label: str) -> None:
+    """Without the replacement trigger (main before issue 21) the changed config would be
+    patched into metadata no boot reads again: the change-config stage must catch it."""
+    _, model, stage, phrase = VM_BREAKS[label]
+    run = rehearsals.wait(f"break-{label}", timeout=1200)
+    assert run.returncode == 1, run.output
+    stages = stage_lines(run)
+    assert list(stages)[-1] == stage and stages[stage] == "FAILED", run.output
+    report = run.output[run.output.index(f"  {stage} ") :]
+    assert phrase in report, report
+    assert f"rehearsal FAILED at stage {stage} ({model})" in run.output

@@ -216,6 +216,8 @@ def test_the_startup_script_carries_each_value_shell_quoted(own: DeployConfig) -
         "IMAGE": "example.org/team/vllm-tpu:v0.33.0",
         "PROXY_CONTAINER": "door",
         "PROXY_IMAGE": "nginx:1.30.5",
+        # What `nginx -v` in that image must say (the tag's version).
+        "PROXY_VERSION": "1.30.5",
         # Secret ids, never secret values (the script is instance metadata).
         "HF_TOKEN_SECRET": "agents-hf-token",
         "API_KEY_SECRET": "agents-api-key",

@@ -6,6 +6,8 @@ from __future__ import annotations
 # replaces the resource, so they stay short and fixed).
 VM_ID = "node"
 QUEUED_RESOURCE_ID = "queued-resource"
+# Spot and on-demand: what the node's boot reads; a change to it replaces the VM.
+NODE_SPEC_ID = "node-spec"
 
 VM_ADDRESS = f"google_tpu_v2_vm.{VM_ID}"
 QUEUED_RESOURCE_ADDRESS = f"terraform_data.{QUEUED_RESOURCE_ID}"

@@ -55,7 +55,7 @@ def extend(
     now = now or datetime.now(UTC)
     seconds = extension_seconds(cfg, by)
     view = deadline.job_view(
-        scheduler.get_job(job_name(project, cfg.effective_region, cfg.deadline_job_name)), now
+        scheduler.get_job(job_name(project, cfg.deadline_region, cfg.deadline_job_name)), now
     )
     try:
         new = deadline.extended(view, seconds, now)

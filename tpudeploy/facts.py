@@ -31,6 +31,12 @@ SETUP: Final = (
 
 MODEL: Final = "google/gemma-4-E2B-it"
 IMAGE: Final = "vllm/vllm-tpu:nightly"
+# The TLS proxy's nginx: the newest stable release nginx's own history proves (nginx/nginx, tag
+# release-1.30.4 of 2026-07-15, src/core/nginx.h NGINX_VERSION "1.30.4"; read 2026-12-01). The
+# 1.30.5 this pinned before appears in no stored nginx release. The boot checks that the image's
+# `nginx -v` says this version, so a tag that is not what it claims fails with the reason.
+PROXY_NGINX_VERSION: Final = "1.30.4"
+PROXY_IMAGE: Final = f"nginx:{PROXY_NGINX_VERSION}"
 # The build log's zone: flex-start v5litepod-1 was verified there.
 ZONE: Final = "us-west4-a"
 ACCELERATOR_TYPE: Final = "v5litepod-1"
@@ -55,6 +61,27 @@ def flex_start_zones_text(accelerator_type: str) -> str:
     """The known-good flex-start zones of one accelerator type, for messages."""
     known = FLEX_START_ZONES.get(accelerator_type, {})
     return ", ".join(f"{zone} ({source})" for zone, source in known.items())
+
+
+# Where Cloud TPU v5e exists at all, per generation, each zone with the page that lists it: a zone
+# outside this list (a typo such as "us-wset4-a") is refused before any API call, since the TPU
+# API would refuse it only at apply. Google's TPU regions-and-zones page, read 2026-12-01 in its
+# stored copies (cloud.google.com/tpu/docs/regions-zones: North America lists us-central1-a,
+# us-south1-a, us-west1-c, us-west4-a; the page's earlier and translated versions add the rest).
+TPU_ZONES_SOURCE: Final = "cloud.google.com/tpu/docs/regions-zones (read 2026-12-01)"
+TPU_ZONES: Final[dict[str, dict[str, str]]] = {
+    "v5e": {
+        "us-central1-a": "TPU regions and zones, North America",
+        "us-south1-a": "TPU regions and zones, North America",
+        "us-west1-c": "TPU regions and zones, North America",
+        "us-west4-a": "TPU regions and zones, North America; the build log's zone",
+        "us-west4-b": "TPU regions and zones (earlier version, 'Verfügbare Zonen')",
+        "us-east5-a": "TPU regions and zones, single-tenant",
+        "us-east5-b": "TPU regions and zones, single-tenant",
+        "us-east5-c": "TPU regions and zones, single-tenant",
+        "europe-west4-b": "TPU regions and zones (earlier version, Europe, v5lite-1)",
+    },
+}
 
 
 # Google's IAP TCP-forwarding range: the only source SSH is opened to.
@@ -341,6 +368,19 @@ STORAGE_PRICES: Final = MappingProxyType(
         ),
     }
 )
+# Cloud NAT, for a private node (enable_external_ip = false): a gateway charge per VM-hour (up
+# to 32 VMs), the address it allocates itself (AUTO_ONLY) like any in-use external IPv4, and every
+# GiB it processes, both ways. cloud.google.com/nat/pricing and cloud.google.com/vpc/network-pricing
+# as transcribed on 2026-10-16 (a third-party copy of Google's pages; the pages themselves are not
+# stored here): re-read them before trusting a bill.
+CLOUD_NAT_PER_VM_HOUR: Final = 0.0014
+CLOUD_NAT_ADDRESS_PER_HOUR: Final = 0.005
+CLOUD_NAT_PER_GIB: Final = 0.045
+CLOUD_NAT_AS_OF: Final = "2026-10-16"
+# "the 9.54 GiB checkpoint downloads in about 10 seconds": what every boot pulls from Hugging
+# Face (HF_HOME is the container's /dev/shm), through the NAT on a private node.
+CHECKPOINT_BYTES: Final = round(9.54 * GIB)
+
 # Secret Manager: $0.06 per active (enabled or disabled) secret version per location a month;
 # the first six versions of a billing account are free (cloud.google.com/secret-manager/pricing).
 SECRET_VERSION_PER_MONTH: Final = 0.06

@@ -41,6 +41,27 @@ NETWORK_PATH_RE: Final = re.compile(NETWORK_PATH)
 SUBNETWORK_PATH_RE: Final = re.compile(SUBNETWORK_PATH)
 QUEUED_RESOURCE_ID_RE: Final = re.compile(QUEUED_RESOURCE_ID)
 
+# Cloud Storage refuses, at create time, a bucket name that begins with "goog" or contains
+# "google" or a close misspelling such as "g00gle" (cloud.google.com/storage/docs/buckets#naming,
+# "Bucket naming"). Checked on the name we derive, before any API call.
+BUCKET_RESERVED_PREFIX: Final = "goog"
+BUCKET_RESERVED_WORD: Final = "google"
+# The misspellings the rule names: a zero for an "o".
+_LOOKALIKES: Final = str.maketrans({"0": "o"})
+
+
+def bucket_name_problem(bucket: str) -> str:
+    """Why Cloud Storage would refuse `bucket` for its reserved words, or "" when it would not."""
+    if bucket.startswith(BUCKET_RESERVED_PREFIX):
+        return f'begins with "{BUCKET_RESERVED_PREFIX}", which Cloud Storage reserves'
+    if BUCKET_RESERVED_WORD in bucket.translate(_LOOKALIKES):
+        return (
+            f'contains "{BUCKET_RESERVED_WORD}" (or a look-alike such as "g00gle"), which Cloud '
+            "Storage refuses in bucket names"
+        )
+    return ""
+
+
 # The only OAuth scope the node and the clients ask for; IAM decides what it can do.
 CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
 

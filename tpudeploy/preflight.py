@@ -3,8 +3,9 @@ them spends half a minute loading cdktf.
 
 Terraform on PATH and recent enough, credentials present (read from disk, no token request),
 a project, and for a deploy the two secrets with a version: the node reads them at boot and
-stops there without them, after a capacity wait and a paid boot. Each failure is one line with
-the command that fixes it.
+stops there without them, after a capacity wait and a paid boot. For a spot or on-demand deploy
+or diff, the deadline job's region among Cloud Scheduler's locations (locations.list). Each
+failure is one line with the command that fixes it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import TextIO
 
 from tpudeploy import errors, policy, terraform
 from tpudeploy.config import DeployConfig, config_path
+from tpudeploy.queued_resource.errors import ApiError, QueuedResourceError
+from tpudeploy.scheduler import SchedulerApi
 from tpudeploy.secretstore import SecretStore, SecretStoreError
 
 # What each creating or destroying command needs before it starts.
@@ -179,12 +182,39 @@ def check_permissions(
     )
 
 
+def check_scheduler_location(cfg: DeployConfig, api: SchedulerApi) -> Check:
+    """The deadline job's region is a Cloud Scheduler location of the project (locations.list):
+    a missing one fails here in a second instead of at apply, after the node was created."""
+    region = cfg.deadline_region
+    try:
+        locations = api.location_ids(cfg.project)
+    except (ApiError, QueuedResourceError) as exc:
+        return Check(
+            True,
+            f"cannot list Cloud Scheduler locations ({errors.one_line(exc)}); if the deploy "
+            f"stops at the deadline job, set [deadline] region to one `gcloud scheduler "
+            "locations list` shows",
+            note=True,
+        )
+    if region in locations:
+        return Check(True, f"Cloud Scheduler has {region}")
+    near = sorted(loc for loc in locations if loc.split("-")[0] == region.split("-")[0])
+    return Check(
+        False,
+        f"Cloud Scheduler has no location {region} in project {cfg.project}, so the deadline "
+        f"job that stops the {cfg.provisioning} node's billing cannot be created there: set "
+        f'[deadline] region = "{(near or sorted(locations) or ["us-central1"])[0]}" (one of: '
+        f"{', '.join(sorted(locations)) or 'none listed'}) in {config_path()}",
+    )
+
+
 def run(
     cfg: DeployConfig,
     purpose: str,
     *,
     store: Callable[[str], SecretStore] = SecretStore.from_env,
     held: Callable[[str, list[str]], set[str]] | None = None,
+    scheduler: Callable[[], SchedulerApi] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -203,6 +233,32 @@ def run(
             checks += check_secrets(cfg, store(cfg.project))
         except SecretStoreError as exc:
             checks.append(Check(False, str(exc)))
+    if (
+        purpose in ("deploy", "diff")
+        and cfg.deadline_seconds is not None
+        and all(c.ok for c in checks)
+    ):
+        try:
+            api = scheduler() if scheduler else SchedulerApi(num_retries=1)
+        except (ApiError, QueuedResourceError) as exc:
+            checks.append(Check(True, f"no Cloud Scheduler client ({exc})", note=True))
+        else:
+            checks.append(check_scheduler_location(cfg, api))
+    if (
+        purpose in ("deploy", "diff")
+        and not cfg.network.enable_external_ip
+        and not cfg.declares_nat
+    ):
+        # What can be said without reading the network's routers: the egress is the user's.
+        checks.append(
+            Check(
+                True,
+                "the node has no external address and [network] nat = false: its boot pulls "
+                "from Docker Hub and Hugging Face through your network's egress (a Cloud NAT "
+                "for its subnetwork, or a proxy), or stops at pulling-image",
+                note=True,
+            )
+        )
     failed = [c for c in checks if not c.ok]
     for check in failed:
         print(f"preflight: {check.line}", file=err)

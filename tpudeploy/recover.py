@@ -99,7 +99,7 @@ def inspect(
     state = str(node.get("state", "STATE_UNSPECIFIED")) if node is not None else NOT_FOUND
     view = None
     if cfg.deadline_seconds is not None and scheduler is not None:
-        name = job_name(project, cfg.effective_region, cfg.deadline_job_name)
+        name = job_name(project, cfg.deadline_region, cfg.deadline_job_name)
         try:
             job = scheduler().get_job(name)
         except qr.ApiError as exc:

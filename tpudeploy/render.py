@@ -190,6 +190,7 @@ def render_startup_script(cfg: DeployConfig) -> str:
             shm_size=v.shm_size,
             port=v.port,
             proxy_image=cfg.proxy.image,
+            proxy_version=cfg.proxy.nginx_version,
             proxy_container=cfg.proxy.container_name,
             proxy_port=cfg.proxy.port,
             proxy_config=render_proxy_config(cfg),

@@ -27,3 +27,19 @@ class SchedulerApi(DiscoveryApi):
         req = self._service.projects().locations().jobs().get(name=name)
         result: dict[str, Any] | None = self._execute(req, "get job", allow_404=True)
         return result
+
+    def location_ids(self, project: str) -> list[str]:
+        """Every Cloud Scheduler location of the project (locations.list, all pages)."""
+        found: list[str] = []
+        token = None
+        while True:
+            req = (
+                self._service.projects()
+                .locations()
+                .list(name=f"projects/{project}", pageToken=token)
+            )
+            page: dict[str, Any] = self._execute(req, "list locations") or {}
+            found += [str(loc.get("locationId", "")) for loc in page.get("locations", [])]
+            token = page.get("nextPageToken")
+            if not token:
+                return found

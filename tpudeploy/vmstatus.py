@@ -47,14 +47,14 @@ def _deadline_lines(
             f'WARNING: {cfg.provisioning} has no end time (max_run_duration = "none"): it '
             f"bills {rate} until `make destroy`."
         ]
-    name = job_name(project, cfg.effective_region, cfg.deadline_job_name)
+    name = job_name(project, cfg.deadline_region, cfg.deadline_job_name)
     try:
         job = (scheduler or SchedulerApi(log=sys.stderr)).get_job(name)
     except qr.QueuedResourceError as exc:
         return [f"deadline: could not read Cloud Scheduler job {cfg.deadline_job_name}: {exc}"]
     view = deadline.job_view(job, now)
     enforced = (
-        f"enforced by Cloud Scheduler job {cfg.deadline_job_name} ({cfg.effective_region}): "
+        f"enforced by Cloud Scheduler job {cfg.deadline_job_name} ({cfg.deadline_region}): "
         f"DELETE {deadline.node_url(project, cfg.zone, cfg.node_id)} as {cfg.stop_account_id}"
     )
     if view.pending:

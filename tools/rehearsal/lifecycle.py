@@ -98,6 +98,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
         self._cfg: DeployConfig | None = None
         self._step = 0
         self._api_keys: list[bytes] = []
+        self._config_path = self.scratch / "deploy.toml"
 
     # ---- running
 
@@ -163,6 +164,13 @@ class Rehearsal(ScenarioStages, PipelineStages):
             Stage("smoke", lambda: self._make("smoke")),
             Stage("status", self._status),
             Stage("deploy-again", self._deploy_again),
+            # A VM's metadata is patched in place and its startup script runs at boot only: a
+            # changed [vllm] setting must reach the node as a new node (issue 21).
+            *(
+                [Stage("change-config", self._change_config)]
+                if self.provisioning != "flex-start"
+                else []
+            ),
             Stage("destroy", self._destroy),
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
@@ -235,6 +243,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
             state_bucket=STATE_BUCKET if self.scenario == "pipeline" else "",
         )
         self._cfg = load_config(config)
+        self._config_path = config
         python = str(self.scratch / ".venv" / "bin" / "python")
         if self.post_synth:
             install_post_synth(self.scratch, self.post_synth, python)
@@ -349,6 +358,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
                 secretmanager_host=self.cloud.secretmanager.host,
                 storage_host=self.cloud.storage.host,
                 hf_token_sha256=sha256(self._token),
+                internet=self._internet(node),
             )
         if result.returncode != 0:
             raise StageFailure(
@@ -358,6 +368,18 @@ class Rehearsal(ScenarioStages, PipelineStages):
         return (
             "startup script from the node's metadata: vLLM ready behind the TLS proxy, "
             "compile cache saved"
+        )
+
+    def _internet(self, node: dict[str, object]) -> bool:
+        """What the node reaches beyond Google APIs: everything with an external address, else
+        only what a Cloud NAT for its subnetwork in its region carries."""
+        network = node.get("networkConfig") or {}
+        assert isinstance(network, dict)
+        if network.get("enableExternalIps", True):
+            return True
+        subnetwork = str(network.get("subnetwork") or network.get("network") or "default")
+        return self.cloud.compute.nat_serves(
+            REHEARSAL_PROJECT, self.cfg.effective_region, subnetwork
         )
 
     def _status(self) -> str:

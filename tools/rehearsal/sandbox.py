@@ -61,8 +61,11 @@ class BootSandbox:
         secretmanager_host: str,
         storage_host: str,
         hf_token_sha256: str,
+        internet: bool = True,
     ) -> BootResult:
-        """Run the startup script once, like the guest agent does at boot."""
+        """Run the startup script once, like the guest agent does at boot. Without `internet`
+        (no external address and no Cloud NAT) the node reaches the Google API fakes only:
+        a pull from Docker Hub fails as it would."""
         nginx = nginx_binary()
         if nginx is None:
             raise FileNotFoundError("nginx is not installed (apt-get install nginx)")
@@ -73,7 +76,8 @@ class BootSandbox:
                     "serve": {
                         "vllm": [*engine, "--hf-token-sha256", hf_token_sha256],
                         "nginx": nginx,
-                    }
+                    },
+                    "internet": internet,
                 }
             )
         )

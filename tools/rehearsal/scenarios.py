@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,8 +21,9 @@ from typing import Any
 from tools.rehearsal.fakes import FakeCloud
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
-from tpudeploy.config import DeployConfig
+from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.names import service_account_email
+from tpudeploy.render import vllm_serve_args
 
 # What a replacement must keep: the node's spec as the TPU API holds it (not its state, health,
 # addresses or name).
@@ -52,6 +54,8 @@ class ScenarioStages:
     _sandbox: BootSandbox | None
     _before_spec: dict[str, Any]
     _before_deadline: object
+    _config_path: Path
+    _cfg: DeployConfig | None
 
     # Provided by the Rehearsal (tools/rehearsal/lifecycle.py).
     @property
@@ -96,7 +100,7 @@ class ScenarioStages:
         return (self.logs / f"{self._step:02d}-{target}.log").read_text()
 
     def _job_name(self) -> str:
-        region = self.cfg.effective_region
+        region = self.cfg.deadline_region
         return f"projects/{REHEARSAL_PROJECT}/locations/{region}/jobs/{self.cfg.deadline_job_name}"
 
     def _job(self) -> dict[str, Any]:
@@ -262,3 +266,44 @@ class ScenarioStages:
         if late:
             raise StageFailure(f"`{shown}` did not set a new deadline: {late}")
         return f"{shown}: node created again, new deadline {job['scheduleTime']}"
+
+    # ---- a changed config on a running node
+
+    def _serving_line(self) -> list[str]:
+        """The `vllm serve ...` argv of the engine the node runs now (its process's cmdline)."""
+        if self._sandbox is None:
+            raise StageFailure("no node has booted")
+        state = json.loads((self._sandbox.stub_dir / "state.json").read_text())
+        pid = state.get("pids", {}).get(self.cfg.vllm.container_name)
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+        except (OSError, TypeError):
+            raise StageFailure(f"the node runs no vLLM container (pid {pid})") from None
+        return argv[argv.index("vllm") :] if "vllm" in argv else argv
+
+    def _change_config(self) -> str:
+        """Change a [vllm] setting, `make diff`, `make deploy`: the node that serves afterwards
+        must run the new `vllm serve` line. The TPU fake patches metadata without a boot, as the
+        API does, so only a replaced node (a new VM, which boots) can pass."""
+        text = self._config_path.read_text()
+        self._config_path.write_text(
+            text.replace("\n[vllm]\n", "\n[vllm]\nenable_prefix_caching = false\n", 1)
+        )
+        self._cfg = load_config(self._config_path)
+        wanted = vllm_serve_args(self.cfg.vllm)
+        if self._serving_line() == wanted:
+            raise StageFailure("the rehearsal's config change did not change the serve line")
+        shown = self._make("diff")
+        if "replace_triggered_by" not in self._log("diff"):
+            raise StageFailure(f"`{shown}` did not say the node will be replaced")
+        boots = self.cloud.tpu.boots(self._node_name())
+        deployed = self._make("deploy", approve=True)
+        if self.cloud.tpu.boots(self._node_name()) > boots:
+            self._boot("node-changed")  # a new VM: the guest agent runs its startup script
+        serving = self._serving_line()
+        if serving != wanted:
+            raise StageFailure(
+                f"after `{deployed}` the node still serves {' '.join(serving)}; wanted "
+                f"{' '.join(wanted)} (a metadata patch does not re-run the startup script)"
+            )
+        return f"`{shown}` says replace; after `{deployed}` a new node serves the new line"

@@ -82,10 +82,13 @@ def write_config(
         + (f'state_bucket = "{state_bucket}"\n' if state_bucket else "")
         + "\n[network]\n"
         'allowed_cidrs = ["127.0.0.1/32"]\n'
-        "\n[vllm]\n"
+        # The on-demand rehearsal is a private node: no external address, egress by Cloud NAT.
+         + ("enable_external_ip = false\n" if provisioning == "on-demand" else "") + "\n[vllm]\n"
         f"port = {port}\n"
         "\n[proxy]\n"
         f"port = {proxy_port}\n"
+        # The fake Cloud Scheduler has only the locations its page confirms (not us-west4).
+         + ("" if provisioning == "flex-start" else '\n[deadline]\nregion = "us-central1"\n')
     )
     return path
 

@@ -8,6 +8,7 @@ create or change billable resources only).
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 import os
 import tomllib
@@ -66,6 +67,8 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 f'use runtime_version = "{runtime}"',
             )
         )
+    problems += _zone_problems(cfg)
+    problems += _bucket_problems(cfg)
     if cfg.platform == "gke":
         # The TPU VM's provisioning model and run end do not apply: [gke] capacity and
         # max_run_duration say what a node draws on and when it ends.
@@ -134,6 +137,28 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 "if you really mean it",
             )
         )
+    if not cfg.network.enable_external_ip and cfg.network.nat and "/" in cfg.network.network:
+        problems.append(
+            problem(
+                "network.nat",
+                True,
+                "a private node on a shared VPC gets its egress from the host project's Cloud "
+                "NAT, which the node stack cannot declare (the router lives in the host project)",
+                "set up Cloud NAT for the subnetwork in the host project, then set [network] "
+                "nat = false; or set enable_external_ip = true",
+            )
+        )
+    elif cfg.declares_nat and cfg.gitops_managed:
+        problems.append(
+            problem(
+                "network.nat",
+                True,
+                "a pipeline deployment's deploy identity holds no compute.routers.* permission "
+                "(tpudeploy/identities.py), so it cannot create the private node's Cloud NAT",
+                "create a Cloud NAT for the node's subnetwork once (e.g. with make deploy from "
+                "an owner's machine or the console), then set [network] nat = false",
+            )
+        )
     if cfg.proxy.port == cfg.vllm.port:
         problems.append(
             problem(
@@ -144,6 +169,59 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             )
         )
     return problems
+
+
+def _zone_problems(cfg: DeployConfig) -> list[str]:
+    """A zone where Google lists no TPU of the accelerator's generation is refused here: the TPU
+    API refuses it only at apply. Flex-start has its own, narrower list (below), whose override
+    allow_untested_flex_zone already says "try a zone nobody vetted"."""
+    # GKE's TPU pools have their own, narrower zone list (tpudeploy.config.gke).
+    if cfg.allow_unlisted_zone or cfg.provisioning == "flex-start" or cfg.platform == "gke":
+        return []
+    generation = facts.lookup_accelerator(cfg.accelerator_type).chip.generation
+    zones = facts.TPU_ZONES.get(generation, {})
+    if cfg.zone in zones:
+        return []
+    near = difflib.get_close_matches(cfg.zone, list(zones), n=1, cutoff=0.8)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return [
+        problem(
+            "zone",
+            cfg.zone,
+            f"Google lists no TPU {generation} in this zone ({facts.TPU_ZONES_SOURCE})",
+            f"{hint}use one of {', '.join(zones)}; or set allow_unlisted_zone = true if the "
+            "page lists it now",
+        )
+    ]
+
+
+def _bucket_problems(cfg: DeployConfig) -> list[str]:
+    """The compile-cache bucket's name comes from the project and the name: one Cloud Storage
+    would refuse (a reserved word) is refused here, naming the key it comes from."""
+    suffix_problem = names.bucket_name_problem(f"x-{cfg.compile_cache_bucket_suffix}")
+    if suffix_problem:
+        return [
+            problem(
+                "name",
+                cfg.name,
+                f"the compile-cache bucket {cfg.compile_cache_bucket('PROJECT')!r} "
+                f"{suffix_problem}",
+                'choose a name without "google" (or "g00gle"), e.g. gemma4-v5e',
+            )
+        ]
+    if cfg.project:
+        bucket = cfg.compile_cache_bucket(cfg.project)
+        reason = names.bucket_name_problem(bucket)
+        if reason:
+            return [
+                problem(
+                    "project",
+                    cfg.project,
+                    f"the compile-cache bucket {bucket!r} {reason}",
+                    "deploy into a project whose id neither begins with goog nor contains google",
+                )
+            ]
+    return []
 
 
 def _run_end_problems(cfg: DeployConfig) -> list[str]:

@@ -26,6 +26,10 @@ class NetworkConfig(Strict):
     """required when the ranges hold more than a /16 of public IPv4 (or a /48 of IPv6)"""
     enable_external_ip: bool = True
     """the build log reaches its node on a public IP"""
+    # Without an external address the node reaches Google APIs only (Private Google Access):
+    # `docker pull` from Docker Hub and the Hugging Face download need a Cloud NAT.
+    nat: bool = True
+    """private node: a Cloud Router and NAT for its subnetwork (false: you provide egress)"""
 
     @field_validator("allowed_cidrs", mode="before")
     @classmethod

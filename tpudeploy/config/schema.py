@@ -19,6 +19,7 @@ from tpudeploy.config import prices as prices_config
 from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.containers import check_container_name, check_image, check_shm_size
+from tpudeploy.config.deadline import DeadlineConfig
 from tpudeploy.config.geometry import ModelGeometry
 from tpudeploy.config.gke import GkeConfig
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
@@ -197,7 +198,7 @@ class DeployConfig(Strict):
     region: str = ""
     """derived from zone; when set it must contain the zone"""
     zone: str = facts.ZONE
-    """flex-start zones are checked against known-good data"""
+    """a zone Google lists for TPU v5e; flex-start ones are checked against known-good data"""
     name: str = DEFAULT_NAME
     """3-24 characters; prefixes the node, its account, secrets and stacks"""
     # One TPU VM (the build log's) or N replicas of the same server on GKE ([gke]).
@@ -221,6 +222,10 @@ class DeployConfig(Strict):
     # Flex-start in a zone not known to accept it is refused unless the user says otherwise.
     allow_untested_flex_zone: bool = False
     """try flex-start outside the known-good zones"""
+    # A zone Google's TPU page does not list for the accelerator's generation is refused (a typo
+    # would otherwise fail only at apply) unless the user says the page lists it now.
+    allow_unlisted_zone: bool = False
+    """deploy into a zone tpudeploy's list of TPU v5e zones lacks (Google added one)"""
     # With a bucket, every stack keeps its Terraform state in GCS (GitOps); without, locally.
     state_bucket: str = ""
     """GCS bucket for Terraform state (GitOps); local state without"""
@@ -236,6 +241,8 @@ class DeployConfig(Strict):
     """[vllm] table: the `vllm serve` flags and tpu-inference variables"""
     proxy: ProxyConfig = Field(default_factory=ProxyConfig)
     """[proxy] table: the TLS proxy in front of vLLM"""
+    deadline: DeadlineConfig = Field(default_factory=DeadlineConfig)
+    """[deadline] table: where a spot or on-demand node's deadline job runs"""
     load: LoadConfig = Field(default_factory=LoadConfig)
     """[load] table"""
     gke: GkeConfig = Field(default_factory=GkeConfig)
@@ -346,6 +353,11 @@ class DeployConfig(Strict):
         return self.region or names.region_of(self.zone)
 
     @property
+    def deadline_region(self) -> str:
+        """Where the deadline job lives: [deadline] region, else the node's region."""
+        return self.deadline.region or self.effective_region
+
+    @property
     def service_account_id(self) -> str:
         return names.node_account_id(self.name)
 
@@ -389,6 +401,25 @@ class DeployConfig(Strict):
             rule: f"{self.name}-{rule}"
             for rule in ("deny-all", "deny-all-v6", "allow-api", "allow-api-v6", "allow-iap-ssh")
         }
+
+    @property
+    def declares_nat(self) -> bool:
+        """A private node the node stack gives egress: a Cloud Router and NAT of its own."""
+        return not self.network.enable_external_ip and self.network.nat
+
+    @property
+    def nat_subnetwork(self) -> str:
+        """The subnetwork the NAT serves: the node's, else the auto-mode network's subnet of the
+        region, which carries the network's name (the TPU API's default subnetwork)."""
+        return self.network.subnetwork or self.network.network
+
+    @property
+    def router_name(self) -> str:
+        return f"{self.name}-router"
+
+    @property
+    def nat_name(self) -> str:
+        return f"{self.name}-nat"
 
     @property
     def network_tag(self) -> str:

@@ -251,6 +251,8 @@ def left_out(cfg: DeployConfig) -> str:
     parts = ["network egress (per GB leaving Google's network)"]
     if cfg.network.enable_external_ip:
         parts.append("the node's external IP address")
+    elif cfg.declares_nat:
+        parts.append(nat_cost_text())
     parts += [
         "its boot disk, where billed apart from the chip",
         f"Secret Manager (2 secrets, ${facts.SECRET_VERSION_PER_MONTH:.2f} per active version a "
@@ -269,3 +271,16 @@ def rate_text(cfg: DeployConfig) -> str:
     except NoPricesError:
         return "its chip-hour rate"
     return f"${rate:.4f}/chip-hour"
+
+
+def nat_cost_text() -> str:
+    """What the private node's Cloud NAT adds: by the hour, and by the GiB every boot pulls."""
+    gateway, address = facts.CLOUD_NAT_PER_VM_HOUR, facts.CLOUD_NAT_ADDRESS_PER_HOUR
+    per_gib = facts.CLOUD_NAT_PER_GIB
+    checkpoint_gib = facts.CHECKPOINT_BYTES / facts.GIB
+    return (
+        f"Cloud NAT for the private node: ${gateway + address:.4f}/hour while the node stack "
+        f"exists (${gateway}/VM-hour gateway + ${address}/hour for its address) and "
+        f"${per_gib}/GiB through it: ~${checkpoint_gib * per_gib:.2f} per boot for the "
+        f"{checkpoint_gib:.2f} GiB checkpoint, plus the image pull (as of {facts.CLOUD_NAT_AS_OF})"
+    )

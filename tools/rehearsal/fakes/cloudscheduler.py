@@ -27,6 +27,19 @@ _JOB = _PARENT + r"/(?P<job>[^/:]+)"
 # The cron lines the stacks write: minute hour day-of-month month, any day of the week.
 _CRON = re.compile(r"(\d{1,2}|\*) (\d{1,2}|\*) (\d{1,2}|\*) (\d{1,2}|\*) \*")
 _UTC_NAMES = ("Etc/UTC", "UTC")
+_LOCATIONS = r"/v1/projects/(?P<project>[^/]+)/locations"
+# The locations the fake answers locations.list with, and the only ones a job may be created
+# in: those Cloud Scheduler's locations page lists (docs.cloud.google.com/scheduler/docs/locations,
+# stored copy read 2026-12-01, "Americas"). The stored page stops after us-east4 and the release
+# notes never add us-west4, the build log's region: it is not here (issue 21, defect 7).
+LOCATIONS = (
+    "northamerica-northeast1",
+    "northamerica-northeast2",
+    "southamerica-east1",
+    "us-central1",
+    "us-east1",
+    "us-east4",
+)
 
 
 def rfc3339(value: datetime) -> str:
@@ -70,6 +83,7 @@ class FakeCloudScheduler(ApiFake):
 
     def routes(self) -> None:
         jobs, act_as = "cloudscheduler.jobs.", "iam.serviceAccounts.actAs"
+        self.route("GET", _LOCATIONS, self._locations, ("cloudscheduler.locations.list",))
         self.route("POST", _PARENT, self._create, (jobs + "create", act_as))
         self.route("GET", _JOB, self._get, (jobs + "get",))
         self.route("PATCH", _JOB, self._patch, (jobs + "update", act_as))
@@ -79,7 +93,10 @@ class FakeCloudScheduler(ApiFake):
 
     def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
         """The location (a create's parent), the job, and the account the job acts as."""
-        project, location = m["project"], m["location"]
+        project = m["project"]
+        location = m.groupdict().get("location")
+        if location is None:  # locations.list: checked on the project
+            return [iamrules.project(project)]
         job_id = m.groupdict().get("job")
         stored = self.inventory.get(self.api, self._name(m)) if job_id else None
         job = {**(stored or {}), **dict(body or {})}
@@ -93,6 +110,15 @@ class FakeCloudScheduler(ApiFake):
         return found
 
     # ---- the API
+
+    def _locations(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        disabled = self.inventory.require_service(m["project"], SERVICE)
+        if disabled:
+            return disabled
+        base = f"projects/{m['project']}/locations"
+        return 200, {
+            "locations": [{"name": f"{base}/{loc}", "locationId": loc} for loc in LOCATIONS]
+        }
 
     def _checked(self, project: str, job: dict[str, Any]) -> Answer | None:
         disabled = self.inventory.require_service(project, SERVICE)
@@ -122,6 +148,10 @@ class FakeCloudScheduler(ApiFake):
         name = str(job.get("name", ""))
         if not name.startswith(f"{parent}/jobs/"):
             return api_error(400, f"job name {name!r} is not under {parent}")
+        if m["location"] not in LOCATIONS:
+            return api_error(
+                404, f"Location {m['location']} is not found or access is unauthorized."
+            )
         refused = self._checked(m["project"], job)
         if refused:
             return refused

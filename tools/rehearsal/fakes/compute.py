@@ -14,6 +14,8 @@ _FIREWALLS = _PROJECT + r"/firewalls"
 _FIREWALL = _FIREWALLS + r"/(?P<name>[^/]+)"
 _NETWORK = _PROJECT + r"/networks/(?P<name>[^/]+)"
 _OPERATION = _PROJECT + r"/operations/(?P<name>[^/]+)"
+_ROUTERS = r"/compute/v1/projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)/routers"
+_ROUTER = _ROUTERS + r"/(?P<name>[^/]+)"
 # Every new project gets the auto-mode "default" network (DESIGN: it allows SSH from anywhere).
 DEFAULT_NETWORKS = ("default",)
 
@@ -30,11 +32,19 @@ class FakeCompute(ApiFake):
         self.route("DELETE", _FIREWALL, self._delete, (fw + "delete", policy))
         self.route("GET", _NETWORK, self._network, ("compute.networks.get",))
         self.route("GET", _OPERATION, self._get_operation, ("compute.globalOperations.get",))
+        routers = "compute.routers."
+        self.route("POST", _ROUTERS, self._insert_router, (routers + "create",))
+        self.route("GET", _ROUTER, self._get_router, (routers + "get",))
+        self.route("PATCH", _ROUTER, self._patch_router, (routers + "update",))
+        self.route("DELETE", _ROUTER, self._delete_router, (routers + "delete",))
 
     def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
         """The rule, its network (from the request, or the stored rule) and the operation."""
         project = m["project"]
         path = m.group(0)
+        if "/routers" in path:
+            router = m.groupdict().get("name") or str((body or {}).get("name", ""))
+            return [iamrules.router(project, m["region"], router)]
         name = m.groupdict().get("name") or str((body or {}).get("name", ""))
         if "/networks/" in path:
             network = name
@@ -135,3 +145,81 @@ class FakeCompute(ApiFake):
     ) -> Answer:
         op = self.inventory.get(self.api, f"projects/{m['project']}/global/operations/{m['name']}")
         return (200, op) if op else api_error(404, f"operation {m['name']} not found")
+
+    # ---- Cloud Routers and their NATs (a NAT is a field of its router: routers.patch)
+
+    def _router_key(self, m: re.Match[str], name: str | None = None) -> str:
+        return f"projects/{m['project']}/regions/{m['region']}/routers/{name or m['name']}"
+
+    def _insert_router(
+        self, m: re.Match[str], query: dict[str, str], body: Any, who: str
+    ) -> Answer:
+        disabled = self.inventory.require_service(m["project"], "compute.googleapis.com")
+        if disabled:
+            return disabled
+        router = dict(body or {})
+        key = self._router_key(m, str(router.get("name", "")))
+        if self.inventory.get(self.api, key) is not None:
+            return api_error(409, f"The resource '{key}' already exists")
+        network = str(router.get("network", ""))
+        if not self._network_exists(m["project"], network):
+            return api_error(404, f"The resource '{network}' was not found")
+        self_link = f"http://{self.host}/compute/v1/{key}"
+        router.update(id=str(self.inventory.next_id()), selfLink=self_link, region=m["region"])
+        router.setdefault("nats", [])
+        self.inventory.put(self.api, key, router)
+        return 200, self._op(m["project"], self_link, "insert")
+
+    def _get_router(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        router = self.inventory.get(self.api, self._router_key(m))
+        return (
+            (200, router)
+            if router
+            else api_error(404, f"The resource '{self._router_key(m)}' was not found")
+        )
+
+    def _patch_router(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        router = self.inventory.get(self.api, self._router_key(m))
+        if router is None:
+            return api_error(404, f"The resource '{self._router_key(m)}' was not found")
+        for nat in (body or {}).get("nats", []):
+            ranges = nat.get("sourceSubnetworkIpRangesToNat")
+            if ranges == "LIST_OF_SUBNETWORKS" and not nat.get("subnetworks"):
+                return api_error(400, "Invalid value for field 'resource.nats[0].subnetworks'")
+        router.update(
+            {k: v for k, v in (body or {}).items() if k not in ("name", "selfLink", "id")}
+        )
+        return 200, self._op(m["project"], router["selfLink"], "patch")
+
+    def _delete_router(
+        self, m: re.Match[str], query: dict[str, str], body: Any, who: str
+    ) -> Answer:
+        router = self.inventory.delete(self.api, self._router_key(m))
+        if router is None:
+            return api_error(404, f"The resource '{self._router_key(m)}' was not found")
+        return 200, self._op(m["project"], router["selfLink"], "delete")
+
+    def nat_serves(self, project: str, region: str, subnetwork: str) -> bool:
+        """Whether a Cloud NAT in `region` gives `subnetwork` egress: what decides whether a node
+        without an external address reaches anything beyond Google APIs."""
+        short = subnetwork.rstrip("/").rsplit("/", 1)[-1]
+        with self.inventory.locked() as inv:
+            routers = [
+                obj
+                for key, obj in inv.objects.items()
+                if key.startswith(f"{self.api}/projects/{project}/regions/{region}/routers/")
+            ]
+        for router in routers:
+            for nat in router.get("nats", []):
+                mode = nat.get("sourceSubnetworkIpRangesToNat")
+                if mode in (
+                    "ALL_SUBNETWORKS_ALL_IP_RANGES",
+                    "ALL_SUBNETWORKS_ALL_PRIMARY_IP_RANGES",
+                ):
+                    return True
+                names = [
+                    str(s.get("name", "")).rsplit("/", 1)[-1] for s in nat.get("subnetworks", [])
+                ]
+                if mode == "LIST_OF_SUBNETWORKS" and short in names:
+                    return True
+        return False

@@ -42,6 +42,7 @@ OBJECT = "storage.googleapis.com/Object"
 FIREWALL = "compute.googleapis.com/Firewall"
 NETWORK = "compute.googleapis.com/Network"
 OPERATION = "compute.googleapis.com/GlobalOperation"
+ROUTER = "compute.googleapis.com/Router"
 TPU_NODE = "tpu.googleapis.com/Node"
 TPU_LOCATION = "tpu.googleapis.com/Location"
 TPU_OPERATION = "tpu.googleapis.com/Operation"
@@ -89,6 +90,14 @@ CHECKED_ON: dict[str, str] = {
     "compute.networks.updatePolicy": NETWORK,
     "compute.networks.get": NETWORK,
     "compute.globalOperations.get": OPERATION,
+    # A private node's Cloud Router and NAT: routers.insert/get/patch/delete check
+    # compute.routers.* on the router (https://cloud.google.com/compute/docs/access/
+    # iam-permissions, routers). Routers are not among the Compute types that page lists as
+    # providing resource.name to conditions: a condition never grants them (ATTRIBUTES).
+    "compute.routers.create": ROUTER,
+    "compute.routers.get": ROUTER,
+    "compute.routers.update": ROUTER,
+    "compute.routers.delete": ROUTER,
     # Cloud TPU: nodes.create on the location (parent), get and delete on the node
     # (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes).
     "tpu.nodes.create": TPU_LOCATION,
@@ -103,6 +112,9 @@ CHECKED_ON: dict[str, str] = {
     "cloudscheduler.jobs.delete": SCHEDULER_JOB,
     "cloudscheduler.jobs.enable": SCHEDULER_JOB,
     "cloudscheduler.jobs.pause": SCHEDULER_JOB,
+    # locations.list names the project ("name: The resource that owns the locations
+    # collection", projects.locations/list; roles/cloudscheduler.viewer holds it): preflight.
+    "cloudscheduler.locations.list": PROJECT,
     # Attaching an account to a TPU node or a Scheduler job: actAs on that account
     # (https://cloud.google.com/iam/docs/service-accounts-actas).
     "iam.serviceAccounts.actAs": SERVICE_ACCOUNT,
@@ -218,6 +230,12 @@ def compute(kind: str, project: str, name: str) -> Checked:
     return Checked(
         kind, f"projects/{project}/global/{collection}/{name}", (_project_policy(project),)
     )
+
+
+def router(project: str, region: str, name: str) -> Checked:
+    """A regional Cloud Router (and the NAT it carries: NATs are part of the router)."""
+    path = f"projects/{project}/regions/{region}/routers/{name}"
+    return Checked(ROUTER, path, (_project_policy(project),))
 
 
 def located(kind: str, project: str, location: str, name: str = "") -> Checked:

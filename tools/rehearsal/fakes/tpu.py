@@ -26,6 +26,7 @@ from tools.rehearsal.fakes.iamrules import (
     service_account,
 )
 from tools.rehearsal.fakes.inventory import Inventory
+from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS, apply_patch
 
 _QR_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources/([^/:]+)$")
 _QR_COLLECTION = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources$")
@@ -110,6 +111,7 @@ class FakeTpuApi:
         self._guest: dict[str, dict[str, str]] = {}
         self._resources: dict[str, _QueuedResource] = {}
         self._nodes: dict[str, dict[str, Any]] = {}
+        self._boots: dict[str, int] = {}
         self._scripts: dict[str, list[Any]] = {}
         self._faults: list[_Fault] = []
         self._operations: dict[str, dict[str, Any]] = {}
@@ -252,6 +254,8 @@ class FakeTpuApi:
                 return self._get_node(m.group(1), m.group(2))
             if method == "DELETE":
                 return self._delete_node(m.group(1), m.group(2))
+            if method == "PATCH":
+                return self._patch_node(m.group(1), m.group(2), query, body)
         if method in ("GET", "POST") and (m := _GUEST_PATH.match(path)):
             return self._guest_attributes(m.group(1), m.group(2), query, body)
         if method == "GET" and (m := _OP_PATH.match(path)):
@@ -408,7 +412,27 @@ class FakeTpuApi:
         if refused is not None:
             return refused
         self._nodes[name] = self._node_view(name, body)
+        self._boots[name] = self._boots.get(name, 0) + 1  # a new VM boots its startup script
         return 200, self._new_operation(parent)
+
+    def _patch_node(
+        self, parent: str, node_id: str, query: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any]]:
+        name = f"{parent}/nodes/{node_id}"
+        node = self._nodes.get(name)
+        if node is None:
+            return self._error(404, f"Resource '{name}' was not found")
+        problem = apply_patch(node, query.get("updateMask", ""), body)
+        if problem:
+            return self._error(400, problem)
+        if PATCH_REBOOTS:  # never (tpu_rules): the VM goes on with the script it booted with
+            self._boots[name] += 1
+        return 200, self._new_operation(parent)
+
+    def boots(self, name: str) -> int:
+        """How many times a VM of this name was created, so booted its startup script."""
+        with self._lock:
+            return self._boots.get(name, 0)
 
     def _delete_node(self, parent: str, node_id: str) -> tuple[int, dict[str, Any]]:
         name = f"{parent}/nodes/{node_id}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tools.rehearsal.resources.base import ApiError, ProviderConfig, Resource
 from tools.rehearsal.resources.cloudscheduler import CloudSchedulerJob
-from tools.rehearsal.resources.compute import ComputeFirewall
+from tools.rehearsal.resources.compute import ComputeFirewall, ComputeRouter, ComputeRouterNat
 from tools.rehearsal.resources.iam import ServiceAccount
 from tools.rehearsal.resources.resourcemanager import ProjectIamCustomRole, ProjectIamMember
 from tools.rehearsal.resources.secretmanager import (
@@ -33,6 +33,8 @@ RESOURCES: dict[str, type[Resource]] = {
         StorageBucket,
         StorageBucketIamMember,
         ComputeFirewall,
+        ComputeRouter,
+        ComputeRouterNat,
         TpuV2Vm,
         CloudSchedulerJob,
         ProjectIamCustomRole,

@@ -1,4 +1,4 @@
-"""google_compute_firewall over Compute Engine."""
+"""google_compute_firewall, _router and _router_nat over Compute Engine."""
 
 from __future__ import annotations
 
@@ -6,6 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from tools.rehearsal.resources.base import ApiError, Resource, State
+
+
+def wait(op: Mapping[str, Any] | None) -> None:
+    """Compute's operations: the fake's are DONE at once; an error is the provider's error."""
+    if op and op.get("status") != "DONE":
+        raise ApiError(f"operation {op.get('name')} did not finish")
+    if op and op.get("error"):
+        raise ApiError(f"operation {op.get('name')} failed: {op['error']}")
 
 
 class ComputeFirewall(Resource):
@@ -67,10 +75,7 @@ class ComputeFirewall(Resource):
         }
 
     def _wait(self, op: Mapping[str, Any] | None) -> None:
-        if op and op.get("status") != "DONE":
-            raise ApiError(f"operation {op.get('name')} did not finish")
-        if op and op.get("error"):
-            raise ApiError(f"operation {op.get('name')} failed: {op['error']}")
+        wait(op)
 
     def create(self, planned: State) -> State:
         self._wait(self.client.call("POST", self._path(planned), self._body(planned)))
@@ -92,3 +97,97 @@ class ComputeFirewall(Resource):
         self._wait(
             self.client.call("DELETE", f"{self._path(state)}/{state['name']}", missing_ok=True)
         )
+
+
+class ComputeRouter(Resource):
+    """google_compute_router: routers.insert / get / delete in the router's region."""
+
+    type_name = "google_compute_router"
+    api = "compute"
+    updatable = frozenset({"description", "bgp", "timeouts"})
+
+    def _path(self, state: State) -> str:
+        region = state.get("region") or self.provider.region
+        return f"/compute/v1/projects/{self.project(state)}/regions/{region}/routers"
+
+    def _computed(self, router: Mapping[str, Any], state: State) -> State:
+        region = state.get("region") or self.provider.region
+        return {
+            "id": f"projects/{self.project(state)}/regions/{region}/routers/{router['name']}",
+            "self_link": router.get("selfLink"),
+            "creation_timestamp": "2026-08-09T09:00:00.000-07:00",
+            "project": self.project(state),
+            "region": region,
+        }
+
+    def create(self, planned: State) -> State:
+        body = {"name": planned["name"], "network": planned["network"]}
+        wait(self.client.call("POST", self._path(planned), body))
+        router = self.client.call("GET", f"{self._path(planned)}/{planned['name']}") or {}
+        return self._computed(router, planned)
+
+    def read(self, state: State) -> State | None:
+        router = self.client.call("GET", f"{self._path(state)}/{state['name']}", missing_ok=True)
+        return self._computed(router, state) if router else None
+
+    def delete(self, state: State) -> None:
+        self.client.call("DELETE", f"{self._path(state)}/{state['name']}", missing_ok=True)
+
+
+class ComputeRouterNat(Resource):
+    """google_compute_router_nat: as the real provider, a NAT is an entry of its router's `nats`,
+    written with routers.patch (read, change the list, patch)."""
+
+    type_name = "google_compute_router_nat"
+    api = "compute"
+    updatable = frozenset({"subnetwork", "nat_ip_allocate_option", "timeouts"})
+
+    def _router(self, state: State) -> str:
+        region = state.get("region") or self.provider.region
+        return (
+            f"/compute/v1/projects/{self.project(state)}/regions/{region}/routers/{state['router']}"
+        )
+
+    def _nat(self, planned: State) -> dict[str, Any]:
+        return {
+            "name": planned["name"],
+            "natIpAllocateOption": planned.get("nat_ip_allocate_option") or "AUTO_ONLY",
+            "sourceSubnetworkIpRangesToNat": planned["source_subnetwork_ip_ranges_to_nat"],
+            "subnetworks": [
+                {"name": s["name"], "sourceIpRangesToNat": s.get("source_ip_ranges_to_nat") or []}
+                for s in planned.get("subnetwork") or []
+            ],
+        }
+
+    def _write(self, state: State, nat: dict[str, Any] | None) -> None:
+        router = self.client.call("GET", self._router(state))
+        if router is None:
+            raise ApiError(f"router {state['router']} not found")
+        nats = [n for n in router.get("nats", []) if n.get("name") != state["name"]]
+        nats += [nat] if nat else []
+        self.client.call("PATCH", self._router(state), {"nats": nats})
+
+    def _computed(self, state: State) -> State:
+        region = state.get("region") or self.provider.region
+        return {
+            "id": f"{self.project(state)}/{region}/{state['router']}/{state['name']}",
+            "project": self.project(state),
+            "region": region,
+        }
+
+    def create(self, planned: State) -> State:
+        self._write(planned, self._nat(planned))
+        return self._computed(planned)
+
+    def read(self, state: State) -> State | None:
+        router = self.client.call("GET", self._router(state), missing_ok=True) or {}
+        found = any(n.get("name") == state["name"] for n in router.get("nats", []))
+        return self._computed(state) if found else None
+
+    def update(self, prior: State, planned: State) -> State:
+        self._write(planned, self._nat(planned))
+        return self._computed(planned)
+
+    def delete(self, state: State) -> None:
+        if self.client.call("GET", self._router(state), missing_ok=True) is not None:
+            self._write(state, None)

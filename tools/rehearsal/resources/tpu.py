@@ -12,8 +12,19 @@ from tools.rehearsal.resources.base import ApiError, Resource, State, camel, sin
 class TpuV2Vm(Resource):
     type_name = "google_tpu_v2_vm"
     api = "tpu"
-    # The real provider patches labels, metadata and tags; the stand-in replaces the node for
-    # any change, which a rehearsal (create, no-change deploy, destroy) never asks for.
+    # As the real provider: these change in place with one PATCH and an updateMask, everything
+    # else replaces the node (resourceTpuV2VmUpdate, google-beta/services/tpuv2/
+    # resource_tpu_v2_vm.go: description, data_disks, metadata, tags, effective_labels).
+    updatable = frozenset(
+        {"description", "data_disks", "metadata", "tags", "labels", "effective_labels", "timeouts"}
+    )
+    _MASK = (
+        ("description", "description"),
+        ("data_disks", "dataDisks"),
+        ("metadata", "metadata"),
+        ("tags", "tags"),
+        ("labels", "labels"),
+    )
 
     def _zone(self, state: State) -> str:
         zone = state.get("zone") or self.provider.zone
@@ -101,6 +112,16 @@ class TpuV2Vm(Resource):
             "GET", f"/v2/{self._parent(state)}/nodes/{state['name']}", missing_ok=True
         )
         return self._computed(node, state) if node else None
+
+    def update(self, prior: State, planned: State) -> State:
+        mask = [api for attr, api in self._MASK if prior.get(attr) != planned.get(attr)]
+        name = f"{self._parent(prior)}/nodes/{prior['name']}"
+        if mask:
+            self.client.call(
+                "PATCH", f"/v2/{name}", self._body(planned), query={"updateMask": ",".join(mask)}
+            )
+        node = self.client.call("GET", f"/v2/{name}") or {}
+        return self._computed(node, planned)
 
     def delete(self, state: State) -> None:
         name = f"{self._parent(state)}/nodes/{state['name']}"
