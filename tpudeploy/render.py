@@ -95,6 +95,10 @@ def _environment() -> jinja2.Environment:
 
 # Seed: cold boot 857 s. Readiness waits well past it before calling the boot failed.
 READY_TIMEOUT_SECONDS = 2400
+# The compile-cache restore's wall-clock bound (issue 22): a cache within the guard's limits
+# (tpudeploy/cacheguard.py, 4 GiB, twenty times the seed's 197 MB) is decompressed twice well
+# inside it; any archive that takes longer, hostile or not, means a cold boot, never a hang.
+RESTORE_TIMEOUT_SECONDS = 300
 
 
 # The config's image grammar (config.containers.IMAGE_RE) has no ':' or '@' before the tag and
@@ -181,6 +185,8 @@ def render_startup_script(cfg: DeployConfig) -> str:
             proxy_port=cfg.proxy.port,
             proxy_config=render_proxy_config(cfg),
             cache_guard=cache_guard_source(),
+            cache_max_bytes=cacheguard.MAX_TOTAL_BYTES,
+            restore_timeout=RESTORE_TIMEOUT_SECONDS,
             ready_timeout=READY_TIMEOUT_SECONDS,
             container_env=v.container_env(),
             serve_lines=_argv_lines(vllm_serve_args(v)),

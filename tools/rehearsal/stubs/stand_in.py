@@ -261,6 +261,7 @@ def parse_curl(args: list[str]) -> dict[str, Any]:
         "fail": False,
         "config": [],
         "url": None,
+        "max_filesize": None,
     }
     flags_with_value = {"--retry", "--max-time", "-m", "--connect-timeout", "--cacert"}
     it = iter(args)
@@ -279,6 +280,8 @@ def parse_curl(args: list[str]) -> dict[str, Any]:
             opts["upload"] = next(it)
         elif arg == "-K":
             opts["config"].append(next(it))
+        elif arg == "--max-filesize":
+            opts["max_filesize"] = int(next(it))
         elif arg in flags_with_value:
             next(it)
         elif arg.startswith("http://") or arg.startswith("https://"):
@@ -393,6 +396,10 @@ def curl(args: list[str]) -> int:
     if opts["fail"] and status >= 400:
         print(f"curl: (22) The requested URL returned error: {status}", file=sys.stderr)
         return 22
+    if opts["max_filesize"] is not None and len(body) > opts["max_filesize"]:
+        # curl(1): exit 63, nothing written, when the size is known to exceed --max-filesize.
+        print("curl: (63) Maximum file size exceeded", file=sys.stderr)
+        return 63
     if opts["out"]:
         Path(opts["out"]).write_bytes(body)
     else:
