@@ -10,6 +10,7 @@ import functools
 import gzip
 import io
 import tarfile
+from collections.abc import Callable
 
 from tpudeploy import cacheguard
 
@@ -42,7 +43,7 @@ def negative_size() -> bytes:
     """A member whose size is -512 (GNU base-256): tarfile on a CPython without the
     CVE-2025-8194 fix computes the next header's offset as this header's own and reads it
     forever. About 90 bytes compressed."""
-    size = tarfile.itn(-BLOCK, 12, tarfile.GNU_FORMAT)
+    size = b"\xff" * 10 + (2**16 - BLOCK).to_bytes(2, "big")  # GNU base-256 for -512
     first = header(regular("./xla_cache/jit_decode"))  # at offset 0 tarfile would stop instead
     return gz(first + header(regular("./xla_cache/jit_loop"), size_field=size) + bytes(2 * BLOCK))
 
@@ -94,7 +95,7 @@ def hard_link() -> bytes:
     return out.getvalue()
 
 
-HOSTILE = {
+HOSTILE: dict[str, tuple[Callable[[], bytes], str]] = {
     "negative-size": (negative_size, "negative size"),
     "pax-negative-size": (pax_negative_size, "negative size"),
     "huge-pax-header": (huge_pax_header, "extended header"),
