@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shlex
 from pathlib import Path
 
 import jinja2
 
-from tpudeploy import cacheguard
+from tpudeploy import cacheguard, facts
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
 
@@ -160,6 +161,21 @@ def render_proxy_config(cfg: DeployConfig) -> str:
     )
 
 
+def render_login_gate(cfg: DeployConfig) -> str:
+    """The sshd ForceCommand the startup script installs: a shell only for sudoers."""
+    return (
+        _environment()
+        .get_template("login_gate.sh.j2")
+        .render(deployment=cfg.name, proxy_port=cfg.proxy.port)
+    )
+
+
+def hf_tmpfs_size() -> str:
+    """The size of vLLM's HF_HOME tmpfs: the seed's checkpoint plus a quarter, in whole GiB
+    (a tmpfs takes memory only as it fills)."""
+    return f"{math.ceil(facts.CHECKPOINT_BYTES * 1.25 / facts.GIB)}g"
+
+
 def cache_guard_source() -> str:
     """tpudeploy/cacheguard.py, run by the startup script as `python3 - ARCHIVE DEST`."""
     return Path(cacheguard.__file__).read_text(encoding="utf-8")
@@ -185,6 +201,10 @@ def render_startup_script(cfg: DeployConfig) -> str:
             proxy_port=cfg.proxy.port,
             proxy_config=render_proxy_config(cfg),
             cache_guard=cache_guard_source(),
+            login_gate=render_login_gate(cfg),
+            metadata_addresses=facts.METADATA_SERVER_ADDRESSES,
+            metadata_dns_port=facts.METADATA_SERVER_DNS_PORT,
+            hf_tmpfs_size=hf_tmpfs_size(),
             cache_max_bytes=cacheguard.MAX_TOTAL_BYTES,
             restore_timeout=RESTORE_TIMEOUT_SECONDS,
             ready_timeout=READY_TIMEOUT_SECONDS,
