@@ -57,8 +57,9 @@ def ask_for_token(node: Node, host: str, uid: str) -> subprocess.CompletedProces
 
 
 def rules(node: Node) -> dict[str, list[list[str]]]:
-    state: dict[str, Any] = json.loads((node.stub_dir / "state.json").read_text())
-    return state.get("iptables", {})
+    state = json.loads((node.stub_dir / "state.json").read_text())
+    found: dict[str, list[list[str]]] = state.get("iptables", {})
+    return found
 
 
 # --- the metadata server ----------------------------------------------------------------------
