@@ -142,6 +142,37 @@ def compile_cache_key(cfg: DeployConfig) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+_PINNED_DIGEST = re.compile(r"@sha256:([0-9a-f]{64})$")
+
+
+def cache_object_prefix(cfg: DeployConfig) -> str:
+    """Where this deployment's archives live in its bucket: xla/<key>/ (one per image digest)."""
+    return f"xla/{compile_cache_key(cfg)}/"
+
+
+def cache_write_condition(cfg: DeployConfig, bucket: str) -> dict[str, str]:
+    """The IAM condition on the node's objectCreator grant (issue 22, item 2): it may create its
+    own key's archives only, and the one archive of its image when the image is pinned by digest
+    (the boot names it xla/<key>/<digest>.tar.gz; a tag's digest is known only once pulled).
+    Cloud Storage gives an object's resource.name as projects/_/buckets/BUCKET/objects/OBJECT
+    (https://cloud.google.com/iam/docs/conditions-resource-attributes#resource-name); conditions
+    need uniform bucket-level access (https://cloud.google.com/storage/docs/access-control/iam)."""
+    objects = f"projects/_/buckets/{bucket}/objects/{cache_object_prefix(cfg)}"
+    pinned = _PINNED_DIGEST.search(cfg.vllm.image)
+    if pinned:
+        name = f"{objects}{pinned.group(1)}.tar.gz"
+        return {
+            "title": "this-image-archive-only",
+            "description": f"Create {name} only: the archive of the pinned image",
+            "expression": f'resource.name == "{name}"',
+        }
+    return {
+        "title": "this-config-archives-only",
+        "description": f"Create objects under {objects} only: this configuration's archives",
+        "expression": f'resource.name.startsWith("{objects}")',
+    }
+
+
 def _boot_values(cfg: DeployConfig) -> dict[str, object]:
     """Values both boot scripts share (the cache location and the runtime names)."""
     return {
