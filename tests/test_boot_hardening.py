@@ -18,7 +18,7 @@ from tests.boot_sandbox import ACCESS_TOKEN, PROJECT, STUBS, Node
 from tests.hostile_archives import HOSTILE
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig, parse_config
-from tpudeploy.render import RESTORE_TIMEOUT_SECONDS, hf_tmpfs_size
+from tpudeploy.render import hf_tmpfs_size
 
 LOGIN_UID = "1000"
 TOKEN_PATH = "computeMetadata/v1/instance/service-accounts/default/token"  # noqa: S105 - a path
@@ -249,7 +249,6 @@ def test_a_restore_that_outlives_its_time_limit_means_a_cold_boot(
     assert "took longer than 2s" in boot.stderr
     assert time.monotonic() - started < 60
     cold_boot(node)
-    assert RESTORE_TIMEOUT_SECONDS <= 600  # the stated bound the docs give (docs/security.md)
 
 
 def test_a_hard_linked_cache_is_saved_as_files_the_next_boot_restores(
