@@ -31,12 +31,14 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket import (
 )
 from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
     GoogleStorageBucketIamMember,
+    GoogleStorageBucketIamMemberCondition,
 )
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, configure, service_account_email
 from tpudeploy import identities
 from tpudeploy.config import DeployConfig
+from tpudeploy.render import cache_write_condition
 
 REQUIRED_SERVICES = (
     "cloudscheduler.googleapis.com",
@@ -205,7 +207,9 @@ class SecretsStack(TerraformStack):
         # Read and create, nothing else: replacing an object needs storage.objects.delete, which
         # neither role has, so a node (even a compromised one) can add a cache entry but never
         # change one a later node will restore. The boot script also uploads with the
-        # precondition x-goog-if-generation-match: 0 (create only).
+        # precondition x-goog-if-generation-match: 0 (create only). Create is conditioned on the
+        # object's name (tpudeploy.render.cache_write_condition): this configuration's key only,
+        # so a node cannot plant archives for a configuration it does not serve.
         GoogleStorageBucketIamMember(
             self,
             "compile-cache-reader",
@@ -219,6 +223,9 @@ class SecretsStack(TerraformStack):
             bucket=bucket_name,
             role="roles/storage.objectCreator",
             member=f"serviceAccount:{self.service_account_email}",
+            condition=GoogleStorageBucketIamMemberCondition(
+                **cache_write_condition(cfg, cfg.compile_cache_bucket(project))
+            ),
         )
 
         if cfg.deadline_seconds is not None and not cfg.gitops_managed:

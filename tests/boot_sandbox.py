@@ -95,7 +95,16 @@ class Node:
         self.config.update(config)
         # The sandbox's runtime directory is on whatever filesystem the test's tmp_path is; the
         # real node's /run is a tmpfs. Tell the script which type stands in for "memory".
-        self.env: dict[str, str] = {"TPUDEPLOY_MEMORY_FILESYSTEMS": filesystem_type(root)}
+        self.env: dict[str, str] = {
+            "TPUDEPLOY_MEMORY_FILESYSTEMS": filesystem_type(root),
+            "TPUDEPLOY_SSHD_CONFIG": str(self.sshd_config),
+            "TPUDEPLOY_LOGIN_GATE": str(self.login_gate),
+        }
+        # Ubuntu's sshd_config starts by including its drop-in directory.
+        self.sshd_config.parent.mkdir(parents=True, exist_ok=True)
+        self.sshd_config.write_text(
+            f"Include {self.sshd_config}.d/*.conf\nKbdInteractiveAuthentication no\nUsePAM yes\n"
+        )
         # python3 the real interpreter, not a version-manager shim: the stubs and the script's
         # JSON helpers start dozens of times per boot.
         self.bin = root / "bin"
@@ -110,6 +119,18 @@ class Node:
     def config_file(self) -> Path:
         # Holds the secret values the fake Secret Manager serves: the one file allowed to.
         return self.stub_dir / "config.json"
+
+    @property
+    def sshd_config(self) -> Path:
+        return self.root / "etc" / "ssh" / "sshd_config"
+
+    @property
+    def login_gate(self) -> Path:
+        return self.root / "usr" / "local" / "sbin" / "tpudeploy-login"
+
+    @property
+    def hf_dir(self) -> Path:
+        return self.run_dir / "hf"
 
     @property
     def cache_dir(self) -> Path:

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import Synthesizer, resources
 from tpudeploy.config import DeployConfig
-from tpudeploy.render import render_shutdown_script
+from tpudeploy.render import compile_cache_key, render_shutdown_script
 
 SPOT = {"provisioning": "spot"}
 NODE_MEMBER = "serviceAccount:${google_service_account.node-sa.email}"
@@ -107,3 +107,19 @@ def test_node_metadata_carries_both_scripts_and_guest_attributes(
         )
         assert "--allowed-media-domains media-urls-disabled.invalid" in md["startup-script"]
         assert "VLLM_MEDIA_URL_ALLOW_REDIRECTS=0" in md["startup-script"]
+
+
+def test_the_node_may_create_its_own_configurations_archives_only(
+    secrets_stack: dict[str, Any], default_config: DeployConfig
+) -> None:
+    """Issue 22, item 2: objectCreator on the whole bucket let a node plant archives for keys it
+    does not serve. Create is conditioned on the object's name, as Cloud Storage spells it."""
+    members = resources(secrets_stack, "google_storage_bucket_iam_member").values()
+    by_role = {m["role"]: m for m in members}
+    key = compile_cache_key(default_config)
+    condition = by_role["roles/storage.objectCreator"]["condition"]
+    assert condition["expression"] == (
+        'resource.name.startsWith("projects/_/buckets/${var.project}-gemma4-v5e-xla'
+        f'/objects/xla/{key}/")'
+    )
+    assert "condition" not in by_role["roles/storage.objectViewer"]

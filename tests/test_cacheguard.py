@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hostile_archives import HOSTILE, many_members
 from tpudeploy import cacheguard
 from tpudeploy.render import cache_guard_source
 
@@ -103,3 +104,74 @@ def test_an_oversized_archive_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
 def test_the_guard_parses_as_python_3_8() -> None:
     """The TPU VM image's python3 is older than the project's 3.11."""
     ast.parse(cache_guard_source(), feature_version=(3, 8))
+
+
+# --- issue 22, item 3: bounded in time and memory ----------------------------------------------
+
+# Each hostile archive is refused in about a second; the bound is generous for a shared machine
+# and far below "forever" (the negative size looped tarfile; a million members took 2 min).
+REFUSAL_SECONDS = 30
+
+
+def run_guard(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-", *args],
+        input=cache_guard_source(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=REFUSAL_SECONDS,
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_a_hostile_archive_is_refused_while_reading_extracting_nothing(
+    tmp_path: Path, kind: str
+) -> None:
+    """Issue 22: a negative size hung the restore, oversized headers and a million members took
+    minutes and hundreds of MB, a hard link (which the packer stored) was refused forever."""
+    make, why = HOSTILE[kind]
+    src = tmp_path / f"{kind}.tar.gz"
+    src.write_bytes(make())
+    dest = tmp_path / "cache"
+    dest.mkdir()
+    done = run_guard(str(src), str(dest))
+    assert done.returncode == cacheguard.REFUSED, done.stderr
+    assert why in done.stderr
+    assert list(dest.iterdir()) == []
+    # The packer's check says the same, so no such archive is ever uploaded.
+    checked = run_guard("--check", str(src))
+    assert (checked.returncode, checked.stderr) == (done.returncode, done.stderr)
+
+
+def test_the_member_limit_is_enforced_while_reading() -> None:
+    """The many-members archive ends damaged after its members: refusing it (not calling it
+    damaged) means the guard stopped at the limit instead of reading to the end."""
+    src = io.BytesIO(many_members(10))
+    with tarfile.open(fileobj=src, mode="r|gz") as tar, pytest.raises(tarfile.ReadError):
+        for _ in tar:
+            pass
+
+
+def test_memory_stays_flat_however_many_members() -> None:
+    with tarfile.open(
+        fileobj=io.BytesIO(many_members(500)), mode="r|gz", tarinfo=cacheguard.GuardedTarInfo
+    ) as tar:
+        held = []
+        with pytest.raises((tarfile.ReadError, EOFError)):
+            for _ in cacheguard.members(tar):
+                held.append(len(tar.members))  # type: ignore[attr-defined]
+    assert len(held) == 500 and max(held) == 1
+
+
+def test_check_accepts_what_restore_accepts(tmp_path: Path) -> None:
+    src = archive(
+        tmp_path / "ok.tar.gz",
+        (entry(".", tarfile.DIRTYPE), None),
+        (entry("./xla_cache/jit_decode"), b"compiled"),
+    )
+    assert run_guard("--check", str(src)).returncode == 0
+    dest = tmp_path / "cache"
+    dest.mkdir()
+    assert run_guard(str(src), str(dest)).returncode == 0
+    assert (dest / "xla_cache" / "jit_decode").read_bytes() == b"compiled"

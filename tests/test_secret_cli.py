@@ -153,3 +153,18 @@ def test_no_emulator_and_no_credentials_is_a_clear_error(
     monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
     with pytest.raises(SecretStoreError, match="application-default login"):
         SecretStore.from_env("p")
+
+
+def test_make_secret_recommends_a_read_only_fine_grained_token(
+    deploy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 22, item 1: root on the node can read the token, so it should read models only."""
+    monkeypatch.setattr("getpass.getpass", lambda prompt: TOKEN)
+    with FakeSecretManager({CFG.hf_token_secret_id: []}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        monkeypatch.setattr("sys.stdin", FakeStdin("", tty=True))
+        assert cli.main(["secret"]) == 0
+    out = capsys.readouterr().out
+    before, after = out.split("stored the Hugging Face token")
+    for text in (before, after):  # before the prompt, and once it is stored
+        assert "read-only" in text and "fine-grained" in text and CFG.vllm.model in text

@@ -152,8 +152,9 @@ def test_scripts_reach_the_vm_unchanged_through_terraform(spot_node: dict[str, A
         "vllm serve google/gemma-4-E2B-it",
         "vllm/vllm-tpu:nightly",
         "--shm-size 10gb",
-        "-v /dev/shm:/dev/shm",
-        "-e HF_HOME=/dev/shm",
+        # The seed's RAM-backed HF_HOME, on a root-only tmpfs of the node's own (issue 22).
+        '-v "$HF_DIR:$HF_HOME_IN_CONTAINER"',
+        '-e "HF_HOME=$HF_HOME_IN_CONTAINER"',
         ":/root/.cache/vllm",  # the compile cache volume: the seed's most valuable line
         "--net=host",
         "--privileged",

@@ -87,6 +87,14 @@ TPU_ZONES: Final[dict[str, dict[str, str]]] = {
 # Google's IAP TCP-forwarding range: the only source SSH is opened to.
 IAP_SSH_RANGE: Final = "35.235.240.0/20"
 
+# Compute Engine's metadata server, metadata.google.internal: 169.254.169.254, and fd20:ce::254
+# on a VM with IPv6 (https://cloud.google.com/compute/docs/metadata/querying-metadata). Its API
+# is HTTP on TCP port 80, and it hands the VM's service-account token to any process that asks.
+# The same address is the VM's DNS resolver (https://cloud.google.com/compute/docs/internal-dns),
+# so the node blocks everything but DNS (port 53) to it for non-root processes.
+METADATA_SERVER_ADDRESSES: Final = ("169.254.169.254", "fd20:ce::254")
+METADATA_SERVER_DNS_PORT: Final = 53
+
 
 @dataclass(frozen=True, slots=True)
 class ChipSpec:
@@ -226,6 +234,9 @@ MEASURED_TPOT_S: Final = 8.02e-3
 BLOCKS_PER_REQUEST: Final = 512
 
 # ---- boot (final verification table) ----------------------------------------------------------
+
+# "the 9.54 GiB checkpoint downloads in about 10 seconds" (into a RAM-backed HF_HOME).
+CHECKPOINT_BYTES: Final = round(9.54 * GIB)
 
 COLD_BOOT_S: Final = 857.0
 COMPILE_S: Final = 685.0

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shlex
 from pathlib import Path
 
 import jinja2
 
-from tpudeploy import bootcheck, cacheguard, nodebuild
+from tpudeploy import bootcheck, cacheguard, facts, nodebuild
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
 
@@ -97,6 +98,10 @@ def _environment() -> jinja2.Environment:
 
 # Seed: cold boot 857 s. Readiness waits well past it before calling the boot failed.
 READY_TIMEOUT_SECONDS = 2400
+# The compile-cache restore's wall-clock bound (issue 22): a cache within the guard's limits
+# (tpudeploy/cacheguard.py, 4 GiB, twenty times the seed's 197 MB) is decompressed twice well
+# inside it; any archive that takes longer, hostile or not, means a cold boot, never a hang.
+RESTORE_TIMEOUT_SECONDS = 300
 
 
 # The config's image grammar (config.containers.IMAGE_RE) has no ':' or '@' before the tag and
@@ -139,6 +144,37 @@ def compile_cache_key(cfg: DeployConfig) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def cache_object_prefix(cfg: DeployConfig) -> str:
+    """Where this deployment's archives live in its bucket: xla/<key>/ (one per image digest)."""
+    return f"xla/{compile_cache_key(cfg)}/"
+
+
+def cache_write_condition(cfg: DeployConfig, bucket: str) -> dict[str, str]:
+    """The IAM condition on the node's objectCreator grant (issue 22, item 2): it may create its
+    own key's archives only, and the one archive of its image when the image is pinned by digest
+    (the boot names it xla/<key>/<digest>.tar.gz; a tag's digest is known only once pulled).
+    Cloud Storage gives an object's resource.name as projects/_/buckets/BUCKET/objects/OBJECT
+    (https://cloud.google.com/iam/docs/conditions-resource-attributes#resource-name); conditions
+    need uniform bucket-level access (https://cloud.google.com/storage/docs/access-control/iam)."""
+    # Imported here: tpudeploy.pinning builds on this module's compile_cache_key.
+    from tpudeploy.pinning import pinned_cache_object
+
+    objects = f"projects/_/buckets/{bucket}/objects/{cache_object_prefix(cfg)}"
+    pinned = pinned_cache_object(cfg)
+    if pinned:
+        name = f"projects/_/buckets/{bucket}/objects/{pinned}"
+        return {
+            "title": "this-image-archive-only",
+            "description": f"Create {name} only: the archive of the pinned image",
+            "expression": f'resource.name == "{name}"',
+        }
+    return {
+        "title": "this-config-archives-only",
+        "description": f"Create objects under {objects} only: this configuration's archives",
+        "expression": f'resource.name.startsWith("{objects}")',
+    }
+
+
 def _boot_values(cfg: DeployConfig) -> dict[str, object]:
     """Values both boot scripts share (the cache location and the runtime names)."""
     return {
@@ -162,6 +198,21 @@ def render_proxy_config(cfg: DeployConfig, *, metrics_port: int | None = None) -
             metrics_port=metrics_port,
         )
     )
+
+
+def render_login_gate(cfg: DeployConfig) -> str:
+    """The sshd ForceCommand the startup script installs: a shell only for sudoers."""
+    return (
+        _environment()
+        .get_template("login_gate.sh.j2")
+        .render(deployment=cfg.name, proxy_port=cfg.proxy.port)
+    )
+
+
+def hf_tmpfs_size() -> str:
+    """The size of vLLM's HF_HOME tmpfs: the seed's checkpoint plus a quarter, in whole GiB
+    (a tmpfs takes memory only as it fills)."""
+    return f"{math.ceil(facts.CHECKPOINT_BYTES * 1.25 / facts.GIB)}g"
 
 
 def cache_guard_source() -> str:
@@ -199,6 +250,12 @@ def render_startup_script(cfg: DeployConfig) -> str:
             boot_expected=json.dumps(
                 nodebuild.boot_expectations(cfg, vllm_serve_args(v)), separators=(",", ":")
             ),
+            login_gate=render_login_gate(cfg),
+            metadata_addresses=facts.METADATA_SERVER_ADDRESSES,
+            metadata_dns_port=facts.METADATA_SERVER_DNS_PORT,
+            hf_tmpfs_size=hf_tmpfs_size(),
+            cache_max_bytes=cacheguard.MAX_TOTAL_BYTES,
+            restore_timeout=RESTORE_TIMEOUT_SECONDS,
             ready_timeout=READY_TIMEOUT_SECONDS,
             container_env=v.container_env(),
             serve_lines=_argv_lines(vllm_serve_args(v)),

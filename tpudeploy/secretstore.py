@@ -137,6 +137,15 @@ def read_token(stdin: TextIO, *, prompt: str) -> str:
     return value.strip()
 
 
+# Whoever is root on the node can read the token (it must, to download the checkpoint; README,
+# security): give it only what the download needs (issue 22).
+READ_ONLY_ADVICE = (
+    "use a read-only token: a fine-grained token (huggingface.co/settings/tokens) whose only "
+    "permission is read access to {model} (or to the public gated repos you can access), or a "
+    "Read token; never a Write token. Root on the node (roles/compute.osAdminLogin) can read it"
+)
+
+
 def store_hf_token(
     cfg: DeployConfig,
     store: SecretStore | Callable[[], SecretStore],
@@ -145,6 +154,9 @@ def store_hf_token(
 ) -> int:
     """Read and check the token, then store it. `store` may be a factory: credentials are then
     looked for only once there is a well-formed token to store (reading stdin comes first)."""
+    advice = READ_ONLY_ADVICE.format(model=cfg.vllm.model)
+    if stdin.isatty():
+        print(advice[0].upper() + advice[1:], file=out)
     token = read_token(stdin, prompt="Hugging Face token (input hidden): ")
     if not token:
         print(
@@ -170,7 +182,7 @@ def store_hf_token(
     version = store.add_version(cfg.hf_token_secret_id, token)
     print(
         f"stored the Hugging Face token as {version or 'a new version'} of "
-        f"{cfg.hf_token_secret_id}; the node reads it at its next boot",
+        f"{cfg.hf_token_secret_id}; the node reads it at its next boot. Reminder: {advice}",
         file=out,
     )
     return 0

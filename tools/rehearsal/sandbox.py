@@ -24,6 +24,9 @@ FAKE_VLLM = HERE / "fake_vllm.py"
 SHM = Path("/dev/shm")  # noqa: S108 - only ever a mkdtemp (0700, unique) below it
 
 
+SYSTEM_STAND_INS = ("docker", "iptables", "ip6tables", "mount", "mountpoint", "sshd", "systemctl")
+
+
 def nginx_binary() -> str | None:
     return shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
 
@@ -49,8 +52,14 @@ class BootSandbox:
         self.run_dir = self.run_root / "tpudeploy"
         for folder in (self.home, self.stub_dir, self.bin):
             folder.mkdir(parents=True, exist_ok=True)
-        # Only docker is a stand-in; curl, tar, sleep and the rest are the machine's own.
-        (self.bin / "docker").symlink_to(STAND_IN)
+        # docker is a stand-in, and so are the commands that change this machine's own system
+        # (packet filter, mounts, sshd): the boot may run as root here. curl, tar, sleep and the
+        # rest are the machine's own.
+        for command in SYSTEM_STAND_INS:
+            (self.bin / command).symlink_to(STAND_IN)
+        self.sshd_config = root / "etc" / "ssh" / "sshd_config"
+        self.sshd_config.parent.mkdir(parents=True)
+        self.sshd_config.write_text(f"Include {self.sshd_config}.d/*.conf\nUsePAM yes\n")
         (self.bin / "python3").symlink_to(os.path.realpath(sys.executable))
 
     def boot(
@@ -98,6 +107,8 @@ class BootSandbox:
             "TPUDEPLOY_READY_TIMEOUT": "60",
             "TPUDEPLOY_POLL_SECONDS": "1",
             "TPUDEPLOY_PULL_TIMEOUT": "60",
+            "TPUDEPLOY_SSHD_CONFIG": str(self.sshd_config),
+            "TPUDEPLOY_LOGIN_GATE": str(self.root / "sbin" / "tpudeploy-login"),
         }
         if self.run_root.parent != SHM:
             # No /dev/shm here: say which filesystem stands in for memory (as tests do).

@@ -12,8 +12,47 @@ from typing import Any
 from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
+from tools.rehearsal.fakes.inventory import OWNER, ROLE_PERMISSIONS
 
 SERVICE = "storage.googleapis.com"
+
+# IAM Conditions on Cloud Storage, as its documentation states them. The resource attributes a
+# condition sees (https://cloud.google.com/iam/docs/conditions-resource-attributes): an object is
+# projects/_/buckets/BUCKET/objects/OBJECT of type storage.googleapis.com/Object, a bucket
+# projects/_/buckets/BUCKET of type storage.googleapis.com/Bucket. A bucket policy with
+# conditions needs uniform bucket-level access (https://cloud.google.com/storage/docs/
+# access-control/iam) and policy version 3 or greater (https://cloud.google.com/storage/docs/
+# json_api/v1/buckets/setIamPolicy).
+OBJECT_NAME = "projects/_/buckets/{bucket}/objects/{object}"
+BUCKET_NAME = "projects/_/buckets/{bucket}"
+OBJECT_TYPE = "storage.googleapis.com/Object"
+BUCKET_TYPE = "storage.googleapis.com/Bucket"
+CONDITIONS_MIN_POLICY_VERSION = 3
+# The CEL the fake reads: comparisons of resource.name / .type / .service joined by && or ||
+# (&& binds tighter, as in CEL). Anything else it cannot read grants nothing: a fake must never
+# be kinder than the service.
+_COMPARISON = re.compile(
+    r"\s*resource\.(?P<attr>name|type|service)"
+    r'(?:\.startsWith\(\s*"(?P<prefix>[^"\\]*)"\s*\)|\s*==\s*"(?P<equal>[^"\\]*)")\s*'
+)
+
+
+def condition_holds(expression: str, attributes: dict[str, str]) -> bool:
+    """Whether a bucket-policy condition grants on a resource with these attributes."""
+    for alternative in expression.split("||"):
+        terms = [_COMPARISON.fullmatch(term) for term in alternative.split("&&")]
+        if all(terms) and all(_term_holds(t, attributes) for t in terms if t):
+            return True
+    return False
+
+
+def _term_holds(term: re.Match[str], attributes: dict[str, str]) -> bool:
+    value = attributes.get(term["attr"], "")
+    if term["prefix"] is not None:
+        return value.startswith(term["prefix"])
+    return bool(value == term["equal"])
+
+
 _BUCKETS = r"/storage/v1/b"
 _BUCKET = _BUCKETS + r"/(?P<bucket>[^/]+)"
 _OBJECT = r"/(?P<bucket>[a-z0-9][a-z0-9._-]{1,61}[a-z0-9])/(?P<object>.+)"
@@ -101,7 +140,13 @@ class FakeStorage(ApiFake):
         if self._bucket(m["bucket"]) is None:
             return api_error(404, "The specified bucket does not exist.")
         bindings = self.inventory.policy(self.api, f"b/{m['bucket']}")
-        return 200, {"kind": "storage#policy", "etag": f"CA{len(bindings)}=", "bindings": bindings}
+        version = (self._bucket(m["bucket"]) or {}).get("_policy_version", 1)
+        return 200, {
+            "kind": "storage#policy",
+            "version": version,
+            "etag": f"CA{len(bindings)}=",
+            "bindings": bindings,
+        }
 
     def _set_policy(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
         if self._bucket(m["bucket"]) is None:
@@ -110,15 +155,27 @@ class FakeStorage(ApiFake):
         refused = self.inventory.check_members(bindings)
         if refused:
             return refused
+        if any(b.get("condition") for b in bindings):
+            bucket = self._bucket(m["bucket"]) or {}
+            uniform = (bucket.get("iamConfiguration") or {}).get("uniformBucketLevelAccess") or {}
+            if not uniform.get("enabled"):
+                return api_error(
+                    400, "IAM conditions need uniform bucket-level access enabled on the bucket."
+                )
+            if int((body or {}).get("version") or 1) < CONDITIONS_MIN_POLICY_VERSION:
+                return api_error(
+                    400, "A policy with IAM conditions must have version 3 or greater."
+                )
         policy = self.inventory.policy(self.api, f"b/{m['bucket']}")
         policy[:] = bindings
+        (self._bucket(m["bucket"]) or {})["_policy_version"] = int((body or {}).get("version") or 1)
         return 200, {"kind": "storage#policy", "etag": f"CA{len(bindings)}=", "bindings": bindings}
 
     def _list(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
         bucket = self._bucket(m["bucket"])
         if bucket is None:
             return api_error(404, "The specified bucket does not exist.")
-        if not self.inventory.allowed(who, self.api, f"b/{m['bucket']}", "storage.objects.list"):
+        if not self._allowed(who, m["bucket"], None, "storage.objects.list"):
             return api_error(403, f"{who} does not have storage.objects.list access")
         versions = query.get("versions") == "true"
         prefix = query.get("prefix", "")
@@ -146,7 +203,7 @@ class FakeStorage(ApiFake):
         bucket = self._bucket(m["bucket"])
         if bucket is None:
             return api_error(404, "The specified bucket does not exist.")
-        if not self.inventory.allowed(who, self.api, f"b/{m['bucket']}", "storage.objects.delete"):
+        if not self._allowed(who, m["bucket"], m["object"], "storage.objects.delete"):
             return api_error(403, f"{who} does not have storage.objects.delete access")
         generations = bucket["_objects"].get(m["object"], [])
         wanted = query.get("generation")
@@ -160,7 +217,7 @@ class FakeStorage(ApiFake):
         bucket = self._bucket(m["bucket"])
         if bucket is None:
             return 404, b"<Error><Code>NoSuchBucket</Code></Error>"
-        if not self.inventory.allowed(who, self.api, f"b/{m['bucket']}", "storage.objects.get"):
+        if not self._allowed(who, m["bucket"], m["object"], "storage.objects.get"):
             return 403, b"<Error><Code>AccessDenied</Code></Error>"
         generations = bucket["_objects"].get(m["object"])
         if not generations:
@@ -172,14 +229,13 @@ class FakeStorage(ApiFake):
         bucket = self._bucket(m["bucket"])
         if bucket is None:
             return 404, b"<Error><Code>NoSuchBucket</Code></Error>"
-        key = f"b/{m['bucket']}"
         existing = bucket["_objects"].get(m["object"])
         # Create-only uploads: the precondition fails before any permission is looked at.
         if existing and self.headers.get("x-goog-if-generation-match") == "0":
             return 412, b"<Error><Code>PreconditionFailed</Code></Error>"
         # Replacing an object needs delete as well as create (objectCreator cannot).
         needed = ["storage.objects.create"] + (["storage.objects.delete"] if existing else [])
-        if not all(self.inventory.allowed(who, self.api, key, p) for p in needed):
+        if not all(self._allowed(who, m["bucket"], m["object"], p) for p in needed):
             return 403, b"<Error><Code>AccessDenied</Code></Error>"
         data = body if isinstance(body, bytes) else b"" if body is None else repr(body).encode()
         generations = existing or []
@@ -188,6 +244,29 @@ class FakeStorage(ApiFake):
         generations.append((self.inventory.next_id(), data))
         bucket["_objects"][m["object"]] = generations
         return 200, b""
+
+    def _allowed(self, who: str, bucket: str, obj: str | None, permission: str) -> bool:
+        """Owner always; otherwise a bucket binding for `who` whose role holds `permission` and
+        whose condition, if any, holds on the object (or on the bucket when obj is None)."""
+        if who == OWNER:
+            return True
+        attributes = (
+            {"name": OBJECT_NAME.format(bucket=bucket, object=obj), "type": OBJECT_TYPE}
+            if obj is not None
+            else {"name": BUCKET_NAME.format(bucket=bucket), "type": BUCKET_TYPE}
+        )
+        attributes["service"] = SERVICE
+        service = permission.split(".", 1)[0]
+        for binding in self.inventory.policies.get(f"{self.api}/b/{bucket}", []):
+            if who not in binding.get("members", []):
+                continue
+            granted = ROLE_PERMISSIONS.get(str(binding.get("role")), set())
+            if not ({permission, "*", f"{service}.*"} & granted):
+                continue
+            condition = binding.get("condition")
+            if not condition or condition_holds(str(condition.get("expression", "")), attributes):
+                return True
+        return False
 
     # ---- for the rehearsal's checks
 

@@ -20,6 +20,7 @@ boot), or the served program's log; `docker exec [-i] NAME PROGRAM ...` answers 
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -35,6 +36,13 @@ DEFAULT_DIGEST = "5" * 64
 METADATA = "http://metadata.test/computeMetadata/v1"
 SECRETMANAGER = "http://secretmanager.test/v1"
 STORAGE = "http://storage.test"
+# Names of the metadata server -> (packet-filter family, address): metadata.test stands in for
+# metadata.google.internal (tpudeploy/facts.py METADATA_SERVER_ADDRESSES).
+METADATA_HOSTS = {
+    "metadata.test": ("iptables", "169.254.169.254"),
+    "169.254.169.254": ("iptables", "169.254.169.254"),
+    "[fd20:ce::254]": ("ip6tables", "fd20:ce::254"),
+}
 
 
 def load(name: str, default: Any) -> Any:
@@ -328,6 +336,9 @@ def docker(args: list[str]) -> int:
                     (host / name).write_bytes(b"x" * 64)
                 if CONFIG.get("compile_symlink"):
                     (host / "escape").symlink_to("/etc/passwd")
+                if CONFIG.get("compile_hardlink"):
+                    # A second name of one compiled program (tar stores it as a hard link).
+                    os.link(host / "jit_decode-cache", host / "jit_decode-cache.link")
         print("3f2a1b0c9d8e")
         return 0
     print(f"stand-in docker: unexpected command {sub}", file=sys.stderr)
@@ -348,6 +359,7 @@ def parse_curl(args: list[str]) -> dict[str, Any]:
         "fail": False,
         "config": [],
         "url": None,
+        "max_filesize": None,
     }
     flags_with_value = {"--retry", "--max-time", "-m", "--connect-timeout", "--cacert"}
     it = iter(args)
@@ -366,6 +378,8 @@ def parse_curl(args: list[str]) -> dict[str, Any]:
             opts["upload"] = next(it)
         elif arg == "-K":
             opts["config"].append(next(it))
+        elif arg == "--max-filesize":
+            opts["max_filesize"] = int(next(it))
         elif arg in flags_with_value:
             next(it)
         elif arg.startswith("http://") or arg.startswith("https://"):
@@ -391,6 +405,12 @@ def bearer_ok(opts: dict[str, Any]) -> bool:
 def curl_answer(opts: dict[str, Any]) -> tuple[int, bytes]:
     """(status, body bytes) for one request; status 0 means connection refused."""
     url, method = opts["url"], opts["method"] or ("PUT" if opts["upload"] else "GET")
+    for alias, (family, address) in METADATA_HOSTS.items():
+        if url.startswith(f"http://{alias}/computeMetadata/v1"):
+            # The node's packet filter decides first: a rejected connection is refused (7).
+            if packet_verdict(family, address, 80, caller_uid()) in ("REJECT", "DROP"):
+                return 0, b""
+            url = METADATA + url.removeprefix(f"http://{alias}/computeMetadata/v1")
     if url.startswith(METADATA):
         if "Metadata-Flavor: Google" not in opts["headers"]:
             return 403, b"Missing Metadata-Flavor:Google header."
@@ -480,12 +500,184 @@ def curl(args: list[str]) -> int:
     if opts["fail"] and status >= 400:
         print(f"curl: (22) The requested URL returned error: {status}", file=sys.stderr)
         return 22
+    if opts["max_filesize"] is not None and len(body) > opts["max_filesize"]:
+        # curl(1): exit 63, nothing written, when the size is known to exceed --max-filesize.
+        print("curl: (63) Maximum file size exceeded", file=sys.stderr)
+        return 63
     if opts["out"]:
         Path(opts["out"]).write_bytes(body)
     else:
         sys.stdout.buffer.write(body)
     sys.stdout.write(write)
     return 0
+
+
+# ---- the node's own commands (issue 22): iptables, mount, sshd, systemctl
+
+
+# Who a command of the test runs as on the fake node: the guest agent runs the boot scripts as
+# root (0); a test sets STUB_UID to act as a login user.
+def caller_uid() -> int:
+    return int(os.environ.get("STUB_UID", "0"))
+
+
+# What iptables(8) and iptables-extensions(8) refuse in a rule, as data: the owner match exists
+# only where a packet has a local socket ("valid in the OUTPUT and POSTROUTING chains"), a port
+# match and "--reject-with tcp-reset" need "-p tcp".
+OWNER_CHAINS = ("OUTPUT", "POSTROUTING")
+
+
+def rule_problem(rule: list[str]) -> str | None:
+    chain, spec = rule[0], rule[1:]
+    if "owner" in spec and chain not in OWNER_CHAINS:
+        return "owner: only valid in the OUTPUT and POSTROUTING chains"
+    pairs = itertools.pairwise(spec)
+    tcp = any(flag in ("-p", "--protocol") and value == "tcp" for flag, value in pairs)
+    if ("--dport" in spec or "tcp-reset" in spec) and not tcp:
+        return 'unknown option "--dport" / tcp-reset needs -p tcp'
+    if "-j" not in spec:
+        return "no target (-j)"
+    return None
+
+
+def packet_verdict(family: str, address: str, port: int, uid: int) -> str:
+    """The first OUTPUT rule that matches a TCP packet from `uid` to address:port decides;
+    ACCEPT when none does (the chain's policy on the node)."""
+    for rule in STATE.get("iptables", {}).get(family, []):
+        chain, spec = rule[0], rule[1:]
+        if chain != "OUTPUT":
+            continue
+        matched, target, i, negate = True, "ACCEPT", 0, False
+        while i < len(spec):
+            arg = spec[i]
+            if arg == "!":
+                negate, i = True, i + 1
+                continue
+            value = spec[i + 1] if i + 1 < len(spec) else ""
+            if arg in ("-d", "--destination"):
+                hit = value.split("/")[0] == address
+            elif arg in ("-p", "--protocol"):
+                hit = value == "tcp"
+            elif arg == "--dport":
+                hit = int(value) == port
+            elif arg == "--uid-owner":
+                hit = int(value) == uid
+            elif arg == "-j":
+                target, hit = value, True
+            else:  # -m owner, --reject-with: no condition of their own
+                i, negate = i + (2 if arg in ("-m", "--reject-with") else 1), False
+                continue
+            if hit == negate:
+                matched = False
+            i, negate = i + 2, False
+        if matched:
+            return target
+    return "ACCEPT"
+
+
+def iptables(family: str, args: list[str]) -> int:
+    rules: list[list[str]] = STATE.setdefault("iptables", {}).setdefault(family, [])
+    args = [a for a in args if a != "-w"]
+    op, rule = args[0], args[1:]
+    if op == "-S":
+        for r in rules:
+            print("-A " + " ".join(r))
+        return 0
+    problem = rule_problem(rule)
+    if problem:
+        print(f"{family} v1.8.7 (nf_tables): {problem}", file=sys.stderr)
+        return 2
+    if op == "-C":
+        if rule in rules:
+            return 0
+        print(f"{family}: Bad rule (does a matching rule exist in that chain?).", file=sys.stderr)
+        return 1
+    if op in ("-I", "-A"):
+        rules.insert(0 if op == "-I" else len(rules), rule)
+        save_state()
+        return 0
+    print(f"stand-in {family}: unexpected {op}", file=sys.stderr)
+    return 2
+
+
+def mount(args: list[str]) -> int:
+    """mount -t tmpfs -o OPTIONS SOURCE DIR: the options are recorded, the mode applied."""
+    if args[:2] != ["-t", "tmpfs"] or args[2] != "-o" or len(args) != 6:
+        print(f"stand-in mount: unexpected {args}", file=sys.stderr)
+        return 1
+    options, target = args[3], args[5]
+    if not Path(target).is_dir():
+        print(f"mount: {target}: mount point does not exist.", file=sys.stderr)
+        return 32
+    STATE.setdefault("mounts", {})[target] = options
+    save_state()
+    for option in options.split(","):
+        if option.startswith("mode="):
+            os.chmod(target, int(option.removeprefix("mode="), 8))
+    return 0
+
+
+# sshd_config(5) keywords the scripts may write, and Match's criteria; real sshd -t refuses any
+# other word with "Bad configuration option" (exit 255).
+SSHD_KEYWORDS = {
+    "include",
+    "match",
+    "allowtcpforwarding",
+    "permitopen",
+    "allowstreamlocalforwarding",
+    "allowagentforwarding",
+    "x11forwarding",
+    "permittunnel",
+    "gatewayports",
+    "permituserrc",
+    "forcecommand",
+    "permittty",
+    "authorizedkeyscommand",
+    "authorizedkeyscommanduser",
+    "passwordauthentication",
+    "kbdinteractiveauthentication",
+    "usepam",
+    "subsystem",
+    "acceptenv",
+    "printmotd",
+    "challengeresponseauthentication",
+    "permitrootlogin",
+}
+MATCH_CRITERIA = {"all", "user", "group", "host", "localaddress", "localport", "address"}
+
+
+def sshd_problems(path: Path) -> list[str]:
+    import glob
+
+    problems = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        keyword = words[0].lower()
+        if keyword not in SSHD_KEYWORDS:
+            problems.append(f"{path} line {number}: Bad configuration option: {words[0]}")
+        elif keyword == "include":
+            for included in sorted(glob.glob(words[1])):
+                problems += sshd_problems(Path(included))
+        elif keyword == "match" and words[1].lower() not in MATCH_CRITERIA:
+            problems.append(f"{path} line {number}: Unsupported Match attribute {words[1]}")
+        elif len(words) < 2:
+            problems.append(f"{path} line {number}: {words[0]} needs an argument")
+    return problems
+
+
+def sshd(args: list[str]) -> int:
+    if args[:1] != ["-t"]:
+        print(f"stand-in sshd: unexpected {args}", file=sys.stderr)
+        return 1
+    config = Path(args[args.index("-f") + 1]) if "-f" in args else Path("/etc/ssh/sshd_config")
+    problems = sshd_problems(config)
+    if "sshd_error" in CONFIG:  # a test scripts what this node's sshd would refuse
+        problems.append(CONFIG["sshd_error"])
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 255 if problems else 0
 
 
 def main() -> int:
@@ -495,6 +687,17 @@ def main() -> int:
         return docker(args)
     if cmd == "curl":
         return curl(args)
+    if cmd in ("iptables", "ip6tables", "mount", "sshd"):
+        record(cmd)
+        if cmd == "mount":
+            return mount(args)
+        return sshd(args) if cmd == "sshd" else iptables(cmd, args)
+    if cmd == "mountpoint":
+        record(cmd)
+        return 0 if args[-1] in STATE.get("mounts", {}) else 32
+    if cmd == "systemctl":
+        record(cmd)
+        return 0
     record(cmd)
     if cmd == "sleep":
         return 0
