@@ -147,12 +147,34 @@ def _boot_values(cfg: DeployConfig) -> dict[str, object]:
     }
 
 
+# The front door's limits (templates/nginx.conf.j2; issue 22 filled nginx's default 1,024
+# connections with half-sent headers from one address). One address holds at most 128
+# connections (twice the seed's 64 concurrent clients, which over the tunnel all come from
+# 127.0.0.1); the worker holds 8,192, so filling it takes 16 addresses, each connection ended
+# 10 s after it opened unless its header arrived.
+PROXY_WORKER_CONNECTIONS = 8192
+PROXY_CONNECTIONS_PER_ADDRESS = 128
+PROXY_HEADER_TIMEOUT = "10s"
+PROXY_BODY_TIMEOUT = "30s"
+# Where the TLS server listens behind the counting relay: the proxy container's own tmpfs.
+PROXY_TLS_SOCKET = "/tmp/front-door-tls.sock"  # noqa: S108 - the container's private tmpfs
+
+
 def render_proxy_config(cfg: DeployConfig) -> str:
     """nginx.conf for the TLS proxy; the startup script writes it beside the certificate."""
     return (
         _environment()
         .get_template("nginx.conf.j2")
-        .render(deployment=cfg.name, vllm_port=cfg.vllm.port, proxy_port=cfg.proxy.port)
+        .render(
+            deployment=cfg.name,
+            vllm_port=cfg.vllm.port,
+            proxy_port=cfg.proxy.port,
+            worker_connections=PROXY_WORKER_CONNECTIONS,
+            connections_per_address=PROXY_CONNECTIONS_PER_ADDRESS,
+            header_timeout=PROXY_HEADER_TIMEOUT,
+            body_timeout=PROXY_BODY_TIMEOUT,
+            tls_socket=PROXY_TLS_SOCKET,
+        )
     )
 
 
