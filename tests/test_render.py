@@ -151,6 +151,9 @@ def test_every_setting_reaches_its_flag() -> None:
         "vllm",
         "serve",
         "google/gemma-4-E4B-it",
+        # extra_args first: nothing after them can be extended, every modelled flag wins.
+        "--max-num-seqs",
+        "64",
         "--host",
         "127.0.0.1",
         "--port",
@@ -179,8 +182,6 @@ def test_every_setting_reaches_its_flag() -> None:
         "--allowed-media-domains",
         "upload.wikimedia.org",
         "images.example.com",
-        "--max-num-seqs",
-        "64",
     ]
 
 

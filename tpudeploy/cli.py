@@ -242,7 +242,7 @@ def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
     project = require_project(cfg, source=str(config_path()))
     endpoint = frontdoor.resolve_endpoint(cfg, project)
-    return smoke.run(endpoint, smoke.resolve_api_key(cfg, project), cfg.vllm.model)
+    return smoke.run(endpoint, smoke.resolve_api_key(cfg, project), cfg.vllm.served_model_name)
 
 
 def _endpoint(cfg: DeployConfig, args: argparse.Namespace) -> int:

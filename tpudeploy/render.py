@@ -25,6 +25,10 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
         "vllm",
         "serve",
         v.model,
+        # First, so that none of them can extend a flag rendered here (a bare value after
+        # --allowed-media-domains widened the media allow-list) and every modelled flag below
+        # wins over a repeat (vLLM takes the last). config/serveflags.py checks each one.
+        *v.extra_args,
         # No --api-key: vLLM's key guards /v1 routes only (/invocations serves completions without
         # it), so the proxy checks the key on every path and vLLM is reachable from the node only.
         "--host",
@@ -65,7 +69,6 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
     # Never empty (config refuses it): an empty list would let a request make vLLM fetch from the
     # metadata server over --net=host.
     args += ["--allowed-media-domains", *v.allowed_media_domains]
-    args += list(v.extra_args)
     return args
 
 

@@ -22,7 +22,7 @@ from tpudeploy.config.containers import check_container_name, check_image, check
 from tpudeploy.config.geometry import ModelGeometry
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
 from tpudeploy.config.proxy import ProxyConfig
-from tpudeploy.config.serveflags import check_extra_args
+from tpudeploy.config.serveflags import check_extra_args, served_model_name
 from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration
 
@@ -108,6 +108,11 @@ class VllmConfig(Strict):
     """written as 1 (vLLM parses bool(int(...)))"""
 
     # The checks are plain functions (tpudeploy.config.checks and the modules it names).
+    @property
+    def served_model_name(self) -> str:
+        """The "model" clients send: the first --served-model-name in extra_args, else model."""
+        return served_model_name(self.model, self.extra_args)
+
     @field_validator("extra_args", "allowed_media_domains", mode="before")
     @classmethod
     def _list_to_tuple(cls, v: object) -> object:
