@@ -224,8 +224,8 @@ def flags(root: Path) -> dict[str, dict[str, Any]]:
     frontend = {f: tree.kwargs(a) for f, a in tree.fields("FrontendArgs").items()}
     for stmt in _edits(tree, "FrontendArgs", "frontend_kwargs"):
         _edit(frontend, stmt)
-    for field, entry in frontend.items():
-        register([f"--{field.replace('_', '-')}"], entry)
+    for name, kwargs in frontend.items():
+        register([f"--{name.replace('_', '-')}"], kwargs)
 
     # make_arg_parser's own flags, then the engine's.
     for module in tree.modules.values():
@@ -255,7 +255,7 @@ def flags(root: Path) -> dict[str, dict[str, Any]]:
                 if not (isinstance(node, ast.Call) and _name(node.func) == "add_argument"):
                     continue
                 names = [
-                    a.value
+                    str(a.value)
                     for a in node.args
                     if isinstance(a, ast.Constant) and str(a.value).startswith("--")
                 ]
@@ -276,9 +276,9 @@ def flags(root: Path) -> dict[str, dict[str, Any]]:
                         ]
                     for value in spread:
                         if isinstance(value, ast.Subscript):
-                            var, field = _name(value.value), value.slice
-                            if var in variables and isinstance(field, ast.Constant):
-                                entry = dict(variables[var].get(str(field.value), entry))
+                            var, key = _name(value.value), value.slice
+                            if var in variables and isinstance(key, ast.Constant):
+                                entry = dict(variables[var].get(str(key.value), entry))
                 register(names, _apply(entry, explicit))
     return dict(sorted(out.items()))
 
