@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from tests.boot_sandbox import API_KEY, PROJECT, Node
 from tests.fake_boot_apis import chat_answer, weather_call
@@ -300,7 +301,7 @@ def test_make_smoke_passes_through_the_real_proxy(door: FrontDoor) -> None:
     endpoint = Endpoint(door.url, door.fingerprint)
     assert smoke.run(endpoint, API_KEY, MODEL, out=out) == 0
     assert "smoke test passed" in out.getvalue()
-    # The certificate `make endpoint` writes is a CA file that verifies by address.
+    # The certificate `make endpoint` writes: the leaf itself, a trust file by address.
     pem = fetch_certificate(endpoint)
     assert pem == ssl.DER_cert_to_PEM_cert(
         ssl.PEM_cert_to_DER_cert((door.node.proxy_dir / "tls.crt").read_text())
@@ -421,3 +422,38 @@ def test_health_takes_no_body_no_key_and_no_other_method(door: FrontDoor) -> Non
     assert status == 200
     forwarded = door.vllm.requests[-1]
     assert forwarded["path"] == "/health" and "authorization" not in forwarded["headers"]
+
+
+def test_the_certificate_is_a_server_leaf_that_clients_trust_by_itself(door: FrontDoor) -> None:
+    """Issue 22, item 7: `openssl req -x509` made a CA (CA:TRUE, no key usage), and `make
+    endpoint --cert-out` told clients to trust it as a CA file."""
+    cert = x509.load_pem_x509_certificate((door.node.proxy_dir / "tls.crt").read_bytes())
+    constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints)
+    assert constraints.critical and constraints.value.ca is False
+    usage = cert.extensions.get_extension_for_class(x509.KeyUsage)
+    assert usage.critical and usage.value.digital_signature
+    assert not usage.value.key_cert_sign and not usage.value.crl_sign
+    purposes = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(purposes) == [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "localhost" in names.get_values_for_type(x509.DNSName)
+    # Given as the one trust anchor, the leaf verifies: Python's ssl (the door's context, every
+    # request above) and curl --cacert, which make endpoint prints.
+    if CURL is not None:
+        got = subprocess.run(
+            [
+                CURL,
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--cacert",
+                str(door.node.proxy_dir / "tls.crt"),
+                f"{door.url}/health",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert got.stdout == "200", got.stderr

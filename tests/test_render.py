@@ -222,7 +222,7 @@ def test_the_startup_script_carries_each_value_shell_quoted(own: DeployConfig) -
         "API_KEY_SECRET": "agents-api-key",
         # The formats the boot checks each secret against: EREs full of shell syntax, quoted.
         "HF_TOKEN_FORMAT": "^hf_[A-Za-z0-9]{30,200}$",
-        "API_KEY_FORMAT": "^[A-Za-z0-9_-]{32,512}$",
+        "API_KEY_FORMAT": "^[A-Za-z0-9_-]{43}$",
         "PORT": "8100",
         "PROXY_PORT": "9443",
         "CACHE_KEY": compile_cache_key(own),

@@ -14,6 +14,7 @@ from tpudeploy import errors, planner, policy, terraform
 from tpudeploy import queued_resource as qr
 from tpudeploy.config import DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
+from tpudeploy.terminal import printable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -80,16 +81,19 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
     except qr.QueuedResourceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    # What the API reports about the node passes through printable() like every node-sourced
+    # text (tpudeploy/terminal.py).
     if cfg.provisioning == "flex-start":
-        print(qr.format_status(report))
+        print("\n".join(printable(line) for line in qr.format_status(report).split("\n")))
     else:
         # A VM path has no queued resource; show the node, then what ends its billing.
-        print(f"node {spec.node_name}: {report['node_state']}")
+        state = printable(report["node_state"])
+        print(f"node {spec.node_name}: {state}")
         ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
-        print(f"  external IP {ext}, internal IP {internal}")
+        print(printable(f"  external IP {ext}, internal IP {internal}"))
         from tpudeploy import vmstatus
 
-        print("\n".join(vmstatus.lines(cfg, project, str(report["node_state"]))))
+        print("\n".join(printable(line) for line in vmstatus.lines(cfg, project, state)))
     return 0
 
 
