@@ -87,7 +87,7 @@ class VllmConfig(Strict):
     """override the tensor-parallel guard rail"""
     # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
     extra_args: tuple[str, ...] = Field(default=(), examples=[["--max-num-seqs", "128"]])
-    """more `vllm serve` arguments; modelled flags, the deny list and secrets are refused"""
+    """more `vllm serve` flags: allow-listed ones only, checked against vLLM 0.33.0's CLI"""
     # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
     # would hand the node's credentials to whoever sends the request, and vLLM treats an empty
     # list as "every domain" (DESIGN). The default names a reserved .invalid host (RFC 2606) that
