@@ -39,10 +39,15 @@ help: ## List the targets
 
 install: $(VENV_STAMP) $(NODE_STAMP) ## Create .venv with the pinned packages and the local cdktf CLI
 
-$(VENV_STAMP): requirements.txt requirements-nodeps.txt
+# Every file is checked against its pinned sha256 (--require-hashes). The jobs that mint a
+# deploy token set REQUIREMENTS=requirements-deploy.txt: only what deploy, destroy and recover
+# run, no scanners or test tools (nor tf, which only the rehearsal uses).
+REQUIREMENTS ?= requirements.txt
+PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check --require-hashes
+$(VENV_STAMP): $(REQUIREMENTS) requirements-nodeps.txt
 	$(PYTHON_BOOT) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+	$(PIP_INSTALL) -r $(REQUIREMENTS)
+	$(if $(filter requirements.txt,$(REQUIREMENTS)),$(PIP_INSTALL) --no-deps -r requirements-nodeps.txt)
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json

@@ -33,7 +33,7 @@ STUBS = Path(__file__).parent / "stubs"
 # Built at run time so no tracked file holds a token-shaped string (secret scanners, the
 # before-stop hook); the values are fakes that prove the real ones never leak.
 HF_TOKEN = "hf_" + "TESTtokenNeverPrinted0123456789"
-API_KEY = "vk-TESTapiKeyNeverPrinted-9876543210abcdef"
+API_KEY = "vk-TESTapiKeyNeverPrinted-9876543210abcdefg"  # 43, as `make api-key` makes
 ACCESS_TOKEN = "ya29.TESTaccessTokenNeverInArgv"  # noqa: S105
 SECRETS = (HF_TOKEN, API_KEY, ACCESS_TOKEN)
 PROJECT = "test-proj"

@@ -18,6 +18,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from tests.boot_sandbox import API_KEY, PROJECT, Node
 from tests.fake_boot_apis import chat_answer, weather_call
 from tools.rehearsal.fakes.base import LoopbackServer
-from tpudeploy import smoke
+from tpudeploy import render, smoke
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.frontdoor import Endpoint, fetch_certificate
 
@@ -111,17 +113,35 @@ class FrontDoor:
             conn.close()
 
 
-def start_nginx(conf: Path, prefix: Path) -> tuple[subprocess.Popen[str], int]:
-    """nginx on a free loopback port; another port when someone took it in between."""
+# Debian and Ubuntu build the stream module as a dynamic module (libnginx-mod-stream);
+# nginx.org's packages and the official image build it in, and refuse a second load.
+STREAM_MODULE = Path("/usr/lib/nginx/modules/ngx_stream_module.so")
+
+
+def loopback_config(text: str, port: int, socket_path: Path) -> str:
+    """The node's nginx.conf with its one port on 127.0.0.1:PORT and its TLS socket at
+    SOCKET_PATH; nothing else changes."""
+    listen = re.search(r"^ *listen (\d+);$", text, re.MULTILINE)
+    assert listen is not None and text.count("listen ") == 2
+    text = text.replace(listen[0], f"        listen 127.0.0.1:{port};")
+    assert text.count(render.PROXY_TLS_SOCKET) == 2
+    text = text.replace(render.PROXY_TLS_SOCKET, str(socket_path))
+    built = subprocess.run([str(NGINX), "-V"], capture_output=True, text=True).stderr
+    if "--with-stream=dynamic" in built and STREAM_MODULE.exists():
+        text = f"load_module {STREAM_MODULE};\n{text}"
+    return text
+
+
+def start_nginx(conf: Path, prefix: Path, sockets: Path) -> tuple[subprocess.Popen[str], int]:
+    """nginx on a free loopback port; another port when someone took it in between. SOCKETS is
+    a directory nginx's unprivileged worker can traverse (the node's is the container's /tmp)."""
     assert NGINX is not None
     text = conf.read_text()
-    listen = re.search(r"^ *listen (\d+) ssl;$", text, re.MULTILINE)
-    assert listen is not None and text.count("listen ") == 1
     errors = []
     for attempt in range(3):
         port = free_port()
         test_conf = conf.with_name("nginx.loopback.conf")
-        test_conf.write_text(text.replace(listen[0], f"    listen 127.0.0.1:{port} ssl;"))
+        test_conf.write_text(loopback_config(text, port, sockets / f"{attempt}.sock"))
         (prefix / str(attempt)).mkdir(parents=True)
         proc = subprocess.Popen(
             [NGINX, "-p", f"{prefix / str(attempt)}/", "-c", str(test_conf), "-e", "stderr"],
@@ -150,13 +170,16 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FrontDoor]:
         boot = node.run()
         assert boot.returncode == 0, boot.stderr
         # The boot's own nginx.conf, listening on loopback instead of every address.
-        proc, port = start_nginx(node.proxy_dir / "nginx.conf", root / "prefix")
+        sockets = Path(tempfile.mkdtemp(prefix="front-door-"))
+        sockets.chmod(0o711)
+        proc, port = start_nginx(node.proxy_dir / "nginx.conf", root / "prefix", sockets)
         try:
             context = ssl.create_default_context(cafile=str(node.proxy_dir / "tls.crt"))
             yield FrontDoor(cfg, node, vllm, port, context)
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+            shutil.rmtree(sockets, ignore_errors=True)
 
 
 BEARER = f"Bearer {API_KEY}"
@@ -278,7 +301,7 @@ def test_make_smoke_passes_through_the_real_proxy(door: FrontDoor) -> None:
     endpoint = Endpoint(door.url, door.fingerprint)
     assert smoke.run(endpoint, API_KEY, MODEL, out=out) == 0
     assert "smoke test passed" in out.getvalue()
-    # The certificate `make endpoint` writes is a CA file that verifies by address.
+    # The certificate `make endpoint` writes: the leaf itself, a trust file by address.
     pem = fetch_certificate(endpoint)
     assert pem == ssl.DER_cert_to_PEM_cert(
         ssl.PEM_cert_to_DER_cert((door.node.proxy_dir / "tls.crt").read_text())
@@ -314,3 +337,123 @@ def test_the_curl_pin_make_endpoint_prints_holds(door: FrontDoor, tmp_path: Path
     )
     assert bad.returncode == 90, bad.stderr  # CURLE_SSL_PINNEDPUBKEYNOTMATCH
     assert len(door.vllm.requests) == before
+
+
+def test_one_address_holds_at_most_its_allowance_and_another_still_gets_in(
+    door: FrontDoor,
+) -> None:
+    """Issue 22, item 6: half-open connections from one address filled the worker. The relay
+    counts a connection when it is accepted, before any TLS or header byte."""
+    allowance = render.PROXY_CONNECTIONS_PER_ADDRESS
+    held: list[socket.socket] = []
+    try:
+        for _ in range(allowance):
+            held.append(socket.create_connection(("127.0.0.1", door.port), timeout=5))
+        # One more from the same address: nginx closes it at once, without a byte.
+        with socket.create_connection(("127.0.0.1", door.port), timeout=5) as extra:
+            assert extra.recv(1) == b""
+        # The held ones are still open (they wait for their handshake, not closed).
+        held[-1].settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            held[-1].recv(1)
+        # Another client address is not affected (the loopback range: 127.0.0.2 is this host).
+        conn = http.client.HTTPSConnection(
+            "127.0.0.1", door.port, context=door.context, source_address=("127.0.0.2", 0)
+        )
+        try:
+            conn.request("GET", "/v1/models", headers={"Authorization": BEARER})
+            assert conn.getresponse().status == 200
+        finally:
+            conn.close()
+    finally:
+        for s in held:
+            s.close()
+
+
+def closed_after(sock: socket.socket, limit: float) -> float:
+    """Seconds until the peer closes SOCK (reading and dropping whatever arrives)."""
+    start = time.monotonic()
+    sock.settimeout(limit)
+    while sock.recv(4096):
+        pass
+    return time.monotonic() - start
+
+
+def test_a_half_sent_handshake_or_header_is_dropped_within_the_header_timeout(
+    door: FrontDoor,
+) -> None:
+    """Issue 22, item 6: nginx's default waits 60 s for a header (and a TLS handshake)."""
+    timeout = int(render.PROXY_HEADER_TIMEOUT.removesuffix("s"))
+    assert timeout <= 10
+    # The first bytes of a TLS record announcing a 512-byte ClientHello, and no more.
+    half_handshake = socket.create_connection(("127.0.0.1", door.port), timeout=5)
+    half_handshake.sendall(bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]))
+    # A finished handshake, then half a request header, trickled.
+    raw = socket.create_connection(("127.0.0.1", door.port), timeout=5)
+    half_header = door.context.wrap_socket(raw, server_hostname="127.0.0.1")
+    half_header.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
+    try:
+        assert closed_after(half_handshake, timeout + 5) <= timeout + 2
+        half_header.sendall(b"X-Trickle: 1\r\n")
+        assert closed_after(half_header, timeout + 5) <= timeout + 2
+    finally:
+        half_handshake.close()
+        half_header.close()
+
+
+def test_health_takes_no_body_no_key_and_no_other_method(door: FrontDoor) -> None:
+    """Issue 22, item 6: /health forwarded unauthenticated 64 MB bodies and the client's
+    Authorization header to vLLM."""
+    before = len(door.vllm.requests)
+    conn = http.client.HTTPSConnection("127.0.0.1", door.port, context=door.context)
+    try:
+        conn.request("GET", "/health", body=b"x" * 4096, headers={"Content-Length": "4096"})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 413
+    finally:
+        conn.close()
+    status, _ = door.request("POST", "/health", body={"prompt": "x"})
+    assert status == 413
+    status, _ = door.request("POST", "/health")
+    assert status == 403
+    assert len(door.vllm.requests) == before
+    status, _ = door.request("GET", "/health", key=BEARER)
+    assert status == 200
+    forwarded = door.vllm.requests[-1]
+    assert forwarded["path"] == "/health" and "authorization" not in forwarded["headers"]
+
+
+def test_the_certificate_is_a_server_leaf_that_clients_trust_by_itself(door: FrontDoor) -> None:
+    """Issue 22, item 7: `openssl req -x509` made a CA (CA:TRUE, no key usage), and `make
+    endpoint --cert-out` told clients to trust it as a CA file."""
+    cert = x509.load_pem_x509_certificate((door.node.proxy_dir / "tls.crt").read_bytes())
+    constraints = cert.extensions.get_extension_for_class(x509.BasicConstraints)
+    assert constraints.critical and constraints.value.ca is False
+    usage = cert.extensions.get_extension_for_class(x509.KeyUsage)
+    assert usage.critical and usage.value.digital_signature
+    assert not usage.value.key_cert_sign and not usage.value.crl_sign
+    purposes = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(purposes) == [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "localhost" in names.get_values_for_type(x509.DNSName)
+    # Given as the one trust anchor, the leaf verifies: Python's ssl (the door's context, every
+    # request above) and curl --cacert, which make endpoint prints.
+    if CURL is not None:
+        got = subprocess.run(
+            [
+                CURL,
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--cacert",
+                str(door.node.proxy_dir / "tls.crt"),
+                f"{door.url}/health",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert got.stdout == "200", got.stderr

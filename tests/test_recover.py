@@ -25,8 +25,8 @@ import pytest
 
 from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
+from tpudeploy import deployedspec, recover
 from tpudeploy import queued_resource as qr
-from tpudeploy import recover
 from tpudeploy.addresses import (
     DEADLINE_ADDRESS,
     DENY_ALL_ADDRESS,
@@ -183,6 +183,8 @@ with open(log, "a") as fh:
 args = [a for a in sys.argv[1:] if not a.startswith("-chdir=")]
 if args[:2] == ["state", "list"]:
     print("\\n".join(json.loads(os.environ["TF_STAND_IN_STATE"])))
+if args[:1] == ["show"]:
+    print(os.environ["TF_STAND_IN_SHOW"])
 sys.exit(int(os.environ.get("TF_STAND_IN_APPLY_EXIT", "0")) if args[:1] == ["apply"] else 0)
 """
 
@@ -194,7 +196,38 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     binary.chmod(0o755)
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv("TF_STAND_IN_LOG", str(log))
+    # What the checkout would deploy (the synthesized stack) and what was deployed (the state):
+    # the same node unless a test says otherwise.
+    (tmp_path / "cdk.tf.json").write_text(
+        json.dumps({"resource": {"google_tpu_v2_vm": {"node": PLANNED_VM}}})
+    )
+    monkeypatch.setenv("TF_STAND_IN_SHOW", json.dumps(_shown(DEPLOYED_VM)))
     yield binary
+
+
+PLANNED_VM: dict[str, Any] = {
+    "accelerator_type": "v5litepod-1",
+    "runtime_version": "v2-alpha-tpuv5-lite",
+    "metadata": {"startup-script": "#!/bin/bash\necho v1\n", "enable-oslogin": "TRUE"},
+    "labels": {"deployment": "gemma4-v5e"},
+    "scheduling_config": {"spot": True},
+    "service_account": {"email": "${google_service_account.node.email}"},
+    "depends_on": ["google_compute_firewall.deny-all"],
+}
+# Terraform's state of the same node: nested blocks as lists of one, computed attributes added.
+DEPLOYED_VM: dict[str, Any] = {
+    "accelerator_type": "v5litepod-1",
+    "runtime_version": "v2-alpha-tpuv5-lite",
+    "metadata": {"startup-script": "#!/bin/bash\necho v1\n", "enable-oslogin": "TRUE"},
+    "labels": {"deployment": "gemma4-v5e"},
+    "scheduling_config": [{"spot": True, "preemptible": False, "reserved": False}],
+    "service_account": [{"email": "n@p.iam.gserviceaccount.com", "scope": []}],
+    "state": "PREEMPTED",
+}
+
+
+def _shown(values: dict[str, Any]) -> dict[str, Any]:
+    return {"values": {"root_module": {"resources": [{"address": VM_ADDRESS, "values": values}]}}}
 
 
 def _calls(tmp_path: Path) -> list[list[str]]:
@@ -350,3 +383,49 @@ def test_the_cli_writes_each_attempt_to_the_run_summary(
     assert lines[0].startswith(f"- {cfg.name}: ") and "PREEMPTED" in lines[0]
     assert "recovery failed" in lines[1] and "next attempt" in lines[1]
     assert "next attempt" in capsys.readouterr().err
+
+
+# ---- issue 22 item 5: recover brings back what was deployed, never an undeployed change ----
+
+
+def test_make_recover_refuses_a_node_change_that_was_never_deployed(
+    apis: tuple[FakeTpuApi, FakeSchedulerApi],
+    stand_in: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A startup-script change refused at the environment gate (so never applied) would have
+    reached the node at the next preemption: recover applies the checkout's configuration."""
+    tpu, sched = apis
+    cfg = _cfg("spot")
+    tpu.add_node(PARENT, cfg.node_id, {"state": "PREEMPTED"})
+    _script_deadline(sched, cfg, PENDING)
+    monkeypatch.setenv("TF_STAND_IN_STATE", json.dumps([VM_ADDRESS, DENY_ALL_ADDRESS]))
+    changed = {**PLANNED_VM, "metadata": {**PLANNED_VM["metadata"], "startup-script": "v2"}}
+    changed["accelerator_type"] = "v5litepod-4"
+    (tmp_path / "cdk.tf.json").write_text(
+        json.dumps({"resource": {"google_tpu_v2_vm": {"node": changed}}})
+    )
+    with pytest.raises(recover.RecoverError) as info:
+        _run(cfg, recover.RECOVER, stand_in, tmp_path)
+    said = str(info.value)
+    assert "accelerator_type, metadata differ from Terraform's state" in said
+    assert "`make deploy` of gemma4-v5e" in said and "deploy workflow" in said
+    assert not [c for c in _calls(tmp_path) if c[:1] == ["apply"]]
+
+
+def test_the_comparison_sees_what_terraform_would_change_and_nothing_it_computes() -> None:
+    assert deployedspec.differences(PLANNED_VM, DEPLOYED_VM) == []
+    # A label removed, a nested-block value changed, a list reordered: each is a difference.
+    fewer = {**PLANNED_VM, "labels": {}}
+    assert deployedspec.differences(fewer, DEPLOYED_VM) == ["labels"]
+    on_demand = {**PLANNED_VM, "scheduling_config": {"spot": False}}
+    assert deployedspec.differences(on_demand, DEPLOYED_VM) == ["scheduling_config.spot"]
+    tags = ({"tags": ["a", "b"]}, {"tags": ["b", "a"]})
+    assert deployedspec.differences(*tags) == ["tags"]
+    # What only a plan can know (a reference) and Terraform's own keys are not compared.
+    assert deployedspec.differences({"x": "${var.y}", "lifecycle": {"a": 1}}, {}) == []
+    # A block the state never had is a difference, not a match.
+    assert deployedspec.differences({"network_config": {"enable_external_ips": True}}, {}) == [
+        "network_config"
+    ]

@@ -181,7 +181,7 @@ def test_cli_unauthorized_is_an_error_line_not_a_traceback(
     with FakeFrontDoor(KEY, cert) as fake:
         monkeypatch.setenv("ENDPOINT", fake.url)
         monkeypatch.setenv("TLS_SHA256", cert.sha256)
-        monkeypatch.setenv("VLLM_API_KEY", "stale-key-0123456789abcdefghijklmnopqrs")
+        monkeypatch.setenv("VLLM_API_KEY", "stale-key-0123456789abcdefghijklmnopqrstuvw")
         rc = cli.main(["smoke"])
     err = capsys.readouterr().err
     assert rc == 1
@@ -202,3 +202,25 @@ def test_a_malformed_fingerprint_is_a_clear_error(
     assert cli.main(["smoke"]) == 1
     err = capsys.readouterr().err
     assert "TLS_SHA256='abc' is not a SHA-256 fingerprint" in err
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["short-key-0123456789abcdefghijklmn", "x" * 44, "vk-smokeTestKey-0123456789abcdefghijklmno+"],
+    ids=["32-characters", "44-characters", "not-url-safe"],
+)
+def test_a_key_make_api_key_did_not_make_is_refused_before_any_request(
+    monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
+    """Issue 22, item 7: the front door's digest check is safe because the key is 256 random
+    bits; a hand-made key of another shape is refused where it is read, never echoed."""
+    from tpudeploy.config import parse_config
+
+    monkeypatch.setenv("VLLM_API_KEY", key)
+    with pytest.raises(smoke.SmokeError) as info:
+        smoke.resolve_api_key(parse_config({"project": "test-proj"}), "test-proj")
+    said = str(info.value)
+    assert "VLLM_API_KEY is not a key `make api-key` made" in said and "make api-key" in said
+    assert key not in said
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    assert smoke.resolve_api_key(parse_config({"project": "test-proj"}), "test-proj") == KEY

@@ -313,6 +313,13 @@ def test_the_docs_example_is_what_the_code_reports(tmp_path: Path) -> None:
     assert shown == tune_example.example_markdown(tmp_path).strip(), (
         "docs/tuning.md's example is stale: python -m tools.tune_example"
     )
+    readme = tune_example.README.read_text(encoding="utf-8")
+    start = readme.index(tune_example.README_BEGIN) + len(tune_example.README_BEGIN)
+    ranked = readme[start : readme.index(tune_example.README_END)].strip()
+    assert "synthetic" in readme[: readme.index(tune_example.README_BEGIN)].lower()
+    assert ranked == tune_example.ranked_table(shown).strip(), (
+        "README.md's example ranking is stale: python -m tools.tune_example"
+    )
 
 
 # ---- the runner ---------------------------------------------------------------------------

@@ -21,6 +21,9 @@ from tpudeploy.tune.report import STATUS_SUFFIX, write_report
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tuning.md"
 BEGIN, END = "<!-- BEGIN synthetic verdict -->", "<!-- END synthetic verdict -->"
+README = DOC.parent.parent / "README.md"
+README_BEGIN = "<!-- BEGIN synthetic ranked verdict -->"
+README_END = "<!-- END synthetic ranked verdict -->"
 OFFSETS = (-1.0, 0.0, 1.0)
 IMAGE = "vllm/vllm-tpu@sha256:" + "0" * 64  # synthetic: no such image
 
@@ -114,15 +117,26 @@ def example_markdown(tmp: Path) -> str:
     return text[: text.index("\n## Median time-to-first-token")].rstrip() + "\n"
 
 
+def ranked_table(example: str) -> str:
+    """The ranked summary's table alone: what the README shows of the example."""
+    rows = example[example.index("## Ranked") :].split("\n\n")[1]
+    return rows.strip() + "\n"
+
+
+def _write(path: Path, begin: str, end: str, text: str) -> None:
+    doc = path.read_text(encoding="utf-8")
+    start, stop = doc.index(begin) + len(begin), doc.index(end)
+    path.write_text(doc[:start] + "\n" + text + doc[stop:], encoding="utf-8")
+
+
 def main() -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         example = example_markdown(Path(tmp))
-    doc = DOC.read_text(encoding="utf-8")
-    start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-    DOC.write_text(doc[:start] + "\n" + example + doc[end:], encoding="utf-8")
-    print(f"wrote the synthetic verdict into {DOC}")
+    _write(DOC, BEGIN, END, example)
+    _write(README, README_BEGIN, README_END, ranked_table(example))
+    print(f"wrote the synthetic verdict into {DOC} and its ranking into {README}")
     return 0
 
 

@@ -15,6 +15,7 @@ from tpudeploy import queued_resource as qr
 from tpudeploy.config import DeployConfig, config_path, load_config, require_project
 from tpudeploy.flex import queued_resource_spec
 from tpudeploy.platform import platform_for
+from tpudeploy.terminal import printable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,21 +87,24 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
     except qr.QueuedResourceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    # What the API reports about the node passes through printable() like every node-sourced
+    # text (tpudeploy/terminal.py).
     if cfg.provisioning == "flex-start":
-        print(qr.format_status(report))
+        print("\n".join(printable(line) for line in qr.format_status(report).split("\n")))
     else:
         # A VM path has no queued resource; show the node, then what ends its billing.
-        print(f"node {spec.node_name}: {report['node_state']}")
+        state = printable(report["node_state"])
+        print(f"node {spec.node_name}: {state}")
         ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
-        print(f"  external IP {ext}, internal IP {internal}")
+        print(printable(f"  external IP {ext}, internal IP {internal}"))
         from tpudeploy import vmstatus
 
-        print("\n".join(vmstatus.lines(cfg, project, str(report["node_state"]))))
+        print("\n".join(printable(line) for line in vmstatus.lines(cfg, project, state)))
     if report["node_state"] != "NOT_FOUND":
         # What the node says it runs, and how its boot compared with the planner.
         from tpudeploy import nodebuild
 
-        print("\n".join(nodebuild.status_lines(cfg, project)))
+        print("\n".join(printable(line) for line in nodebuild.status_lines(cfg, project)))
     return 0
 
 
@@ -282,7 +286,7 @@ def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
             f"{errors.no_credentials(exc)}; or run without them: ENDPOINT=https://HOST:PORT "
             "TLS_SHA256=<fingerprint, from make endpoint> VLLM_API_KEY=<key> make smoke"
         ) from None
-    return smoke.run(endpoint, key, cfg.vllm.model)
+    return smoke.run(endpoint, key, cfg.vllm.served_model_name)
 
 
 def _endpoint(cfg: DeployConfig, args: argparse.Namespace) -> int:

@@ -236,10 +236,14 @@ def endpoint_report(
         pem = fetch_certificate(Endpoint(url, cert["sha256"]))
         with open(cert_out, "w", encoding="ascii") as fh:
             fh.write(pem)
+        # A self-signed leaf (CA:FALSE, serverAuth), not a CA: given as the only trust anchor,
+        # OpenSSL-based clients (curl, Python, Node) accept exactly this certificate and nothing
+        # it could sign (docs/security.md).
         print(
-            f"wrote the pinned certificate to {cert_out}: a CA file for clients that verify "
-            f"(curl --cacert {shlex.quote(cert_out)}, httpx.Client(verify=...)) by address or "
-            "localhost",
+            f"wrote the pinned certificate to {cert_out}: the node's own self-signed server "
+            "certificate (not a CA: it signs nothing), for clients that take a trust file "
+            f"(curl --cacert {shlex.quote(cert_out)}, httpx.Client(verify=...)); they accept "
+            "this certificate only, by address or localhost",
             file=out,
         )
     return 0

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from tpudeploy import deadline
+from tpudeploy import deadline, deployedspec
 from tpudeploy import queued_resource as qr
 from tpudeploy.addresses import (
     DEADLINE_ADDRESS,
@@ -211,7 +211,8 @@ def recover(
     _say(out, decision.summary)
     if not decision.acts:
         return decision
-    tf = Terraform(stack_dir(), binary=terraform)
+    folder = stack_dir()
+    tf = Terraform(folder, binary=terraform)
     try:
         tf.init()
         in_state = set(tf.state_list())
@@ -227,12 +228,44 @@ def recover(
             return decision
         replace = tuple(a for a in decision.replace if a in in_state)
         targets = (*replace, *decision.create)
+        _refuse_undeployed_changes(cfg, tf, folder, [a for a in targets if a in in_state])
         _say(out, "applying " + ", ".join(targets) + " (and nothing else)")
         tf.apply(targets=targets, replace=replace)
     except TerraformError as exc:
         raise RecoverError(f"{exc}; the next attempt (make recover) tries again") from None
     _say(out, f"recovered: {', '.join(targets)} created again with the same spec")
     return decision
+
+
+def _refuse_undeployed_changes(
+    cfg: DeployConfig, tf: Terraform, folder: Path, addresses: list[str]
+) -> None:
+    """Recover brings back what was deployed, never a change that has not been: the state's
+    record of each node resource must match what the checkout would create (issue 22: a change
+    refused at the environment gate reached the node at the next preemption)."""
+    if not addresses:
+        return
+    shown = tf.show_json()
+    for address in addresses:
+        deployed = deployedspec.deployed_values(shown, address)
+        try:
+            planned = deployedspec.planned_block(folder, address)
+        except LookupError as exc:
+            raise RecoverError(f"cannot compare with what was deployed: {exc}") from None
+        if deployed is None:
+            raise RecoverError(
+                f"{address} is in Terraform's state but `terraform show` has no values for it; "
+                "recover does not guess what was deployed: run `make deploy` instead"
+            )
+        changed = deployedspec.differences(planned, deployed)
+        if changed:
+            raise RecoverError(
+                f"{address}: the checkout would deploy a different node than the one deployed "
+                f"({', '.join(changed[:6])}{', ...' if len(changed) > 6 else ''} differ from "
+                "Terraform's state). Recover re-creates only what was deployed: deploy the change "
+                f"first (`make deploy` of {cfg.name}, or merge it through the deploy workflow and "
+                "its environment gate), or run `make recover` from the commit that was deployed"
+            )
 
 
 def _say(out: TextIO, text: str) -> None:

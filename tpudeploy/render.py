@@ -26,6 +26,10 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
         "vllm",
         "serve",
         v.model,
+        # First, so that none of them can extend a flag rendered here (a bare value after
+        # --allowed-media-domains widened the media allow-list) and every modelled flag below
+        # wins over a repeat (vLLM takes the last). config/serveflags.py checks each one.
+        *v.extra_args,
         # No --api-key: vLLM's key guards /v1 routes only (/invocations serves completions without
         # it), so the proxy checks the key on every path and vLLM is reachable from the node only.
         "--host",
@@ -68,7 +72,6 @@ def vllm_serve_args(v: VllmConfig) -> list[str]:
     # Never empty (config refuses it): an empty list would let a request make vLLM fetch from the
     # metadata server over --net=host.
     args += ["--allowed-media-domains", *v.allowed_media_domains]
-    args += list(v.extra_args)
     return args
 
 
@@ -185,6 +188,19 @@ def _boot_values(cfg: DeployConfig) -> dict[str, object]:
     }
 
 
+# The front door's limits (templates/nginx.conf.j2; issue 22 filled nginx's default 1,024
+# connections with half-sent headers from one address). One address holds at most 128
+# connections (twice the seed's 64 concurrent clients, which over the tunnel all come from
+# 127.0.0.1); the worker holds 8,192, so filling it takes 16 addresses, each connection ended
+# 10 s after it opened unless its header arrived.
+PROXY_WORKER_CONNECTIONS = 8192
+PROXY_CONNECTIONS_PER_ADDRESS = 128
+PROXY_HEADER_TIMEOUT = "10s"
+PROXY_BODY_TIMEOUT = "30s"
+# Where the TLS server listens behind the counting relay: the proxy container's own tmpfs.
+PROXY_TLS_SOCKET = "/tmp/front-door-tls.sock"  # noqa: S108 - the container's private tmpfs
+
+
 def render_proxy_config(cfg: DeployConfig, *, metrics_port: int | None = None) -> str:
     """nginx.conf for the TLS proxy; the startup script writes it beside the certificate. With
     `metrics_port` (the GKE pod), a plain listener serves vLLM's /metrics and nothing else."""
@@ -196,6 +212,11 @@ def render_proxy_config(cfg: DeployConfig, *, metrics_port: int | None = None) -
             vllm_port=cfg.vllm.port,
             proxy_port=cfg.proxy.port,
             metrics_port=metrics_port,
+            worker_connections=PROXY_WORKER_CONNECTIONS,
+            connections_per_address=PROXY_CONNECTIONS_PER_ADDRESS,
+            header_timeout=PROXY_HEADER_TIMEOUT,
+            body_timeout=PROXY_BODY_TIMEOUT,
+            tls_socket=PROXY_TLS_SOCKET,
         )
     )
 

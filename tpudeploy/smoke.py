@@ -10,7 +10,9 @@ import time
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.secretshape import API_KEY_RE
 from tpudeploy.frontdoor import Endpoint, FrontDoorError, connect
+from tpudeploy.terminal import printable
 
 API_KEY_ENV = "VLLM_API_KEY"
 TIMEOUT = 120.0
@@ -89,7 +91,7 @@ def _post(endpoint: Endpoint, api_key: str, body: dict[str, Any]) -> tuple[dict[
             "the key it booted with"
         )
     if status != 200:
-        detail = raw[:300].decode(errors="replace")
+        detail = printable(raw[:300].decode(errors="replace"))
         raise SmokeError(f"{endpoint.url}{path} answered HTTP {status}: {detail}")
     try:
         return json.loads(raw), latency
@@ -144,21 +146,30 @@ def tool_call(endpoint: Endpoint, api_key: str, model: str) -> tuple[dict[str, A
     except (TypeError, ValueError):
         raise SmokeError(f"get_weather arguments are not JSON: {raw!r}") from None
     if not isinstance(arguments, dict) or "paris" not in str(arguments.get("city", "")).lower():
-        raise SmokeError(f"get_weather was called without city Paris: {raw}")
+        raise SmokeError(f"get_weather was called without city Paris: {printable(raw)}")
     return {"name": "get_weather", "arguments": arguments}, latency
 
 
 def resolve_api_key(cfg: DeployConfig, project: str, *, store: Any | None = None) -> str:
     """VLLM_API_KEY when set, else the latest version of <name>-api-key in Secret Manager."""
     key = os.environ.get(API_KEY_ENV, "")
-    if key:
-        return key
-    from tpudeploy.secretstore import SecretStore, SecretStoreError
+    where = API_KEY_ENV
+    if not key:
+        from tpudeploy.secretstore import SecretStore, SecretStoreError
 
-    try:
-        return (store or SecretStore.from_env(project)).access_latest(cfg.api_key_secret_id)
-    except SecretStoreError as exc:
-        raise SmokeError(str(exc)) from None
+        try:
+            key = (store or SecretStore.from_env(project)).access_latest(cfg.api_key_secret_id)
+        except SecretStoreError as exc:
+            raise SmokeError(str(exc)) from None
+        where = f"the latest version of secret {cfg.api_key_secret_id}"
+    if not API_KEY_RE.match(key):
+        # Never the value: its length says enough.
+        raise SmokeError(
+            f"{where} is not a key `make api-key` made ({len(key)} characters; a generated key "
+            "is 43 URL-safe characters, 256 random bits): run `make api-key` for a new one, "
+            f"or unset {API_KEY_ENV} to read the stored key"
+        )
+    return key
 
 
 def run(endpoint: Endpoint, api_key: str, model: str, out: TextIO | None = None) -> int:
@@ -167,7 +178,7 @@ def run(endpoint: Endpoint, api_key: str, model: str, out: TextIO | None = None)
     refused = check_front_door(endpoint)
     print(f"  front door /health open, {' '.join(refused)} refused without the key", file=out)
     content, chat_latency = chat(endpoint, api_key, model)
-    print(f"  chat      {chat_latency * 1000:7.0f} ms  {content!r}", file=out)
+    print(f"  chat      {chat_latency * 1000:7.0f} ms  {printable(repr(content))}", file=out)
     call, tool_latency = tool_call(endpoint, api_key, model)
     print(f"  tool call {tool_latency * 1000:7.0f} ms  {json.dumps(call)}", file=out)
     print("smoke test passed", file=out)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 
 class TerraformError(Exception):
@@ -54,6 +56,15 @@ class Terraform:
             if "No state file was found" in str(exc):
                 return []
             raise
+
+    def show_json(self) -> dict[str, Any]:
+        """The state as `terraform show -json` reports it (values of every resource)."""
+        text = self._run("show", "-json", "-no-color")
+        try:
+            shown = json.loads(text) if text.strip() else {}
+        except ValueError as exc:
+            raise TerraformError(f"terraform show -json printed no JSON ({exc})") from None
+        return shown if isinstance(shown, dict) else {}
 
     def taint(self, address: str) -> None:
         self._run("taint", address)

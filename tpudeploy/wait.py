@@ -12,6 +12,7 @@ from typing import TextIO
 from tpudeploy.config import DeployConfig
 from tpudeploy.nodessh import ssh_argv
 from tpudeploy.queued_resource import ApiError, TpuApi
+from tpudeploy.terminal import printable
 from tpudeploy.timefmt import format_seconds
 
 NAMESPACE = "tpudeploy"
@@ -40,7 +41,9 @@ def read_attributes(api: TpuApi, name: str) -> dict[str, str] | None:
     for attributes in response.get("guestAttributes") or []:
         for item in (attributes.get("queryValue") or {}).get("items") or []:
             if item.get("namespace") == NAMESPACE and "key" in item:
-                values[str(item["key"])] = str(item.get("value", ""))
+                # The node writes these (and so can whoever holds its account): every reader
+                # prints them, so no escape sequence or control character gets through.
+                values[printable(item["key"])] = printable(item.get("value", ""))
     return values
 
 

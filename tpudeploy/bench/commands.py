@@ -114,6 +114,8 @@ def bench_argv(
         "--host", settings.host,
         "--port", str(settings.port),
         "--model", settings.model,
+        *(["--served-model-name", settings.served_model_name]
+          if settings.served_model_name else []),
         "--dataset-name", "random",
         "--random-input-len", str(cell.context),
         "--random-output-len", str(settings.output_len),

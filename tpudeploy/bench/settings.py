@@ -39,6 +39,9 @@ class SweepSettings:
     # (image, accelerator, runtime, every `vllm serve` flag and container variable), so results
     # of two configs in one directory are never averaged together. None without a config file.
     config_hash: str | None = None
+    # The name the server answers to when the deployment sets --served-model-name (extra_args);
+    # `model` stays the Hugging Face id, which the client also loads the tokenizer from.
+    served_model_name: str | None = None
 
     def num_prompts(self, clients: int) -> int:
         return max(clients * self.prompts_per_client, self.min_prompts)

@@ -24,7 +24,7 @@ from tpudeploy.config.geometry import ModelGeometry
 from tpudeploy.config.gke import GkeConfig
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
 from tpudeploy.config.proxy import ProxyConfig
-from tpudeploy.config.serveflags import check_extra_args
+from tpudeploy.config.serveflags import check_extra_args, served_model_name
 from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration
 
@@ -96,7 +96,7 @@ class VllmConfig(Strict):
     )
     """n-gram speculative decoding (method = "ngram"); unset: off"""
     extra_args: tuple[str, ...] = Field(default=(), examples=[["--max-num-seqs", "128"]])
-    """more `vllm serve` arguments; modelled flags, the deny list and secrets are refused"""
+    """more `vllm serve` flags: allow-listed ones only, checked against vLLM 0.33.0's CLI"""
     # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
     # would hand the node's credentials to whoever sends the request, and vLLM treats an empty
     # list as "every domain" (DESIGN). The default names a reserved .invalid host (RFC 2606) that
@@ -117,6 +117,11 @@ class VllmConfig(Strict):
     """written as 1 (vLLM parses bool(int(...)))"""
 
     # The checks are plain functions (tpudeploy.config.checks and the modules it names).
+    @property
+    def served_model_name(self) -> str:
+        """The "model" clients send: the first --served-model-name in extra_args, else model."""
+        return served_model_name(self.model, self.extra_args)
+
     @field_validator("extra_args", "allowed_media_domains", mode="before")
     @classmethod
     def _list_to_tuple(cls, v: object) -> object:

@@ -27,6 +27,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ METADATA_HOSTS = {
     "169.254.169.254": ("iptables", "169.254.169.254"),
     "[fd20:ce::254]": ("ip6tables", "fd20:ce::254"),
 }
+NGINX_STREAM_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
 
 
 def load(name: str, default: Any) -> Any:
@@ -164,9 +166,17 @@ def serve(opts: dict[str, Any], vllm: bool) -> None:
         conf = Path(argv[argv.index("-c") + 1])
         # The node's proxy listens on every address; here, on loopback only.
         local = conf.with_name("nginx.loopback.conf")
-        text = re.sub(
-            r"^( *)listen (\d+) ssl;", r"\1listen 127.0.0.1:\2 ssl;", conf.read_text(), flags=re.M
-        )
+        text = conf.read_text()
+        text = re.sub(r"^( *)listen (\d+);", r"\1listen 127.0.0.1:\2;", text, flags=re.M)
+        # Its TLS socket sits in the container's private /tmp; here, in a directory of this
+        # sandbox's own that nginx's unprivileged worker can traverse.
+        sockets = Path(tempfile.mkdtemp(prefix="tpudeploy-proxy-"))
+        sockets.chmod(0o711)
+        text = text.replace("unix:/tmp/", f"unix:{sockets}/")
+        # Debian and Ubuntu build the stream module apart; the official image builds it in.
+        built = subprocess.run([argv[0], "-V"], capture_output=True, text=True).stderr
+        if "--with-stream=dynamic" in built:
+            text = f"load_module {NGINX_STREAM_MODULE};\n{text}"
         local.write_text(text)
         argv[argv.index("-c") + 1] = str(local)
         prefix = STUB_DIR / f"{opts['name']}-tmp"
