@@ -388,9 +388,7 @@ CLOUD_NAT_PER_VM_HOUR: Final = 0.0014
 CLOUD_NAT_ADDRESS_PER_HOUR: Final = 0.005
 CLOUD_NAT_PER_GIB: Final = 0.045
 CLOUD_NAT_AS_OF: Final = "2026-10-16"
-# "the 9.54 GiB checkpoint downloads in about 10 seconds": what every boot pulls from Hugging
-# Face (HF_HOME is the container's /dev/shm), through the NAT on a private node.
-CHECKPOINT_BYTES: Final = round(9.54 * GIB)
+# Every boot pulls the checkpoint (CHECKPOINT_BYTES, above) through the NAT on a private node.
 
 # Secret Manager: $0.06 per active (enabled or disabled) secret version per location a month;
 # the first six versions of a billing account are free (cloud.google.com/secret-manager/pricing).
