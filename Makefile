@@ -147,7 +147,7 @@ wait: $(VENV_STAMP) ## Follow the boot phases (guest attributes, no SSH) until v
 # The node publishes the RepoDigest it pulled (never the config-blob image ID) and the versions
 # the image reports; this writes them into DEPLOY_CONFIG, comments and layout kept.
 pin: $(VENV_STAMP) ## Hold the build: write the ready node's image digests into the config
-	$(PY) -m tpudeploy pin
+	@$(PY) -m tpudeploy pin
 
 # Over TLS pinned to the node's certificate. ENDPOINT=https://HOST:PORT (e.g. the tunnel's
 # https://localhost:8443) skips the node lookup, TLS_SHA256 the guest-attribute lookup,

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from tpudeploy import facts
+
 VERSION = "0.26.1rc1.dev125+ga7a204cc6"
 BLOCKS = 5021
 BLOCK_SIZE = 64
@@ -40,7 +42,9 @@ IMAGE_VERSIONS = {
     "jaxlib": "0.7.2",
     "libtpu": "0.0.21",
 }
-NGINX_V = "nginx version: nginx/1.30.5\n"  # `nginx -v` of the default proxy image (stderr)
+NGINX_V = (
+    f"nginx version: nginx/{facts.PROXY_NGINX_VERSION}\n"  # `nginx -v` of the pinned proxy (stderr)
+)
 
 # What vLLM prints for the rendered default line: the seed's flags (less the three no-ops, and
 # --port 8000 / --tensor-parallel-size 1, vLLM's defaults) plus this project's --host and

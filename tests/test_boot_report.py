@@ -42,7 +42,7 @@ def test_the_node_publishes_its_build_and_the_build_logs_verdict_before_ready(
     assert vllm.digest == f"vllm/vllm-tpu@sha256:{DEFAULT_DIGEST}"
     assert REPO_DIGEST.fullmatch(vllm.digest) and REPO_DIGEST.fullmatch(proxy.digest)
     assert vllm.versions == boot_logs.IMAGE_VERSIONS
-    assert proxy.image == cfg.proxy.image and proxy.versions == {"nginx": "1.30.5"}
+    assert proxy.image == cfg.proxy.image and proxy.versions == {"nginx": facts.PROXY_NGINX_VERSION}
     # Never the image ID (the config blob) that `docker images` shows.
     inspected = [c for c in node.docker("image") if "--format" in c["argv"]]
     assert inspected and all(

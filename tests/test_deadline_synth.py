@@ -114,7 +114,9 @@ def test_the_stop_account_holds_one_permission(
 def test_none_means_no_job_no_deadline_and_no_stop_account(synth: Synthesizer) -> None:
     node, secrets = _node(synth, SPOT_NONE), _secrets(synth, SPOT_NONE)
     assert resources(node, "google_cloud_scheduler_job") == {}
-    assert resources(node, "terraform_data") == {}
+    # No deadline: the only terraform_data is the node's spec, whose change replaces the VM
+    # (issue 21: a metadata patch never re-runs the boot).
+    assert sorted(resources(node, "terraform_data")) == ["node-spec"]
     assert sorted(node["variable"]) == ["project"]
     assert "deadline" not in node["output"]
     assert "nothing stops the billing" in node["output"]["billing"]["value"]

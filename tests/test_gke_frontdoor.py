@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import http.client
 import re
+import shutil
 import ssl
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.test_proxy import NGINX, FakeVllm, free_port
+from tests.test_proxy import NGINX, FakeVllm, free_port, loopback_config
 from tpudeploy.config import parse_config
 from tpudeploy.gke import pod
 
@@ -61,8 +63,11 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
         assert result.returncode == 0, result.stderr
         text = (out / pod.NGINX_CONF).read_text()
         tls, metrics = free_port(), free_port()
-        text = re.sub(r"listen \d+ ssl;", f"listen 127.0.0.1:{tls} ssl;", text)
         text = text.replace(f"listen {pod.METRICS_PORT};", f"listen 127.0.0.1:{metrics};")
+        # The same relay and TLS socket as the node's front door (tests/test_proxy.py).
+        sockets = Path(tempfile.mkdtemp(prefix="pod-door-"))
+        sockets.chmod(0o711)
+        text = loopback_config(text, tls, sockets / "tls.sock")
         conf = out / "nginx.loopback.conf"
         conf.write_text(text)
         prefix = tmp / "prefix"
@@ -93,6 +98,7 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
         finally:
             proc.terminate()
             proc.wait(timeout=10)
+            shutil.rmtree(sockets, ignore_errors=True)
 
 
 def _get(door: Door, path: str, *, tls: bool, key: str | None = None) -> int:

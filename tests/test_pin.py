@@ -17,7 +17,7 @@ import pytest
 from tests import boot_logs
 from tests.conftest import REPO_ROOT
 from tests.fake_boot_apis import FakeTpu
-from tpudeploy import bootcheck, cli
+from tpudeploy import bootcheck, cli, facts
 from tpudeploy.config import parse_config
 from tpudeploy.nodebuild import boot_expectations
 from tpudeploy.pinning import PinError, edit_toml, pin, pinned_cache_object, verified_edit
@@ -26,6 +26,8 @@ from tpudeploy.render import compile_cache_key, vllm_serve_args
 PROJECT = "pin-proj-1"
 VLLM_DIGEST = "vllm/vllm-tpu@sha256:" + "a" * 64
 PROXY_DIGEST = "nginx@sha256:" + "b" * 64
+# The proxy keeps its version tag beside the digest (the node checks the version it names).
+PROXY_PINNED = f"{facts.PROXY_IMAGE}@sha256:" + "b" * 64
 TODAY = datetime.date(2026, 12, 1)
 
 TOML = """\
@@ -54,7 +56,7 @@ def attributes(
         "vllm/vllm-tpu:nightly",
         vllm,
         json.dumps(boot_logs.IMAGE_VERSIONS),
-        "nginx:1.30.5",
+        facts.PROXY_IMAGE,
         proxy,
         boot_logs.NGINX_V,
     )
@@ -78,7 +80,7 @@ def test_pin_keeps_every_comment_and_line_and_round_trips(tmp_path: Path) -> Non
     text = path.read_text()
     data = tomllib.loads(text)
     assert data["vllm"]["image"] == VLLM_DIGEST
-    assert data["proxy"]["image"] == PROXY_DIGEST
+    assert data["proxy"]["image"] == PROXY_PINNED
     # Everything else parses to what it was.
     before = tomllib.loads(TOML)
     assert data["vllm"]["max_model_len"] == before["vllm"]["max_model_len"]
@@ -91,13 +93,13 @@ def test_pin_keeps_every_comment_and_line_and_round_trips(tmp_path: Path) -> Non
         f"{boot_logs.IMAGE_VERSIONS['tpu-inference']}, jax 0.7.2, jaxlib 0.7.2, libtpu 0.0.21; "
         "make pin 2026-12-01",
         "[proxy]",
-        f'image = "{PROXY_DIGEST}"  # nginx 1.30.5; make pin 2026-12-01',
+        f'image = "{PROXY_PINNED}"  # nginx {facts.PROXY_NGINX_VERSION}; make pin 2026-12-01',
     ]
     # A second pin on the pinned file changes nothing.
     pinned = parse_config(data)
     assert pinned.vllm.image == VLLM_DIGEST
     attrs = attributes()
-    for role, ref in (("vllm", VLLM_DIGEST), ("proxy", PROXY_DIGEST)):
+    for role, ref in (("vllm", VLLM_DIGEST), ("proxy", PROXY_PINNED)):
         build = json.loads(attrs["build"])
         build[role]["image"] = ref
         attrs["build"] = json.dumps(build)
@@ -108,7 +110,7 @@ def test_pin_keeps_every_comment_and_line_and_round_trips(tmp_path: Path) -> Non
 
 def test_a_table_without_an_image_line_gets_one_under_its_header() -> None:
     text = "[vllm]  # tuned\nmax_model_len = 16384\n\n[proxy]\nport = 9443\n"
-    images = {"vllm": (VLLM_DIGEST, "v"), "proxy": (PROXY_DIGEST, "n")}
+    images = {"vllm": (VLLM_DIGEST, "v"), "proxy": (PROXY_PINNED, "n")}
     result = verified_edit(text, images, source="t.toml")
     assert result.splitlines() == [
         "[vllm]  # tuned",
@@ -116,7 +118,7 @@ def test_a_table_without_an_image_line_gets_one_under_its_header() -> None:
         "max_model_len = 16384",
         "",
         "[proxy]",
-        f'image = "{PROXY_DIGEST}"  # n',
+        f'image = "{PROXY_PINNED}"  # n',
         "port = 9443",
     ]
 
@@ -198,8 +200,8 @@ def test_make_check_warns_once_while_an_image_is_a_tag(tmp_path: Path) -> None:
     warned = [line for line in out.splitlines() if "a tag, not a digest" in line]
     assert len(warned) == 1 and out.count("make pin") == 1
     assert warned[0].startswith("warning: vllm.image = 'vllm/vllm-tpu:nightly'")
-    assert "proxy.image = 'nginx:1.30.5' too" in warned[0]
-    pinned = f'[vllm]\nimage = "{VLLM_DIGEST}"\n[proxy]\nimage = "{PROXY_DIGEST}"\n'
+    assert f"proxy.image = {facts.PROXY_IMAGE!r} too" in warned[0]
+    pinned = f'[vllm]\nimage = "{VLLM_DIGEST}"\n[proxy]\nimage = "{PROXY_PINNED}"\n'
     assert "a tag, not a digest" not in check_output(tmp_path, pinned)
 
 
@@ -228,7 +230,8 @@ def test_status_and_wait_show_the_build_and_the_boot_checks_warnings(
         rc = wait_ready(cfg, PROJECT, api=TpuApi(log=io.StringIO()), out=out, sleep=lambda _: None)
     assert f"vllm image vllm/vllm-tpu:nightly\n  digest {VLLM_DIGEST}" in status
     assert f"reports vllm {boot_logs.VERSION}" in status
-    assert "proxy image nginx:1.30.5" in status and "nginx 1.30.5" in status
+    version = facts.PROXY_NGINX_VERSION
+    assert f"proxy image nginx:{version}" in status and f"nginx {version}" in status
     assert "boot check: 1 warning(s), 0 open win(s) reached" in status
     assert "  warning: KV pool 4,500 blocks x 64 = 288,000 tokens" in status
     assert "  ok: memory cap 14.49 GiB" in status  # status shows every finding

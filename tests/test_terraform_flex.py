@@ -110,7 +110,8 @@ def workspace(
     folder = tmp_path / "stack"
     folder.mkdir()
     doc = runnable_copy(synth(overrides)[cfg.node_stack_name])
-    (folder / "main.tf.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    # cdk.tf.json, as cdktf names it: make recover reads the synthesized block from there.
+    (folder / "cdk.tf.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
     ws = Workspace(folder, terraform, fake, tmp_path)
     init = ws.run("init", "-input=false")
     assert init.returncode == 0, init.stderr

@@ -55,6 +55,14 @@ def refusal(extra_args: list[str]) -> str:
         (["--", "gemma"], 0, "ends vLLM's options", "remove it"),
         (["-q", "fp8"], 0, "a short or bare option", "full --name"),
         (["--seed", "1", "2"], 2, "a value with no flag", "right after"),
+        # Modelled ([vllm] speculative_config, n-gram only): validated there, never twice.
+        (
+            ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}'],
+            0,
+            "its own config key, vllm.speculative_config",
+            "remove it from extra_args",
+        ),
+        (["--speculative-config.method", "ngram"], 0, "vllm.speculative_config", "remove it"),
     ],
 )
 def test_extra_args_vllm_would_refuse_or_that_widen_a_guard_are_refused(
@@ -74,8 +82,6 @@ def test_extra_args_vllm_would_refuse_or_that_widen_a_guard_are_refused(
         ["--max-num-seqs=128", "--seed", "-1"],
         ["--served-model-name", "gemma", "agents", "--async-scheduling"],
         ["--no-enable-chunked-prefill", "--scheduling-policy", "priority"],
-        ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}'],
-        ["--speculative-config.method", "ngram"],
         ["--max_num_seqs", "64"],
     ],
 )

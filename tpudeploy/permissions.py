@@ -86,6 +86,18 @@ NEEDS: dict[str, Need] = {
         "roles/compute.securityAdmin",
         "https://cloud.google.com/compute/docs/access/iam",
     ),
+    # A private node's egress (issue 21): the Cloud NAT is a part of its Cloud Router, created
+    # and changed through the router (routers.insert / patch).
+    "google_compute_router": Need(
+        _crud("compute.routers"),
+        "roles/compute.networkAdmin",
+        "https://cloud.google.com/compute/docs/access/iam-permissions",
+    ),
+    "google_compute_router_nat": Need(
+        ("compute.routers.get", "compute.routers.update"),
+        "roles/compute.networkAdmin",
+        "https://cloud.google.com/nat/docs/set-up-manage-network-address-translation",
+    ),
     "google_tpu_v2_vm": Need(
         ("tpu.nodes.create", "tpu.nodes.get", "tpu.nodes.delete", "tpu.operations.get"),
         "roles/tpu.admin",
@@ -144,6 +156,7 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
     "node (all models)": ("google_compute_firewall",),
     "node (flex-start)": ("terraform_data", QUEUED_RESOURCE),
     "node (spot, on-demand)": ("google_tpu_v2_vm", "terraform_data", "google_cloud_scheduler_job"),
+    "node (no external address)": ("google_compute_router", "google_compute_router_nat"),
 }
 
 
@@ -155,6 +168,8 @@ def resource_types(cfg: DeployConfig, purpose: str) -> list[str]:
         keys.append("secrets (spot, on-demand: the deadline job's account and role)")
     if purpose == "deploy":
         keys += ["node (all models)", "node (spot, on-demand)" if vm else "node (flex-start)"]
+        if cfg.declares_nat:
+            keys.append("node (no external address)")
     return sorted({t for k in keys for t in STACK_RESOURCES[k]})
 
 

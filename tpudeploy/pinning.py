@@ -92,6 +92,11 @@ def pin_reference(role: str, configured: str, build: Build) -> str:
             f"{key}: the node's digest is for {repository!r}, the config names "
             f"{image_repository(configured)!r}; make deploy, wait for ready, then make pin"
         )
+    if role == "proxy":
+        # The proxy keeps its version tag beside the digest: the node checks that the nginx it
+        # runs is the version the tag names (tpudeploy.config.proxy, issue 21).
+        tag = configured.split("@", 1)[0][len(repository) :]
+        return f"{repository}{tag}@sha256:{hexdigest}"
     return f"{repository}@sha256:{hexdigest}"
 
 

@@ -11,6 +11,7 @@ import copy
 import difflib
 import math
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,8 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             gke=cfg.gke,
             allow_untested_flex_zone=cfg.allow_untested_flex_zone,
         )
-    elif "gke" in cfg.model_fields_set:
+    elif "gke" in cfg.model_fields_set and cfg.gke.model_dump(exclude_defaults=True):
+        # A [gke] table that sets something: a dump of a whole config carries the defaults.
         problems.append(
             problem(
                 "gke",
@@ -280,12 +282,21 @@ def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> 
         problems = format_errors(exc, DeployConfig, hints=_FIX_HINTS)
         # All problems in one round: judge the rest of the file with the refused keys left at
         # their defaults, so a file with four mistakes reports four (issue 23), not two.
-        rest = _without(data, [tuple(err["loc"]) for err in exc.errors()])
+        locs = [tuple(err["loc"]) for err in exc.errors()]
+        rest = _without(data, locs)
         try:
             partial = DeployConfig.model_validate(rest)
         except ValidationError:
             raise ConfigError(source, problems) from None
-        raise ConfigError(source, problems + _later_problems(partial)) from None
+        # A later problem that names a refused key judges the default standing in for it, a
+        # value the user never wrote (runtime_version "does not run on" the default chip).
+        refused = {".".join(str(part) for part in loc) for loc in locs if loc}
+        later = [
+            p
+            for p in _later_problems(partial)
+            if not any(re.search(rf"\b{re.escape(key)}\b", p) for key in refused)
+        ]
+        raise ConfigError(source, problems + later) from None
     # The build log's guard rails are not applied to a valid file here: tpudeploy.policy runs
     # them for the commands that create or change billable resources only.
     problems = cross_check(cfg)

@@ -82,7 +82,6 @@ ALLOWED_EXTRA_FLAGS = frozenset(
         "--prefix-caching-hash-algo",
         "--mm-processor-cache-gb",
         "--skip-mm-profiling",
-        "--speculative-config",
         "--disable-log-stats",
         "--enable-log-requests",
         "--max-log-len",
