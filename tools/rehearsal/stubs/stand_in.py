@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-STUB_DIR = Path(os.environ["STUB_DIR"])
 # Stands in for what `docker image inspect` reports as the pulled manifest's digest.
 DEFAULT_DIGEST = "5" * 64
 METADATA = "http://metadata.test/computeMetadata/v1"
@@ -38,8 +37,10 @@ def load(name: str, default: Any) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 
 
-CONFIG = load("config.json", {})
-STATE = load("state.json", {})
+# Set by main() for each call: one process answers many calls when stand_in_server.py runs it.
+STUB_DIR = Path()
+CONFIG: dict[str, Any] = {}
+STATE: dict[str, Any] = {}
 
 
 def save_state() -> None:
@@ -402,6 +403,11 @@ def curl(args: list[str]) -> int:
 
 
 def main() -> int:
+    """One call: sys.argv is [command, args...], os.environ and the working directory its own."""
+    global STUB_DIR, CONFIG, STATE
+    STUB_DIR = Path(os.environ["STUB_DIR"])
+    CONFIG = load("config.json", {})
+    STATE = load("state.json", {})
     cmd = Path(sys.argv[0]).name
     args = sys.argv[1:]
     if cmd == "docker":
@@ -418,4 +424,8 @@ def main() -> int:
     return 1
 
 
-sys.exit(main())
+if __name__ == "__main__":
+    if Path(sys.argv[0]).name == "stand_in.py":
+        # Started as `python3 stand_in.py COMMAND ARGS...` (stand_in.sh without a server).
+        sys.argv = sys.argv[1:]
+    sys.exit(main())
