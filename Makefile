@@ -29,7 +29,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 	preflight \
 	capacity cost status bench bench-quick bench-plan report readme mutants \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait smoke endpoint tunnel \
-	rehearse test-fast recover extend
+	rehearse test-fast test-slow test-all recover extend
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -165,11 +165,19 @@ report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make r
 TEST_WORKERS ?= 2
 PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: install ## Run the offline test suite, the dress rehearsal included
-	$(PYTEST)
-
-test-fast: install ## The offline test suite without the rehearsal tier
+# Two tiers (docs/development.md): `make test` is everything but the slow tier, in minutes;
+# `make test-slow` is the rehearsal matrix (12 full lifecycles, marker `rehearsal`) and the
+# mutation tests. CI (.ci/run, the checks workflow) runs both, so nothing leaves CI.
+test: install ## The offline test suite (minutes); the slow tier is make test-slow
 	$(PYTEST) -m "not rehearsal"
+
+test-fast: test ## The old name of make test
+
+test-slow: install ## The slow tier: the rehearsal matrix, then the mutation tests (CI runs it)
+	$(PYTEST) -m rehearsal
+	$(PY) -m tools.mutants $(if $(JOBS),--jobs $(JOBS))
+
+test-all: test test-slow ## Both tiers, as CI runs them
 
 # The whole lifecycle, make deploy-secrets to make destroy-all, run for real (cdktf CLI,
 # Terraform, the project's clients) against loopback fakes of the Google APIs, in a scratch copy
@@ -189,8 +197,9 @@ lint: $(VENV_STAMP) ## ruff and mypy
 readme: $(VENV_STAMP) ## Regenerate README.md's and docs/build-log.md's generated sections
 	$(PY) -m tools.readme
 
-# Minutes, not seconds: never part of `make test` or CI. Fails on a survivor that neither a test
-# kills nor tests/mutants_equivalent.toml explains. JOBS=n sets mutmut's workers (default 2).
+# Minutes, not seconds: part of `make test-slow` (and so of CI), not of `make test`. Fails on a
+# survivor that neither a test kills nor tests/mutants_equivalent.toml explains; a timeout counts
+# as a kill, so a loaded runner cannot turn it red. JOBS=n sets mutmut's workers (default 2).
 mutants: $(VENV_STAMP) ## Mutation-test config validation, guard rails, rendering, flex-start spec
 	$(PY) -m tools.mutants $(if $(JOBS),--jobs $(JOBS))
 
