@@ -29,7 +29,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 	preflight \
 	capacity cost status bench bench-quick bench-plan report readme mutants \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait pin smoke endpoint tunnel \
-	rehearse test-fast recover extend tune-plan tune tune-report
+	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
 
 # Sorted by name, the descriptions in one column however long the longest target name is.
 help: ## List the targets
@@ -203,11 +203,19 @@ tune-report: $(VENV_STAMP) ## The tune's verdict: make tune-report OUT=tune-resu
 TEST_WORKERS ?= 2
 PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: install ## Run the offline test suite, the dress rehearsal included
-	$(PYTEST)
-
-test-fast: install ## The offline test suite without the rehearsal tier
+# Two tiers (docs/development.md): `make test` is everything but the slow tier, in minutes;
+# `make test-slow` is the rehearsal matrix (12 full lifecycles, marker `rehearsal`) and the
+# mutation tests. CI (.ci/run, the checks workflow) runs both, so nothing leaves CI.
+test: install ## The offline test suite (minutes); the slow tier is make test-slow
 	$(PYTEST) -m "not rehearsal"
+
+test-fast: test ## The old name of make test
+
+test-slow: install ## The slow tier: the rehearsal matrix, then the mutation tests (CI runs it)
+	$(PYTEST) -m rehearsal
+	$(PY) -m tools.mutants $(if $(JOBS),--jobs $(JOBS))
+
+test-all: test test-slow ## Both tiers, as CI runs them
 
 # The whole lifecycle, make deploy-secrets to make destroy-all, run for real (cdktf CLI,
 # Terraform, the project's clients) against loopback fakes of the Google APIs, in a scratch copy
@@ -229,8 +237,9 @@ lint: $(VENV_STAMP) ## ruff and mypy
 readme: $(VENV_STAMP) ## Regenerate the generated sections of README.md and docs/
 	$(PY) -m tools.readme
 
-# Minutes, not seconds: never part of `make test` or CI. Fails on a survivor that neither a test
-# kills nor tests/mutants_equivalent.toml explains. JOBS=n sets mutmut's workers (default 2).
+# Minutes, not seconds: part of `make test-slow` (and so of CI), not of `make test`. Fails on a
+# survivor that neither a test kills nor tests/mutants_equivalent.toml explains; a timeout counts
+# as a kill, so a loaded runner cannot turn it red. JOBS=n sets mutmut's workers (default 2).
 mutants: $(VENV_STAMP) ## Mutation-test config validation, guard rails, rendering, flex-start spec
 	$(PY) -m tools.mutants $(if $(JOBS),--jobs $(JOBS))
 

@@ -22,6 +22,7 @@ MAKE_TARGETS = {
     "install",
     "lint",
     "test",
+    "test-slow",
     "synth",
     "scan",
     "diff",
@@ -298,3 +299,24 @@ def test_deploy_and_destroy_job_limits_come_from_the_deployment() -> None:
         "${{ fromJSON(needs.resolve.outputs.destroy_timeout_minutes) }}"
     )
     assert "destroy_timeout_minutes" in destroy["resolve"]["outputs"]
+
+
+def _recipe(target: str) -> list[str]:
+    """The command lines of one Makefile target (its tab-indented lines)."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    body = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)*)", text, re.M)
+    assert body, f"no target {target} in the Makefile"
+    return [line.strip() for line in body.group(1).splitlines()]
+
+
+def test_the_slow_tier_is_out_of_make_test_but_never_out_of_ci() -> None:
+    """Issue 23, item 9: `make test` runs in minutes without the rehearsal matrix and the
+    mutation tests; `.ci/run` and the checks workflow run `make test-slow` after it."""
+    assert _recipe("test") == ['$(PYTEST) -m "not rehearsal"']
+    slow = _recipe("test-slow")
+    assert slow[0] == "$(PYTEST) -m rehearsal"
+    assert any(line.startswith("$(PY) -m tools.mutants") for line in slow[1:])
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert ci.index("make test") < ci.index("make test-slow")
+    steps = [s.get("run") for s in load("checks.yml")["jobs"]["checks"]["steps"]]
+    assert steps.index("make test") < steps.index("make test-slow")

@@ -31,7 +31,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-STUB_DIR = Path(os.environ["STUB_DIR"])
 # Stands in for what `docker image inspect` reports as the pulled manifest's digest.
 DEFAULT_DIGEST = "5" * 64
 METADATA = "http://metadata.test/computeMetadata/v1"
@@ -52,8 +51,10 @@ def load(name: str, default: Any) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 
 
-CONFIG = load("config.json", {})
-STATE = load("state.json", {})
+# Set by main() for each call: one process answers many calls when stand_in_server.py runs it.
+STUB_DIR = Path()
+CONFIG: dict[str, Any] = {}
+STATE: dict[str, Any] = {}
 
 
 def save_state() -> None:
@@ -691,6 +692,11 @@ def sshd(args: list[str]) -> int:
 
 
 def main() -> int:
+    """One call: sys.argv is [command, args...], os.environ and the working directory its own."""
+    global STUB_DIR, CONFIG, STATE
+    STUB_DIR = Path(os.environ["STUB_DIR"])
+    CONFIG = load("config.json", {})
+    STATE = load("state.json", {})
     cmd = Path(sys.argv[0]).name
     args = sys.argv[1:]
     if cmd == "docker":
@@ -720,4 +726,8 @@ def main() -> int:
     return 1
 
 
-sys.exit(main())
+if __name__ == "__main__":
+    if Path(sys.argv[0]).name == "stand_in.py":
+        # Started as `python3 stand_in.py COMMAND ARGS...` (stand_in.sh without a server).
+        sys.argv = sys.argv[1:]
+    sys.exit(main())
