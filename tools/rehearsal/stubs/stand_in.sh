@@ -13,9 +13,13 @@ if ! exec 3<>"/dev/tcp/127.0.0.1/${STAND_IN_PORT}"; then
   exit 127
 fi
 # The server reads the environment and working directory from /proc/$$. Stdin goes with the
-# request only where the stand-in reads it (`curl -K -`, the token's config): reading it for
-# every call would swallow input meant for the script's next command.
+# request only where the stand-in reads it (`curl -K -`, the token's config; `docker exec -i`,
+# the boot check's script read by the image's python): reading it for every call would swallow
+# input meant for the script's next command.
 stdin=0
+if [[ $name == docker && ${1:-} == exec && ${2:-} == -i ]]; then
+  stdin=1
+fi
 if [[ $name == curl ]]; then
   previous=
   for arg in "$@"; do
