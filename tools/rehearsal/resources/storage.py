@@ -121,10 +121,13 @@ class StorageBucketIamMember(IamMember):
             binding.get("condition") or None
         ) == self._condition(state)
 
-    def create(self, planned: State) -> State:
+    # _create and _delete: IamMember.create and .delete run them under the policy's lock, as
+    # google-beta serializes every read-modify-write of one policy (a reader and a writer
+    # deleted at once would otherwise each PUT back the other's member).
+    def _create(self, planned: State) -> State:
         condition = self._condition(planned)
         if condition is None:
-            return super().create(planned)
+            return super()._create(planned)
         parent = self.parent(planned)
         policy = self.get_policy(parent)
         bindings = policy.setdefault("bindings", [])
@@ -148,7 +151,7 @@ class StorageBucketIamMember(IamMember):
                 return {"id": self._id(state), "etag": policy.get("etag")}
         return None
 
-    def delete(self, state: State) -> None:
+    def _delete(self, state: State) -> None:
         parent = self.parent(state)
         policy = self.get_policy(parent)
         for binding in policy.get("bindings", []):
