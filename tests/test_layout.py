@@ -46,3 +46,47 @@ def test_imports_with_the_standard_library_alone(module: str) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_errors_imports_nothing_of_tpudeploy() -> None:
+    """errors.py is imported by every command's module: if it imported their error classes back
+    (as it once did, to recognise them), each import of a command would run through a circle.
+    The commands' error types derive from errors.UserError instead."""
+    import ast
+
+    tree = ast.parse((ROOT / "tpudeploy" / "errors.py").read_text(encoding="utf-8"))
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert imported, "the walk found errors.py's imports"
+    assert not [m for m in imported if m and m.split(".")[0] == "tpudeploy"], imported
+
+
+def test_the_commands_errors_are_user_errors() -> None:
+    """What a user can cause prints as one line with its fix, not as a bug: each command's own
+    error type is a UserError, so errors.explain needs no list of them."""
+    from tpudeploy.cachebucket import CacheBucketError
+    from tpudeploy.config import ConfigError
+    from tpudeploy.errors import UserError, explain
+    from tpudeploy.frontdoor import FrontDoorError
+    from tpudeploy.planner.cost import NoPricesError
+    from tpudeploy.queued_resource.errors import QueuedResourceError
+    from tpudeploy.recover import RecoverError
+    from tpudeploy.secretstore import SecretStoreError
+    from tpudeploy.smoke import SmokeError
+
+    for cls in (
+        CacheBucketError,
+        FrontDoorError,
+        NoPricesError,
+        QueuedResourceError,
+        RecoverError,
+        SecretStoreError,
+        SmokeError,
+    ):
+        assert issubclass(cls, UserError), cls
+        assert explain(cls("the fix")) == ("error: the fix", 1)
+    assert explain(ConfigError("deploy.toml", ["zone: bad"]))[1] == 2

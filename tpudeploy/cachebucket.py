@@ -14,13 +14,14 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.errors import UserError
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 API = "https://storage.googleapis.com"
 SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
 
 
-class CacheBucketError(Exception):
+class CacheBucketError(UserError):
     """A Cloud Storage call that failed; the message says what to do."""
 
 

@@ -24,7 +24,17 @@ CREDENTIALS_FIX = (
 
 
 class UserError(Exception):
-    """A failure whose message is meant for the user as-is (printed after "error: ")."""
+    """A failure whose message is meant for the user as-is (printed after "error: ").
+
+    Every command's own error type derives from it, so this module knows none of them: it
+    imports nothing of tpudeploy, and the modules that raise their errors import it (issue 25:
+    it used to import their classes back, a circle through every command)."""
+
+    exit_code = 1
+
+    def line(self) -> str:
+        """What `run` prints for it."""
+        return f"error: {one_line(self, 2000)}"
 
 
 def one_line(text: object, limit: int = 300) -> str:
@@ -72,12 +82,10 @@ def refused_credentials(detail: object) -> str:
 
 def explain(exc: BaseException) -> tuple[str, int]:
     """The line to print for `exc` and the exit code."""
-    from tpudeploy.config import ConfigError
-
-    if isinstance(exc, ConfigError):
-        return str(exc), 2
     if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
         return "interrupted", 130
+    if isinstance(exc, UserError):
+        return exc.line(), exc.exit_code
     module = type(exc).__module__
     name = type(exc).__name__
     if module.startswith("google.auth") or module.startswith("google.oauth2"):
@@ -98,34 +106,10 @@ def explain(exc: BaseException) -> tuple[str, int]:
         exc, ConnectionError | TimeoutError
     ):
         return f"error: cannot reach Google's APIs ({name}); check the network and try again", 1
-    if isinstance(exc, UserError) or _is_user_error(exc):
-        return f"error: {one_line(exc, 2000)}", 1
     return (
         f"error: unexpected {name}: {one_line(exc, 200)}. This is a bug in tpudeploy; rerun "
         f"with {DEBUG_ENV}=1 for the traceback and report it",
         1,
-    )
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    """The commands' own error types, whose messages already say what to do."""
-    from tpudeploy.cachebucket import CacheBucketError
-    from tpudeploy.frontdoor import FrontDoorError
-    from tpudeploy.planner.cost import NoPricesError
-    from tpudeploy.queued_resource.errors import QueuedResourceError
-    from tpudeploy.recover import RecoverError
-    from tpudeploy.secretstore import SecretStoreError
-    from tpudeploy.smoke import SmokeError
-
-    return isinstance(
-        exc,
-        SecretStoreError
-        | SmokeError
-        | FrontDoorError
-        | QueuedResourceError
-        | NoPricesError
-        | RecoverError
-        | CacheBucketError,
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.errors import UserError
 from tpudeploy.nodessh import gcloud_failure, ssh_argv
 from tpudeploy.queued_resource import ApiError, QueuedResourceError, TpuApi
 from tpudeploy.wait import node_name, read_attributes
@@ -29,7 +30,7 @@ FINGERPRINT_ENV = "TLS_SHA256"
 LOCAL_PORT_ENV = "LOCAL_PORT"
 
 
-class FrontDoorError(Exception):
+class FrontDoorError(UserError):
     """The endpoint cannot be found, reached or trusted; the message says what to do."""
 
 

@@ -31,6 +31,7 @@ from tpudeploy.addresses import (
     VM_ADDRESS,
 )
 from tpudeploy.config import DeployConfig
+from tpudeploy.errors import UserError
 from tpudeploy.flex import queued_resource_spec
 from tpudeploy.queued_resource.states import state_of
 from tpudeploy.scheduler import SchedulerApi, job_name
@@ -45,7 +46,7 @@ DEPLOY, RECOVER = "deploy", "recover"
 __all__ = ["DEAD_NODE_STATES", "Decision", "Live", "RecoverError", "Terraform", "decide"]
 
 
-class RecoverError(Exception):
+class RecoverError(UserError):
     """A failure with a message meant for the user."""
 
 

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.secretshape import API_KEY_RE, HF_TOKEN_RE
-from tpudeploy.errors import no_credentials
+from tpudeploy.errors import UserError, no_credentials
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 
 EMULATOR_ENV = "SECRETMANAGER_EMULATOR_HOST"
@@ -20,7 +20,7 @@ API = "https://secretmanager.googleapis.com/v1"
 SCOPES = [CLOUD_PLATFORM_SCOPE]
 
 
-class SecretStoreError(Exception):
+class SecretStoreError(UserError):
     """A Secret Manager call that failed; the message says what to do."""
 
 

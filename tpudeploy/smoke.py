@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.secretshape import API_KEY_RE
+from tpudeploy.errors import UserError
 from tpudeploy.frontdoor import Endpoint, FrontDoorError, connect
 from tpudeploy.terminal import printable
 
@@ -34,7 +35,7 @@ WEATHER_TOOL = {
 }
 
 
-class SmokeError(Exception):
+class SmokeError(UserError):
     """The endpoint is unreachable, untrusted, open, refuses the key, or answers wrong."""
 
 

@@ -24,18 +24,24 @@ from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
 from tpudeploy.durations import MIN_DEADLINE_SECONDS
+from tpudeploy.errors import UserError
 
 DEFAULT_CONFIG_PATH = "deploy.toml"
 CONFIG_ENV = "DEPLOY_CONFIG"
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A configuration that cannot be deployed; each problem names key, value, reason and fix."""
+
+    exit_code = 2  # a usage error: nothing was attempted
 
     def __init__(self, source: str, problems: list[str]) -> None:
         self.source = source
         self.problems = problems
         super().__init__(self.render())
+
+    def line(self) -> str:
+        return str(self)  # several lines, each problem with its fix: never flattened
 
     def render(self) -> str:
         lines = [f"{self.source}: {len(self.problems)} problem(s) in the deployment config:"]

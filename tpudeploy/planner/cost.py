@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from tpudeploy import facts
 from tpudeploy.config import PRICE_KEYS, DeployConfig, normalize_provisioning
+from tpudeploy.errors import UserError
 
 HOURS_PER_MONTH = 730
 
@@ -21,7 +22,7 @@ COMMIT_3Y = "commit-3y"
 PROVISIONING_MODELS = (SPOT, FLEX_START, ON_DEMAND)
 
 
-class NoPricesError(ValueError):
+class NoPricesError(UserError, ValueError):
     """No rate for a region or a provisioning model; the message names the config key to set."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from tpudeploy.errors import UserError
 
-class QueuedResourceError(Exception):
+
+class QueuedResourceError(UserError):
     """A failure with a message meant for the user, printed as-is by the CLI."""
 
 
