@@ -9,7 +9,7 @@ from pathlib import Path
 from cdktf import App
 
 from stacks.secrets import SecretsStack
-from stacks.tpu_node import TpuNodeStack
+from stacks.tpuvm.node import TpuNodeStack
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import DeployConfig
 from tpudeploy.platform import platform_for
@@ -22,8 +22,8 @@ def build_app(cfg: DeployConfig, *, outdir: str | None = None) -> App:
     secrets = SecretsStack(app, cfg.secrets_stack_name, config=cfg)
     if cfg.platform == "gke":
         # Imported here only: the Kubernetes bindings' jsii assembly costs the TPU VM nothing.
-        from stacks.gke import GkeStack
-        from stacks.serving import ServingStack
+        from stacks.gke.cluster import GkeStack
+        from stacks.gke.serving import ServingStack
 
         cluster = GkeStack(app, cfg.gke_stack_name, config=cfg)
         cluster.add_dependency(secrets)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tpudeploy.config import parse_config
-from tpudeploy.flex import node_description, node_labels, queued_resource_spec
 from tpudeploy.render import render_shutdown_script, render_startup_script
+from tpudeploy.tpuvm.flex import node_description, node_labels, queued_resource_spec
 
 PROJECT = "flex-proj-123"
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"

@@ -84,9 +84,11 @@ def test_provisioners_call_the_projects_client(synth: Synthesizer) -> None:
     cfg = parse_config(FLEX)
     qr = qr_resource(synth(FLEX), cfg)
     create, destroy = provisioner(qr, None), provisioner(qr, "destroy")
-    assert create["command"].startswith(".venv/bin/python -m tpudeploy.queued_resource create")
+    assert create["command"].startswith(
+        ".venv/bin/python -m tpudeploy.tpuvm.queued_resource create"
+    )
     assert f"--timeout {cfg.flex_start_timeout_seconds}" in create["command"]
-    assert destroy["command"] == ".venv/bin/python -m tpudeploy.queued_resource delete"
+    assert destroy["command"] == ".venv/bin/python -m tpudeploy.tpuvm.queued_resource delete"
     for prov in (create, destroy):
         # Destroy-time provisioners may only reference self: the spec travels in self.input.
         assert prov["environment"] == {"TPUDEPLOY_QR_SPEC": "${self.input}"}
@@ -115,7 +117,7 @@ def test_spec_inputs_are_visible_and_round_trip_through_terraform(synth: Synthes
 def test_flex_node_has_the_vm_paths_hardening_and_description(synth: Synthesizer) -> None:
     """The node a queued resource creates is the node the VM path declares: shielded secure
     boot and the same description, as the TPU API receives them."""
-    from tpudeploy.queued_resource import QueuedResourceSpec
+    from tpudeploy.tpuvm.queued_resource import QueuedResourceSpec
 
     cfg = parse_config(FLEX)
     vm = resources(synth({**FLEX, "provisioning": "spot"})[cfg.node_stack_name], "google_tpu_v2_vm")

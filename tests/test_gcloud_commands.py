@@ -21,9 +21,9 @@ from tpudeploy import frontdoor
 from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command
 from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.config import parse_config
-from tpudeploy.flex import queued_resource_spec
-from tpudeploy.nodessh import ssh_argv
-from tpudeploy.queued_resource.hints import force_delete_argv
+from tpudeploy.tpuvm.flex import queued_resource_spec
+from tpudeploy.tpuvm.nodessh import ssh_argv
+from tpudeploy.tpuvm.queued_resource.hints import force_delete_argv
 
 CFG = parse_config({"project": "ssh-proj-123"})
 TARGET = NodeTarget(CFG.node_id, CFG.zone, CFG.project)

@@ -371,7 +371,7 @@ def test_repository_deployment_files_parse() -> None:
 def test_deploy_job_outlasts_the_capacity_wait_and_its_clean_up(repo: Path) -> None:
     """A deploy job killed while the create waits for capacity leaves the queued resource to
     `make destroy`: the job's limit is derived from the deployment's own flex_start_timeout."""
-    from tpudeploy.queued_resource import DEFAULT_CLEANUP_TIMEOUT
+    from tpudeploy.tpuvm.queued_resource import DEFAULT_CLEANUP_TIMEOUT
 
     write(
         repo,

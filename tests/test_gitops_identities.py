@@ -116,7 +116,7 @@ def test_no_dangerous_unconditioned_project_grant(boot: dict[str, Any]) -> None:
                 assert perms == ["tpu.nodes.delete"]
                 assert members[grant["member"]].endswith("-stop"), cid
             assert not [p for p in perms if p.endswith((".setIamPolicy", ".actAs"))]
-            assert "tpu.nodes.update" not in perms  # see stacks/tpu_node.py: replaced instead
+            assert "tpu.nodes.update" not in perms  # see stacks/tpuvm/node.py: replaced instead
             continue
         assert not risky, f"{cid}: unconditioned project grant of {risky}"
     assert seen_unscopable == set(unscopable)

@@ -238,10 +238,10 @@ def test_the_tpu_vm_path_never_loads_the_kubernetes_bindings() -> None:
         for node in tree.body
         if isinstance(node, ast.ImportFrom) and node.module is not None
     }
-    assert not top & {"stacks.gke", "stacks.serving"}
+    assert not top & {"stacks.gke.cluster", "stacks.gke.serving"}
     assert not any("kubernetes" in m for m in top)
     assert "kubernetes" not in (REPO_ROOT / "stacks" / "secrets.py").read_text()
-    assert Path(REPO_ROOT / "stacks" / "tpu_node.py").read_text().count("kubernetes") == 0
+    assert Path(REPO_ROOT / "stacks" / "tpuvm" / "node.py").read_text().count("kubernetes") == 0
 
 
 def test_checkov_passes_on_the_gke_stacks(synth: Synthesizer) -> None:

@@ -27,7 +27,7 @@ def test_no_module_is_over_500_lines() -> None:
     assert not too_long, f"split these along their seams (at most {MAX_LINES} lines): {too_long}"
 
 
-@pytest.mark.parametrize("module", ["tpudeploy.gitops", "tpudeploy.queued_resource"])
+@pytest.mark.parametrize("module", ["tpudeploy.gitops", "tpudeploy.tpuvm.queued_resource"])
 def test_imports_with_the_standard_library_alone(module: str) -> None:
     """The workflows run `python3 -m tpudeploy.gitops` before `make install`, and gitops reads
     the queued resource's timeouts: no third-party package may load at import time."""
@@ -73,10 +73,10 @@ def test_the_commands_errors_are_user_errors() -> None:
     from tpudeploy.errors import UserError, explain
     from tpudeploy.frontdoor import FrontDoorError
     from tpudeploy.planner.cost import NoPricesError
-    from tpudeploy.queued_resource.errors import QueuedResourceError
-    from tpudeploy.recover import RecoverError
     from tpudeploy.secretstore import SecretStoreError
     from tpudeploy.smoke import SmokeError
+    from tpudeploy.tpuvm.queued_resource.errors import QueuedResourceError
+    from tpudeploy.tpuvm.recover import RecoverError
 
     for cls in (
         CacheBucketError,

@@ -43,12 +43,12 @@ def mutmut_config() -> dict[str, list[str]]:
 
 
 def test_mutmut_names_read_as_python_names() -> None:
-    assert readable_function("tpudeploy.flex.x_queued_resource_spec__mutmut_34") == (
-        "tpudeploy.flex.queued_resource_spec"
+    assert readable_function("tpudeploy.tpuvm.flex.x_queued_resource_spec__mutmut_34") == (
+        "tpudeploy.tpuvm.flex.queued_resource_spec"
     )
     assert readable_function(
-        "tpudeploy.queued_resource.spec.xǁQueuedResourceSpecǁto_json__mutmut_2"
-    ) == ("tpudeploy.queued_resource.spec.QueuedResourceSpec.to_json")
+        "tpudeploy.tpuvm.queued_resource.spec.xǁQueuedResourceSpecǁto_json__mutmut_2"
+    ) == ("tpudeploy.tpuvm.queued_resource.spec.QueuedResourceSpec.to_json")
     # A private function keeps its own underscore.
     assert readable_function("tpudeploy.planner.guards.x__is_power_of_two__mutmut_2") == (
         "tpudeploy.planner.guards._is_power_of_two"
@@ -86,10 +86,12 @@ def test_an_unexplained_survivor_fails_and_prints_what_to_paste() -> None:
 
 
 def test_an_entry_that_explains_nothing_is_stale() -> None:
-    entry = Equivalent("tpudeploy.flex.queued_resource_spec", ("x = 1",), ("x = 2",), "a reason")
+    entry = Equivalent(
+        "tpudeploy.tpuvm.flex.queued_resource_spec", ("x = 1",), ("x = 2",), "a reason"
+    )
     verdict = judge([], [entry])
     assert verdict.stale == [entry] and not verdict.ok
-    assert "STALE ENTRY: tpudeploy.flex.queued_resource_spec ['x = 1'] -> ['x = 2']" in (
+    assert "STALE ENTRY: tpudeploy.tpuvm.flex.queued_resource_spec ['x = 1'] -> ['x = 2']" in (
         format_verdict(verdict)
     )
 

@@ -217,8 +217,8 @@ def test_status_and_wait_show_the_build_and_the_boot_checks_warnings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from tpudeploy import nodebuild
-    from tpudeploy.queued_resource import TpuApi
-    from tpudeploy.wait import wait_ready
+    from tpudeploy.tpuvm.queued_resource import TpuApi
+    from tpudeploy.tpuvm.wait import wait_ready
 
     cfg = parse_config({"project": PROJECT})
     attrs = attributes()

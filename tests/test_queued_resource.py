@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.fake_tpu_api import FakeTpuApi
-from tpudeploy import queued_resource as qr
-from tpudeploy.queued_resource import (
+from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm.queued_resource import (
     QueuedResourceError,
     QueuedResourceSpec,
     TpuApi,
@@ -805,7 +805,7 @@ def run_cli(
     if spec_json is not None:
         env[qr.SPEC_ENV] = spec_json
     return subprocess.run(
-        [sys.executable, "-m", "tpudeploy.queued_resource", *args],
+        [sys.executable, "-m", "tpudeploy.tpuvm.queued_resource", *args],
         env=env,
         cwd=ROOT,
         capture_output=True,

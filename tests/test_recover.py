@@ -25,17 +25,17 @@ import pytest
 
 from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
-from tpudeploy import deployedspec, recover
-from tpudeploy import queued_resource as qr
-from tpudeploy.addresses import (
+from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.tpuvm import deployedspec, recover
+from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm.addresses import (
     DEADLINE_ADDRESS,
     DENY_ALL_ADDRESS,
     QUEUED_RESOURCE_ADDRESS,
     VM_ADDRESS,
 )
-from tpudeploy.config import DeployConfig, parse_config
-from tpudeploy.flex import queued_resource_spec
-from tpudeploy.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.flex import queued_resource_spec
+from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 
 PROJECT = "recover-proj-1"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"

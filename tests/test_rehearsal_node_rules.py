@@ -24,7 +24,7 @@ from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.preflight import check_scheduler_location
-from tpudeploy.scheduler import EMULATOR_ENV, SchedulerApi
+from tpudeploy.tpuvm.scheduler import EMULATOR_ENV, SchedulerApi
 
 PROJECT = "rules-unit"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"

@@ -13,8 +13,8 @@ from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy.cli import main
 from tpudeploy.config import parse_config
-from tpudeploy.flex import queued_resource_spec
 from tpudeploy.render import compile_cache_key
+from tpudeploy.tpuvm.flex import queued_resource_spec
 
 PROJECT = "status-proj-1"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"

@@ -195,8 +195,9 @@ def expressions(doc: dict[str, Any]) -> set[str]:
     return found
 
 
-# The deadline of a spot or on-demand node (stacks/deadline.py): computed from the apply's time
-# or `make extend`'s variable, and the job's cron line from it. Config strings never enter them.
+# The deadline of a spot or on-demand node (stacks/tpuvm/deadline.py): computed from the apply's
+# time or `make extend`'s variable, and the job's cron line from it. Config strings never enter
+# them.
 _DEADLINE_EXPRESSIONS = (
     re.compile(
         r'var\.extended_deadline != "" \? var\.extended_deadline : '

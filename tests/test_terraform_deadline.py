@@ -25,13 +25,13 @@ import pytest
 from tests.conftest import Synthesizer, terraform_env
 from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
-from tpudeploy import deadline, recover, vmstatus
-from tpudeploy import queued_resource as qr
-from tpudeploy.addresses import DEADLINE_ADDRESS, DEADLINE_ID, DEADLINE_JOB_ID
 from tpudeploy.config import parse_config
-from tpudeploy.extend import extend
-from tpudeploy.scheduler import SchedulerApi, job_name
-from tpudeploy.warmpath import StorageApi
+from tpudeploy.tpuvm import deadline, recover, vmstatus
+from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_ID, DEADLINE_JOB_ID
+from tpudeploy.tpuvm.extend import extend
+from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.warmpath import StorageApi
 
 PROJECT = "tf-deadline-proj-1"
 SPOT = {"project": PROJECT, "provisioning": "spot"}

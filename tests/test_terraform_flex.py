@@ -24,11 +24,11 @@ import pytest
 
 from tests.conftest import REPO_ROOT, Synthesizer, terraform_env
 from tests.fake_tpu_api import FakeTpuApi
-from tpudeploy import queued_resource as qr
-from tpudeploy import recover
-from tpudeploy.addresses import QUEUED_RESOURCE_ADDRESS
 from tpudeploy.config import parse_config
-from tpudeploy.flex import queued_resource_spec
+from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm import recover
+from tpudeploy.tpuvm.addresses import QUEUED_RESOURCE_ADDRESS
+from tpudeploy.tpuvm.flex import queued_resource_spec
 
 PROJECT = "tf-flex-proj-1"
 OK = {"project": PROJECT}
@@ -218,7 +218,7 @@ def test_the_client_cleans_up_when_terminated(fake: FakeTpuApi, tmp_path: Path) 
     spec = queued_resource_spec(parse_config(OK), PROJECT)
     fake.script_states(spec.name, ["WAITING_FOR_RESOURCES"])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tpudeploy.queued_resource", "create", "--poll", "0.05"],
+        [sys.executable, "-m", "tpudeploy.tpuvm.queued_resource", "create", "--poll", "0.05"],
         cwd=REPO_ROOT,
         env={**os.environ, "TPU_EMULATOR_HOST": fake.host, qr.SPEC_ENV: spec.to_json()},
         stdout=subprocess.PIPE,

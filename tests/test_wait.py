@@ -11,9 +11,9 @@ import pytest
 
 from tests.fake_boot_apis import FakeTpu
 from tpudeploy.config import DeployConfig, parse_config
-from tpudeploy.nodessh import ssh_argv
-from tpudeploy.queued_resource import TpuApi
-from tpudeploy.wait import wait_ready
+from tpudeploy.tpuvm.nodessh import ssh_argv
+from tpudeploy.tpuvm.queued_resource import TpuApi
+from tpudeploy.tpuvm.wait import wait_ready
 
 PROJECT = "test-proj"
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tpudeploy import errors, planner, policy, terraform
-from tpudeploy import queued_resource as qr
 from tpudeploy.config import DeployConfig, config_path, load_config, require_project
-from tpudeploy.flex import queued_resource_spec
 from tpudeploy.platform import platform_for
 from tpudeploy.terminal import printable
+from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm.flex import queued_resource_spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,7 +97,7 @@ def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
         print(f"node {spec.node_name}: {state}")
         ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
         print(printable(f"  external IP {ext}, internal IP {internal}"))
-        from tpudeploy import vmstatus
+        from tpudeploy.tpuvm import vmstatus
 
         print("\n".join(printable(line) for line in vmstatus.lines(cfg, project, state)))
     if report["node_state"] != "NOT_FOUND":
@@ -130,8 +130,8 @@ def _cleanup(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import recover
-    from tpudeploy.scheduler import SchedulerApi
+    from tpudeploy.tpuvm import recover
+    from tpudeploy.tpuvm.scheduler import SchedulerApi
 
     project = require_project(cfg, source=str(config_path()))
     mode = recover.RECOVER if args.apply else recover.DEPLOY
@@ -162,9 +162,9 @@ def _run_summary(line: str) -> None:
 
 
 def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import recover
-    from tpudeploy.extend import extend, extension_seconds
-    from tpudeploy.scheduler import SchedulerApi
+    from tpudeploy.tpuvm import recover
+    from tpudeploy.tpuvm.extend import extend, extension_seconds
+    from tpudeploy.tpuvm.scheduler import SchedulerApi
 
     # Cheap checks first: whether extending applies and whether BY is a duration need neither a
     # project nor credentials (issue 23: both used to be asked for before saying so).
@@ -190,7 +190,7 @@ def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 def _synthesized_stack(cfg: DeployConfig) -> Path:
     """Synthesize the deployment (main.py, as `make synth`) and return its node stack folder."""
-    from tpudeploy.recover import RecoverError
+    from tpudeploy.tpuvm.recover import RecoverError
 
     outdir = Path(os.environ.get("CDKTF_OUTDIR") or REPO_ROOT / terraform.synth_outdir(cfg))
     result = subprocess.run(
@@ -256,7 +256,7 @@ def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import wait
+    from tpudeploy.tpuvm import wait
 
     project = require_project(cfg, source=str(config_path()))
     return wait.wait_ready(cfg, project, timeout=args.timeout, interval=args.interval)
@@ -264,7 +264,7 @@ def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 def _pin(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import nodebuild, pinning
-    from tpudeploy.queued_resource import TpuApi
+    from tpudeploy.tpuvm.queued_resource import TpuApi
 
     project = require_project(cfg, source=str(config_path()))
     attributes = nodebuild.node_attributes(cfg, project, TpuApi(log=sys.stderr))

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TextIO
 
 from tpudeploy import planner, terraform
-from tpudeploy.addresses import QUEUED_RESOURCE_ADDRESS
 from tpudeploy.config import DeployConfig
+from tpudeploy.tpuvm.addresses import QUEUED_RESOURCE_ADDRESS
 
 # Resource types that bill by the hour while they exist (the chip); the rest of the node stack
 # (firewall rules, the queued resource's terraform_data bookkeeping aside) costs nothing.

@@ -21,9 +21,9 @@ from typing import TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
-from tpudeploy.nodessh import gcloud_failure, ssh_argv
-from tpudeploy.queued_resource import ApiError, QueuedResourceError, TpuApi
-from tpudeploy.wait import node_name, read_attributes
+from tpudeploy.tpuvm.nodessh import gcloud_failure, ssh_argv
+from tpudeploy.tpuvm.queued_resource import ApiError, QueuedResourceError, TpuApi
+from tpudeploy.tpuvm.wait import node_name, read_attributes
 
 ENDPOINT_ENV = "ENDPOINT"
 FINGERPRINT_ENV = "TLS_SHA256"

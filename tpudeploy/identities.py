@@ -84,8 +84,9 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
             "compute.networks.updatePolicy",
         ),
     ),
-    # google_tpu_v2_vm (spot, on-demand) and the flex-start client (tpudeploy.queued_resource).
-    # No tpu.nodes.update: a pipeline deployment replaces its node instead (stacks/tpu_node.py),
+    # google_tpu_v2_vm (spot, on-demand) and the flex-start client
+    # (tpudeploy.tpuvm.queued_resource).
+    # No tpu.nodes.update: a pipeline deployment replaces its node instead (stacks/tpuvm/node.py),
     # because the TPU API cannot scope update to one node and a rewritten startup script runs as
     # that node's account.
     "tpudeployTpu": (

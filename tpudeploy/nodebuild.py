@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from tpudeploy import facts, planner
 from tpudeploy.config import DeployConfig
-from tpudeploy.queued_resource import ApiError, TpuApi
-from tpudeploy.wait import node_name, read_attributes
+from tpudeploy.tpuvm.queued_resource import ApiError, TpuApi
+from tpudeploy.tpuvm.wait import node_name, read_attributes
 
-# The guest-attribute keys under tpudeploy/ (tpudeploy.wait.NAMESPACE).
+# The guest-attribute keys under tpudeploy/ (tpudeploy.tpuvm.wait.NAMESPACE).
 BUILD_KEY = "build"
 CHECK_KEY = "boot-check"
 

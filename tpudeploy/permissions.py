@@ -110,7 +110,7 @@ NEEDS: dict[str, Need] = {
         "https://developer.hashicorp.com/terraform/language/resources/terraform-data",
     ),
     # Flex-start: a terraform_data's provisioners run the project's own client, which calls
-    # queuedResources.create/get/delete (tpudeploy/queued_resource/).
+    # queuedResources.create/get/delete (tpudeploy/tpuvm/queued_resource/).
     QUEUED_RESOURCE: Need(
         (
             "tpu.queuedResources.create",

@@ -19,9 +19,9 @@ from typing import TextIO
 
 from tpudeploy import errors, policy, terraform
 from tpudeploy.config import DeployConfig, config_path
-from tpudeploy.queued_resource.errors import ApiError, QueuedResourceError
-from tpudeploy.scheduler import SchedulerApi
 from tpudeploy.secretstore import SecretStore, SecretStoreError
+from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 # What each creating or destroying command needs before it starts.
 PURPOSES = ("deploy", "deploy-secrets", "diff", "destroy")

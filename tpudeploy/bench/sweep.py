@@ -17,8 +17,8 @@ from typing import Any, Protocol, TextIO
 from tpudeploy import facts
 from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command, plan_cells
 from tpudeploy.bench.settings import SweepSettings
-from tpudeploy.nodessh import gcloud_failure
 from tpudeploy.timefmt import format_seconds
+from tpudeploy.tpuvm.nodessh import gcloud_failure
 
 RESULT_KEYS = ("completed", "num_prompts", "output_throughput", "median_ttft_ms", "median_tpot_ms")
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")

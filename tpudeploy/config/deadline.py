@@ -9,7 +9,7 @@ from tpudeploy.config.base import Strict
 
 
 class DeadlineConfig(Strict):
-    """The deadline job of a spot or on-demand node (stacks/deadline.py)."""
+    """The deadline job of a spot or on-demand node (stacks/tpuvm/deadline.py)."""
 
     # Cloud Scheduler is regional and its locations are not every Compute region: us-west4 (the
     # build log's) is not confirmed (its locations page as stored stops at us-east4 in the

@@ -13,7 +13,7 @@ from pathlib import Path
 from tpudeploy import facts, names
 from tpudeploy.durations import parse_duration
 from tpudeploy.names import deploy_account_id
-from tpudeploy.queued_resource import DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_TIMEOUT
+from tpudeploy.tpuvm.queued_resource import DEFAULT_CLEANUP_TIMEOUT, DEFAULT_DELETE_TIMEOUT
 
 # deploy.toml is the single-deployment developer default; deployments/*.toml are the pipeline's
 # environments. Both are synthesized and scanned on every pull request.

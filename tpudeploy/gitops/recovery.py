@@ -3,7 +3,7 @@
 Read-only and cheap: it judges what gcloud lists with the plan identity (TPU nodes, the deadline
 jobs, the deny-all firewall rules), so the gated job, which takes the deploy concurrency group
 and waits for the environment's reviewers, starts only for a node that needs it. The rules are
-`make recover`'s (tpudeploy.recover, mode "recover"; tests/test_gitops_recovery.py holds them
+`make recover`'s (tpudeploy.tpuvm.recover, mode "recover"; tests/test_gitops_recovery.py holds them
 equal): a PREEMPTED or TERMINATED node, or a missing node of a deployed stack, is recreated
 unless its deadline already fired (that run ended on purpose). Standard library only.
 """
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from tpudeploy import deadline
 from tpudeploy.gitops.deployments import NO_END_MODELS, Deployment
+from tpudeploy.tpuvm import deadline
 
 DEAD_NODE_STATES = frozenset({"PREEMPTED", "TERMINATED"})
 NOT_FOUND = "NOT_FOUND"

@@ -1,5 +1,5 @@
 """One replica's pod: the TPU VM's serve line and front door, the numbers its probes and drain
-obey, and the files its init container runs. Plain data; stacks/serving.py declares it."""
+obey, and the files its init container runs. Plain data; stacks/gke/serving.py declares it."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ EMULATOR_ENV = {
     "compute": "COMPUTE_EMULATOR_HOST",
     "iam": "IAM_EMULATOR_HOST",
     "serviceusage": "SERVICEUSAGE_EMULATOR_HOST",
-    # tpudeploy.scheduler reads this one too (make status, make recover, make extend).
+    # tpudeploy.tpuvm.scheduler reads this one too (make status, make recover, make extend).
     "cloudscheduler": "CLOUD_SCHEDULER_EMULATOR_HOST",
     "cloudresourcemanager": "RESOURCEMANAGER_EMULATOR_HOST",
 }

@@ -27,12 +27,12 @@ from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
-from stacks.deadline import declare_deadline
-from tpudeploy.addresses import NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
+from stacks.tpuvm.deadline import declare_deadline
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
-from tpudeploy.flex import node_description, node_labels, queued_resource_spec
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 from tpudeploy.render import node_metadata
+from tpudeploy.tpuvm.addresses import NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
+from tpudeploy.tpuvm.flex import node_description, node_labels, queued_resource_spec
 
 # The auto-created default network allows SSH from anywhere (default-allow-ssh) and everything
 # from inside the VPC (default-allow-internal) at priority 65534. The node's own deny-all sits at
@@ -40,8 +40,8 @@ from tpudeploy.render import node_metadata
 DENY_ALL_PRIORITY = 65000
 ALLOW_PRIORITY = 1000
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-QR_COMMAND = ".venv/bin/python -m tpudeploy.queued_resource"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+QR_COMMAND = ".venv/bin/python -m tpudeploy.tpuvm.queued_resource"
 # Stands in for the project id while the spec is built, then becomes var.project: the spec is
 # validated in Python, but an unset project is only known when Terraform runs.
 _PROJECT_PLACEHOLDER = "tpudeploy-project-placeholder"

@@ -52,7 +52,7 @@ from cdktf_cdktf_provider_kubernetes.service_v1 import (
 from constructs import Construct
 
 from stacks.common import configure
-from stacks.typed import typed
+from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster as names
 from tpudeploy.gke import pod

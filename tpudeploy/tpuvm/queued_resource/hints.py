@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tpudeploy.facts import flex_start_zones_text
-from tpudeploy.nodessh import GCLOUD_TPUS
-from tpudeploy.queued_resource.errors import ApiError, QueuedResourceError
-from tpudeploy.queued_resource.spec import QueuedResourceSpec
+from tpudeploy.tpuvm.nodessh import GCLOUD_TPUS
+from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.spec import QueuedResourceSpec
 
 
 def hint_for(status: int, message: str, spec: QueuedResourceSpec | None = None) -> str:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.nodessh import ssh_argv
-from tpudeploy.queued_resource import ApiError, TpuApi
 from tpudeploy.terminal import printable
 from tpudeploy.timefmt import format_seconds
+from tpudeploy.tpuvm.nodessh import ssh_argv
+from tpudeploy.tpuvm.queued_resource import ApiError, TpuApi
 
 NAMESPACE = "tpudeploy"
 # The startup script waits 2400 s for /health after the pull; the pull and the cache restore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tpudeploy.queued_resource.api import DiscoveryApi, build_service
+from tpudeploy.tpuvm.queued_resource.api import DiscoveryApi, build_service
 
 # Like TPU_EMULATOR_HOST: host:port of a local fake answering like cloudscheduler.googleapis.com.
 EMULATOR_ENV = "CLOUD_SCHEDULER_EMULATOR_HOST"

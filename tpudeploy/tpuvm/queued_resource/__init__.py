@@ -5,9 +5,9 @@
 # command the Terraform provisioners run. Standard library only at import (googleapiclient loads
 # when the first call is built): the GitOps helper imports the timeouts under a bare python3.
 
-from tpudeploy.queued_resource.api import EMULATOR_ENV, TpuApi, build_service
-from tpudeploy.queued_resource.cli import POLL_ENV, SPEC_ENV, main
-from tpudeploy.queued_resource.client import (
+from tpudeploy.tpuvm.queued_resource.api import EMULATOR_ENV, TpuApi, build_service
+from tpudeploy.tpuvm.queued_resource.cli import POLL_ENV, SPEC_ENV, main
+from tpudeploy.tpuvm.queued_resource.client import (
     DEFAULT_CLEANUP_TIMEOUT,
     DEFAULT_CREATE_TIMEOUT,
     DEFAULT_DELETE_TIMEOUT,
@@ -18,15 +18,15 @@ from tpudeploy.queued_resource.client import (
     format_status,
     status,
 )
-from tpudeploy.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
-from tpudeploy.queued_resource.hints import hint_for
-from tpudeploy.queued_resource.spec import (
+from tpudeploy.tpuvm.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.hints import hint_for
+from tpudeploy.tpuvm.queued_resource.spec import (
     DEFAULT_SCOPES,
     SPEC_LABEL,
     QueuedResourceSpec,
     spec_differences,
 )
-from tpudeploy.queued_resource.states import DEAD_STATES, WAITING_STATES
+from tpudeploy.tpuvm.queued_resource.states import DEAD_STATES, WAITING_STATES
 
 __all__ = [
     "DEAD_STATES",

@@ -1,4 +1,4 @@
-"""Terraform addresses the ops commands act on; stacks/tpu_node.py declares them under these ids."""
+"""Terraform addresses the ops commands act on; stacks/tpuvm/node.py declares them by these ids."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ VM_ADDRESS = f"google_tpu_v2_vm.{VM_ID}"
 QUEUED_RESOURCE_ADDRESS = f"terraform_data.{QUEUED_RESOURCE_ID}"
 
 # Spot and on-demand: the deadline fixed at deploy time and the Cloud Scheduler job enforcing it
-# (stacks/deadline.py, tpudeploy/deadline.py).
+# (stacks/tpuvm/deadline.py, tpudeploy/tpuvm/deadline.py).
 DEADLINE_ID = "deadline-time"
 DEADLINE_JOB_ID = "deadline-job"
 DEADLINE_ADDRESS = f"terraform_data.{DEADLINE_ID}"

@@ -1,4 +1,4 @@
-"""`python -m tpudeploy.queued_resource create|delete|status`, as the Terraform provisioners
+"""`python -m tpudeploy.tpuvm.queued_resource create|delete|status`, as the Terraform provisioners
 call it: the spec JSON from $TPUDEPLOY_QR_SPEC or --spec-file."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from tpudeploy.queued_resource.client import (
+from tpudeploy.tpuvm.queued_resource.client import (
     DEFAULT_CREATE_TIMEOUT,
     DEFAULT_DELETE_TIMEOUT,
     DEFAULT_POLL,
     QueuedResourceClient,
     format_status,
 )
-from tpudeploy.queued_resource.errors import Interrupted, QueuedResourceError
-from tpudeploy.queued_resource.spec import QueuedResourceSpec
+from tpudeploy.tpuvm.queued_resource.errors import Interrupted, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.spec import QueuedResourceSpec
 
 SPEC_ENV = "TPUDEPLOY_QR_SPEC"
 # Seconds between polls, for every command (the rehearsal and tests poll faster).
@@ -66,7 +66,7 @@ def _raise_on_termination() -> dict[signal.Signals, object]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tpudeploy.queued_resource",
+        prog="python -m tpudeploy.tpuvm.queued_resource",
         description=f"Flex-start TPU queued resource; spec JSON from ${SPEC_ENV} or --spec-file.",
     )
     parser.add_argument("command", choices=("create", "delete", "status"))

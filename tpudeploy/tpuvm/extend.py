@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from tpudeploy import deadline
-from tpudeploy.addresses import DEADLINE_ADDRESS, DEADLINE_JOB_ADDRESS
 from tpudeploy.config import DeployConfig
 from tpudeploy.durations import parse_duration
-from tpudeploy.recover import RecoverError
-from tpudeploy.scheduler import SchedulerApi, job_name
 from tpudeploy.tfrun import Terraform, TerraformError
+from tpudeploy.tpuvm import deadline
+from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_JOB_ADDRESS
+from tpudeploy.tpuvm.recover import RecoverError
+from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 
 
 def extension_seconds(cfg: DeployConfig, by: str) -> int:

@@ -1,5 +1,6 @@
 """The deadline of a spot or on-demand node: a value fixed at deploy time, and the Cloud Scheduler
-job that deletes the node when it comes (tpudeploy/deadline.py explains the value's lifecycle)."""
+job that deletes the node when it comes (tpudeploy/tpuvm/deadline.py explains the value's
+lifecycle)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from cdktf_cdktf_provider_google_beta.google_cloud_scheduler_job import (
     GoogleCloudSchedulerJobRetryConfig,
 )
 
-from tpudeploy import deadline
-from tpudeploy.addresses import DEADLINE_ID, DEADLINE_JOB_ID
 from tpudeploy.config import DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE, service_account_email
+from tpudeploy.tpuvm import deadline
+from tpudeploy.tpuvm.addresses import DEADLINE_ID, DEADLINE_JOB_ID
 
 
 def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, seconds: int) -> None:
@@ -44,7 +45,7 @@ def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, sec
     # Computed once: timestamp() changes at every plan, so the input is ignored afterwards and a
     # second deploy plans no change. A new max_run_duration replaces it (a new deadline from
     # that deploy); so do `make extend` (-replace with the variable) and a deploy after the
-    # deadline passed (tpudeploy.recover taints it).
+    # deadline passed (tpudeploy.tpuvm.recover taints it).
     held.add_override("lifecycle.ignore_changes", ["input"])
     held.add_override("triggers_replace", [str(seconds)])
     at = f"{held.terraform_resource_type}.{held.friendly_unique_id}.output"

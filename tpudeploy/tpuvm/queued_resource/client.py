@@ -9,18 +9,18 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TextIO, TypeVar
 
-from tpudeploy.queued_resource.api import TpuApi
-from tpudeploy.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
-from tpudeploy.queued_resource.hints import force_delete_argv, hint_for, with_hint
-from tpudeploy.queued_resource.spec import QueuedResourceSpec, spec_differences
-from tpudeploy.queued_resource.states import (
+from tpudeploy.timefmt import format_seconds
+from tpudeploy.tpuvm.queued_resource.api import TpuApi
+from tpudeploy.tpuvm.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.hints import force_delete_argv, hint_for, with_hint
+from tpudeploy.tpuvm.queued_resource.spec import QueuedResourceSpec, spec_differences
+from tpudeploy.tpuvm.queued_resource.states import (
     DEAD_STATES,
     STATE_NOTES,
     failure_reason,
     node_ips,
     state_of,
 )
-from tpudeploy.timefmt import format_seconds
 
 _T = TypeVar("_T")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.queued_resource.api import DiscoveryApi, build_service
 from tpudeploy.render import compile_cache_key
+from tpudeploy.tpuvm.queued_resource.api import DiscoveryApi, build_service
 
 # host:port of a local fake answering like storage.googleapis.com's JSON API.
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from tpudeploy import names
 from tpudeploy.errors import no_credentials, refused_credentials
-from tpudeploy.queued_resource.errors import ApiError, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
 
 EMULATOR_ENV = "TPU_EMULATOR_HOST"
 

@@ -6,7 +6,7 @@ The deadline is a Terraform value computed once, when the node stack's `terrafor
 is created (`timeadd(timestamp(), ...)`), and kept with `ignore_changes`: timestamp() changes at
 every plan, and a second `make deploy` must plan no change. It is renewed only deliberately:
 a changed max_run_duration replaces it, `make deploy` after the deadline passed replaces it
-(tpudeploy.recover), and `make extend` sets it through the `extended_deadline` variable.
+(tpudeploy.tpuvm.recover), and `make extend` sets it through the `extended_deadline` variable.
 
 Standard library only: the GitOps helper reads a job's schedule under a bare python3.
 """

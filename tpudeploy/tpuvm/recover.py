@@ -22,20 +22,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from tpudeploy import deadline, deployedspec
-from tpudeploy import queued_resource as qr
-from tpudeploy.addresses import (
+from tpudeploy.config import DeployConfig
+from tpudeploy.errors import UserError
+from tpudeploy.tfrun import Terraform, TerraformError
+from tpudeploy.tpuvm import deadline, deployedspec
+from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm.addresses import (
     DEADLINE_ADDRESS,
     DENY_ALL_ADDRESS,
     QUEUED_RESOURCE_ADDRESS,
     VM_ADDRESS,
 )
-from tpudeploy.config import DeployConfig
-from tpudeploy.errors import UserError
-from tpudeploy.flex import queued_resource_spec
-from tpudeploy.queued_resource.states import state_of
-from tpudeploy.scheduler import SchedulerApi, job_name
-from tpudeploy.tfrun import Terraform, TerraformError
+from tpudeploy.tpuvm.flex import queued_resource_spec
+from tpudeploy.tpuvm.queued_resource.states import state_of
+from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 
 # A spot VM that was preempted cannot be restarted; it must be deleted and created again
 # (Cloud TPU documentation), and it holds quota until then.

@@ -6,8 +6,8 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.config.schema import DEFAULT_RUN_DURATION
 from tpudeploy.durations import parse_duration
 from tpudeploy.names import service_account_email
-from tpudeploy.queued_resource import DEFAULT_SCOPES, QueuedResourceSpec
 from tpudeploy.render import node_metadata
+from tpudeploy.tpuvm.queued_resource import DEFAULT_SCOPES, QueuedResourceSpec
 
 
 def node_labels(cfg: DeployConfig) -> dict[str, str]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 
-from tpudeploy import deadline, planner
-from tpudeploy import queued_resource as qr
+from tpudeploy import planner
 from tpudeploy.config import DeployConfig
-from tpudeploy.scheduler import SchedulerApi, job_name
-from tpudeploy.warmpath import StorageApi, cache_saved
+from tpudeploy.tpuvm import deadline
+from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 
 
 def lines(

@@ -1,0 +1,1 @@
+"""The GKE platform's stacks: the cluster and its TPU pools, and the Kubernetes objects."""

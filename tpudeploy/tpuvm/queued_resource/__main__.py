@@ -1,0 +1,7 @@
+"""`python -m tpudeploy.tpuvm.queued_resource create|delete|status` (Terraform's provisioners)."""
+
+import sys
+
+from tpudeploy.tpuvm.queued_resource.cli import main
+
+sys.exit(main())
