@@ -19,6 +19,20 @@ from pathlib import Path
 
 from tpudeploy.gke.serving import WAITING_METRIC
 
+__all__ = [
+    "CACHE_INFO_METRIC",
+    "KV_CACHE_METRIC",
+    "READS",
+    "RUNNING_METRIC",
+    "WAITING_METRIC",
+    "Read",
+    "check_page",
+    "parse_exposition",
+    "problems",
+    "published",
+    "scrape",
+]
+
 # difflib's ratio above which a published name is offered as the likely rename (the
 # gpu_/kv_ rename scores 0.88).
 _NEAR = 0.75
