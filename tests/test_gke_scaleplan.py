@@ -154,3 +154,30 @@ def test_make_plan_scale_passes_the_variables_through() -> None:
     assert result.returncode == 0, result.stderr
     assert "median TTFT <= 700 ms" in result.stdout
     assert "replicas: 4" in result.stdout
+
+
+def test_the_hpa_is_given_the_planners_queue_target() -> None:
+    from tpudeploy.gke import pod
+
+    kv_wall = _cfg(expected_clients=64, expected_context=8192)
+    assert pod.hpa_waiting_target(kv_wall) == plan.replica_plan(kv_wall).autoscaling.waiting_target
+    tight = _cfg(expected_clients=64, expected_context=128, target_ttft_ms=99)
+    assert pod.hpa_waiting_target(tight) == 1
+
+
+def test_an_unreachable_ttft_in_load_is_refused_before_synth() -> None:
+    from tpudeploy import policy
+    from tpudeploy.config import ConfigError
+
+    cfg = _cfg(expected_clients=4, expected_context=8192, target_ttft_ms=200)
+    with pytest.raises(ConfigError) as raised:
+        policy.enforce(cfg, source="gke.toml")
+    assert "load.target_ttft_ms = 200" in str(raised.value)
+    assert "289.4 ms" in str(raised.value) and "raise it to 290" in str(raised.value)
+    assert scaleplan.findings(_cfg(expected_context=8192, target_ttft_ms=290)) == []
+
+
+def test_a_kv_wall_past_the_measured_clients_says_so() -> None:
+    p = _plan(64, 1024)  # 244 streams fit the pool; the sweep stopped at 64
+    assert any("not known here" in note for note in p.notes)
+    assert not _plan(64, 8192).notes

@@ -13,10 +13,10 @@ from tpudeploy.config import ConfigError, DeployConfig
 
 def findings(cfg: DeployConfig) -> list[planner.Finding]:
     """Every guard-rail finding on `cfg`: errors first, then warnings and notes."""
-    if cfg.routing.gateway:
-        from tpudeploy.gke.routing import findings as routing_findings
+    if cfg.platform == "gke" or cfg.routing.gateway:
+        from tpudeploy.gke import routing, scaleplan
 
-        return routing_findings(cfg) + planner.check_settings(cfg)
+        return routing.findings(cfg) + scaleplan.findings(cfg) + planner.check_settings(cfg)
     return planner.check_settings(cfg)
 
 

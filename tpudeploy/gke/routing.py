@@ -195,11 +195,7 @@ def custom_resources(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
 def picker_config(cfg: DeployConfig) -> dict[str, Any]:
     """The EPP's EndpointPickerConfig: scorers on queue, KV use and prefix affinity; the
     saturation thresholds from the replica planner for [load] (never typed here)."""
-    context = cfg.load.expected_context or cfg.vllm.max_model_len
-    clients = cfg.load.expected_clients or 1
-    targets = scaleplan.scale_plan(
-        cfg, clients=clients, context=context, ttft_ms=cfg.load.target_ttft_ms
-    ).targets
+    targets = scaleplan.load_targets(cfg)
     plugins: list[dict[str, Any]] = [{"type": name} for name in SCORER_WEIGHTS]
     plugins += [{"type": "max-score-picker"}, {"type": "single-profile-handler"}]
     return {

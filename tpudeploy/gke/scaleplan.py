@@ -17,7 +17,7 @@ from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
 from tpudeploy.gke import plan
-from tpudeploy.planner import NoPricesError, cost_per_million_tokens, price_table
+from tpudeploy.planner import Finding, NoPricesError, cost_per_million_tokens, price_table
 
 # The make variables behind each input, for messages (`make plan-scale CLIENTS=...`).
 CLIENTS_KEY, CONTEXT_KEY, TTFT_KEY = "CLIENTS", "CONTEXT", "TTFT_MS"
@@ -200,6 +200,11 @@ def scale_plan(cfg: DeployConfig, *, clients: int, context: int, ttft_ms: int | 
                 f"the sweep measured up to {within} clients per replica: more per replica "
                 "under this TTFT target is not known here"
             )
+    if per_replica_cap > facts.CLIENTS[-1]:
+        notes.append(
+            f"{per_replica_cap} streams per replica is the KV wall's figure: the sweep measured "
+            f"{facts.CLIENTS[-1]} clients at most, so TTFT and tok/s past that are not known here"
+        )
     replicas = max(by_wall, math.ceil(clients / per_replica_cap))
     share = math.ceil(clients / replicas)
     cell = plan.measured_cell(context, share)
@@ -289,6 +294,37 @@ def report(cfg: DeployConfig, p: ScalePlan) -> list[str]:
     )
     lines += [f"  note: {n}" for n in p.notes]
     return lines
+
+
+def load_targets(cfg: DeployConfig) -> Targets:
+    """The targets for [load] (one client when unset: the per-replica figures do not depend on
+    the client count), which the HPA and the picker's saturation check are given."""
+    context = cfg.load.expected_context or cfg.vllm.max_model_len
+    clients = cfg.load.expected_clients or 1
+    return scale_plan(
+        cfg, clients=clients, context=context, ttft_ms=cfg.load.target_ttft_ms
+    ).targets
+
+
+def findings(cfg: DeployConfig) -> list[Finding]:
+    """[load] target_ttft_ms below what one client alone measured: no replica count reaches it."""
+    ttft = cfg.load.target_ttft_ms
+    if ttft is None:
+        return []
+    row = ttft_row(cfg.load.expected_context or cfg.vllm.max_model_len)
+    floor = facts.MEDIAN_TTFT_MS[(row, facts.CLIENTS[0])]
+    if ttft >= floor:
+        return []
+    return [
+        Finding(
+            "error",
+            "load.target_ttft_ms",
+            ttft,
+            f"below the build log's median TTFT for one client alone at {row:,} tokens of "
+            f"context ({floor:g} ms), so no number of replicas reaches it; raise it to "
+            f"{math.ceil(floor)} or more",
+        )
+    ]
 
 
 def configured(cfg: DeployConfig) -> list[str]:
