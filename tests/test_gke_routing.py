@@ -8,6 +8,7 @@ One synth for the routing configuration (the shipped deployments/gke.toml with r
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tools.k8s_manifests import manifests
 from tpudeploy import policy
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.config.gke import version_tuple
+from tpudeploy.config.secretshape import HF_TOKEN_ERE
 from tpudeploy.gke import metrics, pod, routing, scaleplan
 from tpudeploy.gke.serving import labels
 
@@ -193,6 +195,15 @@ def test_the_stack_declares_every_custom_resource(objects: dict[str, dict[str, A
         assert objects[f"kubernetes_manifest.{key}"] == body
 
 
+def test_no_secret_and_no_kubernetes_secret_in_the_routed_stack(synth: Synthesizer) -> None:
+    """The Gateway's TLS key stays in Certificate Manager: no Secret, no key material in state."""
+    text = json.dumps(synth(ROUTED)[CFG.serving_stack_name])
+    assert "kubernetes_secret" not in text and '"kind": "Secret"' not in text
+    assert "certificateRefs" not in text  # a Gateway's Secret-held certificate
+    assert "BEGIN " not in text  # no PEM block of any kind
+    assert not re.search(HF_TOKEN_ERE.strip("^$"), text)
+
+
 def test_routing_off_declares_none_of_it(synth: Synthesizer) -> None:
     plain = manifests(synth(RAW)[parse_config(RAW).serving_stack_name])
     assert not [k for k in plain if "epp" in k or k.endswith(tuple(CUSTOM))]
@@ -202,3 +213,18 @@ def test_the_shipped_configs_leave_routing_off() -> None:
     for path in sorted((REPO_ROOT / "deployments").glob("*.toml")):
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         assert not raw.get("routing", {}).get("gateway"), path
+
+
+def test_terraform_loads_the_routed_stack_with_only_the_pinned_providers(
+    terraform: str, synth: Synthesizer, tmp_path: Path
+) -> None:
+    from tests.test_terraform import (
+        GOOGLE_BETA,
+        GOOGLE_BETA_VERSION,
+        KUBERNETES,
+        KUBERNETES_VERSION,
+        required_providers,
+    )
+
+    found = required_providers(terraform, synth(ROUTED)[CFG.serving_stack_name], tmp_path)
+    assert found == {f"{GOOGLE_BETA} {GOOGLE_BETA_VERSION}", f"{KUBERNETES} {KUBERNETES_VERSION}"}
