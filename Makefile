@@ -131,10 +131,11 @@ capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the c
 cost: $(VENV_STAMP) ## Hourly/monthly cost, $ per million tokens, spot vs flex-start break-even
 	@$(PY) -m tpudeploy cost
 
-# CLIENTS, CONTEXT and TTFT_MS fall back to the config's [load] table.
+# CLIENTS, CONTEXT and TTFT_MS fall back to the config's [load] table. They reach the command
+# from the environment (make exports command-line variables), so no value is shell-parsed.
 plan-scale: $(VENV_STAMP) ## Replicas, $/hour, $/M tokens and autoscaler targets for CLIENTS at CONTEXT [TTFT_MS]
-	@$(PY) -m tpudeploy plan-scale $(if $(CLIENTS),--clients '$(CLIENTS)') \
-	  $(if $(CONTEXT),--context '$(CONTEXT)') $(if $(TTFT_MS),--ttft-ms '$(TTFT_MS)')
+	@$(PY) -m tpudeploy plan-scale $${CLIENTS:+--clients "$$CLIENTS"} \
+	  $${CONTEXT:+--context "$$CONTEXT"} $${TTFT_MS:+--ttft-ms "$$TTFT_MS"}
 
 status: $(VENV_STAMP) ## Queued resource / node state, IP and when billing stops
 	@$(PY) -m tpudeploy status

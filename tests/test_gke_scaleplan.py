@@ -181,3 +181,13 @@ def test_a_kv_wall_past_the_measured_clients_says_so() -> None:
     p = _plan(64, 1024)  # 244 streams fit the pool; the sweep stopped at 64
     assert any("not known here" in note for note in p.notes)
     assert not _plan(64, 8192).notes
+
+
+def test_make_plan_scale_never_shell_parses_a_value() -> None:
+    result = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "-o", "node_modules/.installed", "plan-scale",
+         "CLIENTS=6'4;echo", "CONTEXT=1024", f"DEPLOY_CONFIG={GKE_TOML}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert 'error: CLIENTS="6\'4;echo": not a whole number of clients' in result.stderr
