@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cdktf_cdktf_provider_google_beta.google_compute_subnetwork import GoogleComputeSubnetwork
 from cdktf_cdktf_provider_kubernetes.cluster_role_binding_v1 import (
     ClusterRoleBindingV1,
     ClusterRoleBindingV1Metadata,
@@ -115,8 +116,25 @@ def _picker_pod(cfg: DeployConfig, name: str) -> dict[str, Any]:
     }
 
 
-def add_routing(scope: Construct, cfg: DeployConfig, *, depends_on: list[Any]) -> None:
+def add_routing(
+    scope: Construct, cfg: DeployConfig, *, project: str, depends_on: list[Any]
+) -> None:
     """Declare the picker and the routing resources in `scope` (the serving stack)."""
+    if cfg.routing.proxy_subnet_cidr:
+        # Where the Gateway's proxies run; it goes with the serving stack (make destroy), as the
+        # load balancer it serves does.
+        subnet = GoogleComputeSubnetwork(
+            scope,
+            "proxy-only-subnet",
+            name=routing.proxy_subnet_name(cfg),
+            project=project,
+            region=cfg.effective_region,
+            network=cfg.network.network,
+            ip_cidr_range=cfg.routing.proxy_subnet_cidr,
+            purpose=routing.PROXY_SUBNET_PURPOSE,
+            role="ACTIVE",
+        )
+        depends_on = [*depends_on, subnet]
     name = routing.epp_name(cfg)
     picker_labels = {"app.kubernetes.io/name": "epp", "app.kubernetes.io/instance": cfg.name}
     meta: dict[str, Any] = {"namespace": cluster.NAMESPACE, "labels": picker_labels}

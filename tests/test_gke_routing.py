@@ -27,7 +27,14 @@ from tpudeploy.gke.serving import labels
 
 SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
-ROUTED = {**RAW, "routing": {"gateway": True, "certificate": "gemma4-gateway"}}
+ROUTED = {
+    **RAW,
+    "routing": {
+        "gateway": True,
+        "certificate": "gemma4-gateway",
+        "proxy_subnet_cidr": "10.129.0.0/23",
+    },
+}
 CFG = parse_config(ROUTED)
 CUSTOM = {
     "gateway": "gateway.networking.k8s.io/gateway_v1.json",
@@ -145,7 +152,8 @@ def test_routing_is_refused_at_deploy_until_its_missing_parts_exist() -> None:
     with pytest.raises(ConfigError) as raised:
         policy.enforce(CFG, source="gke.toml")
     text = str(raised.value)
-    assert "plain HTTP on port 8080" in text and "proxy-only subnet" in text
+    assert "plain HTTP on port 8080" in text
+    assert [f.key for f in routing.findings(CFG)] == ["routing.gateway"]  # that one only
     unpinned = parse_config(
         {**ROUTED, "routing": {**ROUTED["routing"], "picker_image": "registry.k8s.io/x/epp:v1"}}
     )
@@ -154,6 +162,39 @@ def test_routing_is_refused_at_deploy_until_its_missing_parts_exist() -> None:
     no_cert = parse_config({**ROUTED, "routing": {"gateway": True}})
     assert any("routing.certificate" in str(f) for f in routing.findings(no_cert))
     assert routing.findings(parse_config(RAW)) == []  # routing off: nothing refused
+
+
+@pytest.mark.parametrize(
+    ("subnet", "refused"),
+    [({}, True), ({"proxy_subnet_exists": True}, False), ({"proxy_subnet_cidr": "10.1.0.0/26"},
+     False), ({"proxy_subnet_cidr": "10.1.0.0/26", "proxy_subnet_exists": True}, True)],
+)  # fmt: skip
+def test_the_proxy_only_subnet_is_declared_or_confirmed_never_both(
+    subnet: dict[str, Any], refused: bool
+) -> None:
+    cfg = parse_config({**RAW, "routing": {"gateway": True, "certificate": "c", **subnet}})
+    keys = [f.key for f in routing.findings(cfg)]
+    assert ("routing.proxy_subnet_cidr" in keys) == refused
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("10.129.0.0/27", ["at least 64 addresses", '"10.129.0.0/23"']),
+     ("10.129.0.1/23", ["not an IPv4 network"]), ("fd00::/64", ["not an IPv4 network"])],
+)  # fmt: skip
+def test_a_bad_proxy_subnet_range_is_refused_with_the_fix(value: str, words: list[str]) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_config({**RAW, "routing": {"proxy_subnet_cidr": value}})
+    text = str(raised.value)
+    assert "routing.proxy_subnet_cidr" in text and all(w in text for w in words)
+
+
+def test_a_shared_vpc_subnet_is_not_declared_here() -> None:
+    shared = parse_config(
+        {**ROUTED, "network": {"network": "projects/host-project/global/networks/shared"}}
+    )
+    found = [str(f) for f in routing.findings(shared)]
+    assert any("host project" in f for f in found)
 
 
 def test_the_default_picker_image_is_pinned_by_digest() -> None:
@@ -193,6 +234,16 @@ def test_core_objects_validate_for_the_pinned_cluster_minor(
 def test_the_stack_declares_every_custom_resource(objects: dict[str, dict[str, Any]]) -> None:
     for key, body in routing.custom_resources(CFG).items():
         assert objects[f"kubernetes_manifest.{key}"] == body
+
+
+def test_the_proxy_only_subnet_is_declared_before_the_gateway(synth: Synthesizer) -> None:
+    serving = synth(ROUTED)[CFG.serving_stack_name]
+    subnet = serving["resource"]["google_compute_subnetwork"]["proxy-only-subnet"]
+    assert (subnet["purpose"], subnet["role"]) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
+    assert subnet["ip_cidr_range"] == "10.129.0.0/23"
+    assert subnet["region"] == CFG.effective_region
+    gateway = serving["resource"]["kubernetes_manifest"]["gateway"]
+    assert "google_compute_subnetwork.proxy-only-subnet" in gateway["depends_on"]
 
 
 def test_no_secret_and_no_kubernetes_secret_in_the_routed_stack(synth: Synthesizer) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from pydantic import field_validator
@@ -18,6 +19,10 @@ PICKER_IMAGE = (
     "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
     "@sha256:86c679b057298e68c6e65ff5603e92066d432e77b11f1f81f0a06399694810bc"
 )
+# A proxy-only subnet needs at least 64 addresses: a /26 or a shorter prefix
+# (cloud.google.com/load-balancing/docs/proxy-only-subnets, "Plan the size of your proxy-only
+# subnet"); Google's examples use a /23.
+PROXY_SUBNET_MAX_PREFIX = 26
 # Certificate Manager certificate ids: lowercase letters, digits, hyphens, at most 63.
 _CERT_RE = re.compile(names.GCE_NAME)
 
@@ -29,6 +34,10 @@ class RoutingConfig(Strict):
     """route through a GKE Gateway and the endpoint picker (platform = "gke"); off: the Service"""
     certificate: str = ""
     """the Gateway's TLS: a regional Certificate Manager certificate in the deployment's region"""
+    proxy_subnet_cidr: str = ""
+    """a free IPv4 range (/26 or larger) for the region's proxy-only subnet, which this declares"""
+    proxy_subnet_exists: bool = False
+    """the VPC already has the region's active proxy-only subnet (one is allowed per region)"""
     picker_image: str = PICKER_IMAGE
     """the endpoint picker's image, pinned by digest (a tag alone is refused at deploy)"""
 
@@ -39,6 +48,25 @@ class RoutingConfig(Strict):
             raise ValueError(
                 "not a Certificate Manager certificate id; write its short name, e.g. "
                 '"gemma4-gateway" (lowercase letters, digits and hyphens)'
+            )
+        return v
+
+    @field_validator("proxy_subnet_cidr")
+    @classmethod
+    def _proxy_subnet(cls, v: str) -> str:
+        if not v:
+            return v
+        try:
+            net = ipaddress.IPv4Network(v, strict=True)
+        except ValueError:
+            raise ValueError(
+                'not an IPv4 network in CIDR form; write e.g. "10.129.0.0/23" (a range no '
+                "other subnet of the VPC uses)"
+            ) from None
+        if net.prefixlen > PROXY_SUBNET_MAX_PREFIX:
+            raise ValueError(
+                f"a proxy-only subnet needs at least 64 addresses (a /{PROXY_SUBNET_MAX_PREFIX} or "
+                f'larger); write e.g. "{net.supernet(new_prefix=23)}"'
             )
         return v
 

@@ -37,9 +37,16 @@ EPP_GRPC_PORT, EPP_HEALTH_PORT, EPP_METRICS_PORT = 9002, 9003, 9090
 # routing is refused (findings below).
 POOL_PORT = 8080
 POOL_LISTENER_BUILT = False
-# Regional Application Load Balancers (both Gateway classes here) need one proxy-only subnet per
-# region and VPC (cloud.google.com/load-balancing/docs/proxy-only-subnets). NOT BUILT YET.
-PROXY_ONLY_SUBNET_BUILT = False
+# Regional Application Load Balancers (both Gateway classes here) need a proxy-only subnet in
+# the region (purpose REGIONAL_MANAGED_PROXY, one ACTIVE per region and VPC:
+# cloud.google.com/load-balancing/docs/proxy-only-subnets).
+PROXY_SUBNET_PURPOSE = "REGIONAL_MANAGED_PROXY"
+
+
+def proxy_subnet_name(cfg: DeployConfig) -> str:
+    return f"{cfg.name}-proxy-only"
+
+
 # Fail open: the picker is a routing optimisation, not a guard. Each replica's front door checks
 # the key on every path whatever picks it, so failing open loses the scoring and never the
 # authentication; failing closed would make one small picker pod an outage for every replica.
@@ -264,11 +271,18 @@ def findings(cfg: DeployConfig) -> list[Finding]:
                            "an external Gateway needs a Cloud Armor policy allowing only these "
                            "ranges, which is not built yet; leave the list empty for the "
                            "internal Gateway"))  # fmt: skip
-    if not PROXY_ONLY_SUBNET_BUILT:
-        out.append(Finding("error", "routing.gateway", True, "a regional Gateway's proxies run "
-                           "in the region's proxy-only subnet (purpose REGIONAL_MANAGED_PROXY), "
-                           "which the cluster stack does not declare yet: not deployable; set "
-                           "routing.gateway = false"))  # fmt: skip
+    if bool(r.proxy_subnet_cidr) == r.proxy_subnet_exists:
+        out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a "
+                           "regional Gateway's proxies run in the region's proxy-only subnet, "
+                           "and a VPC has at most one active per region: set this to a free "
+                           '/26-or-larger range (e.g. "10.129.0.0/23") for this stack to '
+                           "declare, or routing.proxy_subnet_exists = true if the VPC has one "
+                           "in this region, not both"))  # fmt: skip
+    if r.proxy_subnet_cidr and cfg.network.network.startswith("projects/"):
+        out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a shared "
+                           "VPC's subnets belong to its host project, which this stack does not "
+                           "manage: create the proxy-only subnet there and set "
+                           "routing.proxy_subnet_exists = true instead"))  # fmt: skip
     if not POOL_LISTENER_BUILT:
         out.append(Finding("error", "routing.gateway", True, f"the InferencePool reaches each "
                            f"replica over plain HTTP on port {POOL_PORT} (v1 allows http or "
