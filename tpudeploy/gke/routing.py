@@ -37,9 +37,10 @@ EPP_GRPC_PORT, EPP_HEALTH_PORT, EPP_METRICS_PORT = 9002, 9003, 9090
 # routing is refused (findings below).
 POOL_PORT = 8080
 POOL_LISTENER_BUILT = False
-# Regional Application Load Balancers (both Gateway classes here) need a proxy-only subnet in
-# the region (purpose REGIONAL_MANAGED_PROXY, one ACTIVE per region and VPC:
-# cloud.google.com/load-balancing/docs/proxy-only-subnets).
+# "If you are using the regional or cross-region GatewayClasses, you must enable a proxy-only
+# subnet" (cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources): purpose
+# REGIONAL_MANAGED_PROXY, one ACTIVE per region and VPC, at least 64 addresses
+# (cloud.google.com/load-balancing/docs/proxy-only-subnets).
 PROXY_SUBNET_PURPOSE = "REGIONAL_MANAGED_PROXY"
 
 
@@ -268,9 +269,10 @@ def findings(cfg: DeployConfig) -> list[Finding]:
                            "create one in the deployment's region and name it here"))  # fmt: skip
     if cfg.network.allowed_cidrs:
         out.append(Finding("error", "network.allowed_cidrs", list(cfg.network.allowed_cidrs),
-                           "an external Gateway needs a Cloud Armor policy allowing only these "
-                           "ranges, which is not built yet; leave the list empty for the "
-                           "internal Gateway"))  # fmt: skip
+                           "an external Gateway must admit these ranges only, and GKE's "
+                           "GatewayClass capabilities table lists no Cloud Armor policy for "
+                           "gke-l7-regional-external-managed; no other way to hold it to them is "
+                           "built: leave the list empty for the internal Gateway"))  # fmt: skip
     if bool(r.proxy_subnet_cidr) == r.proxy_subnet_exists:
         out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a "
                            "regional Gateway's proxies run in the region's proxy-only subnet, "
