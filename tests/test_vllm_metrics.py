@@ -171,7 +171,7 @@ def replicas() -> Iterator[list[str]]:
     for page in pages:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Replica)
         _Replica.pages[server.server_address[1]] = page
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         servers.append(server)
     try:
         yield [f"http://127.0.0.1:{s.server_address[1]}/metrics" for s in servers]
