@@ -104,6 +104,8 @@ def _picker_pod(cfg: DeployConfig, name: str) -> dict[str, Any]:
                 "volume_mount": [
                     {"name": "config", "mount_path": routing.PICKER_CONFIG_DIR, "read_only": True}
                 ],
+                # The image is distroless static:nonroot (the project's Dockerfile, BASE_IMAGE):
+                # it runs as uid 65532 and writes nothing.
                 "security_context": {
                     "allow_privilege_escalation": False,
                     "read_only_root_filesystem": True,
