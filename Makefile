@@ -27,7 +27,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	preflight \
-	capacity cost status bench bench-quick bench-plan report readme mutants \
+	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait pin smoke endpoint tunnel \
 	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
 
@@ -130,6 +130,12 @@ capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the c
 
 cost: $(VENV_STAMP) ## Hourly/monthly cost, $ per million tokens, spot vs flex-start break-even
 	@$(PY) -m tpudeploy cost
+
+# CLIENTS, CONTEXT and TTFT_MS fall back to the config's [load] table. They reach the command
+# from the environment (make exports command-line variables), so no value is shell-parsed.
+plan-scale: $(VENV_STAMP) ## Replicas, $/hour, $/M tokens and autoscaler targets for CLIENTS at CONTEXT [TTFT_MS]
+	@$(PY) -m tpudeploy plan-scale $${CLIENTS:+--clients "$$CLIENTS"} \
+	  $${CONTEXT:+--context "$$CONTEXT"} $${TTFT_MS:+--ttft-ms "$$TTFT_MS"}
 
 status: $(VENV_STAMP) ## Queued resource / node state, IP and when billing stops
 	@$(PY) -m tpudeploy status

@@ -23,6 +23,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "kubernetes_service_v1": ("v1", "Service"),
     "kubernetes_pod_disruption_budget_v1": ("policy/v1", "PodDisruptionBudget"),
     "kubernetes_horizontal_pod_autoscaler_v2": ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    "kubernetes_role_v1": ("rbac.authorization.k8s.io/v1", "Role"),
+    "kubernetes_role_binding_v1": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    "kubernetes_cluster_role_v1": ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    "kubernetes_cluster_role_binding_v1": ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
 }
 # Blocks the provider names in the singular where the API's field is a list.
 PLURAL = {
@@ -35,6 +39,8 @@ PLURAL = {
     "policy": "policies",
     "port": "ports",
     "env": "env",
+    "rule": "rules",
+    "subject": "subjects",
 }
 # Blocks that are lists in the provider and lists in the API (everything else nested is one).
 LISTS = frozenset(PLURAL)
@@ -94,7 +100,10 @@ def manifest(resource_type: str, body: dict[str, Any]) -> dict[str, Any]:
     for key, value in body.items():
         if key in PROVIDER_ONLY or key in ("provider", "lifecycle", "//"):
             continue
-        if key in TOP_LEVEL:
+        if key in PLURAL and isinstance(value, list):
+            # A Role's rules, a binding's subjects: lists at the object's top level.
+            obj[PLURAL[key]] = [_convert(item, key) for item in value]
+        elif key in TOP_LEVEL:
             obj[camel(key)] = value if key == "data" else _convert(value, key)
         else:
             obj[camel(key)] = _convert(value, key)

@@ -79,6 +79,17 @@ def _cost(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan_scale(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy.gke import scaleplan
+
+    clients, context, ttft = scaleplan.resolve_inputs(
+        cfg, clients=args.clients, context=args.context, ttft_ms=args.ttft_ms
+    )
+    plan = scaleplan.scale_plan(cfg, clients=clients, context=context, ttft_ms=ttft)
+    print("\n".join(scaleplan.report(cfg, plan)))
+    return 0
+
+
 def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
     project = require_project(cfg, source=str(config_path()))
     spec = queued_resource_spec(cfg, project)
@@ -346,6 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
         func=_capacity
     )
     sub.add_parser("cost", help="hourly, monthly and per-token cost").set_defaults(func=_cost)
+    scale = sub.add_parser(
+        "plan-scale", help="replicas, $/hour, $/M tokens and autoscaler targets for a load"
+    )
+    # Strings, checked by the planner: a bad value gets the key, the reason and the fix.
+    scale.add_argument("--clients", help="concurrent clients (default [load] expected_clients)")
+    scale.add_argument("--context", help="tokens of context (default [load] expected_context)")
+    scale.add_argument("--ttft-ms", help="median TTFT target, ms (default [load] target_ttft_ms)")
+    scale.set_defaults(func=_plan_scale)
     sub.add_parser(
         "status", help="queued resource / node state and when billing stops"
     ).set_defaults(func=_status)

@@ -83,8 +83,9 @@ class Gke:
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         from tpudeploy.gke.plan import summary
+        from tpudeploy.gke.scaleplan import configured
 
-        return summary(cfg)
+        return summary(cfg) + configured(cfg)
 
 
 PLATFORMS: dict[str, Platform] = {"tpu-vm": TpuVm(), "gke": Gke()}

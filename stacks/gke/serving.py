@@ -170,6 +170,10 @@ class ServingStack(TerraformStack):
                 ],
             ),
         )
+        if cfg.routing.gateway:
+            from stacks.routing import add_routing
+
+            add_routing(self, cfg, project=project, depends_on=[ns])
         waiting = pod.hpa_waiting_target(cfg)
         HorizontalPodAutoscalerV2(
             self,

@@ -24,6 +24,7 @@ from tpudeploy.config.geometry import ModelGeometry
 from tpudeploy.config.gke import GkeConfig
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
 from tpudeploy.config.proxy import ProxyConfig
+from tpudeploy.config.routing import RoutingConfig
 from tpudeploy.config.serveflags import check_extra_args, served_model_name
 from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration
@@ -252,6 +253,8 @@ class DeployConfig(Strict):
     """[load] table"""
     gke: GkeConfig = Field(default_factory=GkeConfig)
     """[gke] table: replicas, capacity and cluster (platform = "gke" only)"""
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    """[routing] table: the Gateway and endpoint picker (platform = "gke" only)"""
     # $/chip-hour per region where the build log has none (tpudeploy.config.prices): a rate is
     # never applied to a region it was not read for.
     prices: dict[str, dict[str, float | datetime.date | str]] = Field(

@@ -18,6 +18,8 @@ class LoadConfig(Strict):
     """the clients you plan for (checked against the KV pool)"""
     expected_context: int | None = Field(default=None, gt=0, examples=[1024])
     """their context length in tokens"""
+    target_ttft_ms: int | None = Field(default=None, gt=0, examples=[250])
+    """median time to first token to plan replicas for (ms); unset: the KV wall alone"""
 
 
 PositiveInt = Annotated[int, Field(gt=0)]

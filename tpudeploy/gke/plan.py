@@ -89,7 +89,7 @@ def _pool(cfg: DeployConfig) -> KvPool:
     )
 
 
-def _cell(context: int, clients: int) -> tuple[int, int]:
+def measured_cell(context: int, clients: int) -> tuple[int, int]:
     """The measured sweep cell for this load: the first context at or above it (the longest
     measured when beyond), the most clients at or below what one replica runs."""
     ctx = next((c for c in facts.CONTEXTS if c >= context), facts.CONTEXTS[-1])
@@ -125,7 +125,7 @@ def replica_plan(cfg: DeployConfig) -> ReplicaPlan:
         items = idle_items(cfg)
     except NoPricesError:
         rate, items = None, ()
-    ctx, cl = _cell(context, per_replica)
+    ctx, cl = measured_cell(context, per_replica)
     return ReplicaPlan(
         pool=pool,
         context=context,

@@ -161,7 +161,10 @@ def vllm_resources() -> dict[str, dict[str, str]]:
 
 
 def hpa_waiting_target(cfg: DeployConfig) -> int:
-    return plan.replica_plan(cfg).autoscaling.waiting_target
+    # The replica planner's queue target for [load] (issue 25's rule; 1 under a TTFT target).
+    from tpudeploy.gke.scaleplan import load_targets
+
+    return load_targets(cfg).waiting_per_replica
 
 
 def scale_down_window_s() -> int:

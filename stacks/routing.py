@@ -1,0 +1,219 @@
+"""Routing objects of the serving stack ([routing] gateway = true): the endpoint picker as typed
+objects (ServiceAccount, Role and RoleBinding, ClusterRole and ClusterRoleBinding for its metrics
+endpoint's authentication, ConfigMap, Deployment, Service), and the Gateway, HTTPRoute,
+InferencePool and its GKE policies as kubernetes_manifest. What they hold comes from
+tpudeploy.gke.routing; this module declares them and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cdktf_cdktf_provider_google_beta.google_compute_subnetwork import GoogleComputeSubnetwork
+from cdktf_cdktf_provider_kubernetes.cluster_role_binding_v1 import (
+    ClusterRoleBindingV1,
+    ClusterRoleBindingV1Metadata,
+    ClusterRoleBindingV1RoleRef,
+    ClusterRoleBindingV1Subject,
+)
+from cdktf_cdktf_provider_kubernetes.cluster_role_v1 import (
+    ClusterRoleV1,
+    ClusterRoleV1Metadata,
+    ClusterRoleV1Rule,
+)
+from cdktf_cdktf_provider_kubernetes.config_map_v1 import ConfigMapV1, ConfigMapV1Metadata
+from cdktf_cdktf_provider_kubernetes.deployment_v1 import (
+    DeploymentV1,
+    DeploymentV1Metadata,
+    DeploymentV1Spec,
+)
+from cdktf_cdktf_provider_kubernetes.manifest import Manifest
+from cdktf_cdktf_provider_kubernetes.role_binding_v1 import (
+    RoleBindingV1,
+    RoleBindingV1Metadata,
+    RoleBindingV1RoleRef,
+    RoleBindingV1Subject,
+)
+from cdktf_cdktf_provider_kubernetes.role_v1 import RoleV1, RoleV1Metadata, RoleV1Rule
+from cdktf_cdktf_provider_kubernetes.service_account_v1 import (
+    ServiceAccountV1,
+    ServiceAccountV1Metadata,
+)
+from cdktf_cdktf_provider_kubernetes.service_v1 import ServiceV1, ServiceV1Metadata, ServiceV1Spec
+from constructs import Construct
+
+from stacks.typed import typed
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import cluster, routing
+
+_READ = ["get", "list", "watch"]
+_RBAC = "rbac.authorization.k8s.io"
+# What the picker watches (its pool, the pods it picks among) in its own namespace.
+_NAMESPACED_RULES: list[dict[str, Any]] = [
+    {"api_groups": [""], "resources": ["pods"], "verbs": _READ},
+    {
+        "api_groups": ["inference.networking.k8s.io"],
+        "resources": ["inferencepools"],
+        "verbs": _READ,
+    },
+    {
+        "api_groups": ["inference.networking.x-k8s.io"],
+        "resources": ["inferenceobjectives", "inferencemodelrewrites"],
+        "verbs": _READ,
+    },
+]
+# --metrics-endpoint-auth (on by default) checks each scraper's token with the API server.
+_CLUSTER_RULES: list[dict[str, Any]] = [
+    {"api_groups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {
+        "api_groups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    },
+]
+
+
+def _picker_pod(cfg: DeployConfig, name: str) -> dict[str, Any]:
+    health = {"grpc": {"port": routing.EPP_HEALTH_PORT, "service": "inference-extension"}}
+    return {
+        "service_account_name": name,
+        "container": [
+            {
+                "name": "epp",
+                "image": cfg.routing.picker_image,
+                "args": routing.picker_args(cfg),
+                "env": [
+                    {
+                        "name": "NAMESPACE",
+                        "value_from": {"field_ref": {"field_path": "metadata.namespace"}},
+                    },
+                    {
+                        "name": "POD_NAME",
+                        "value_from": {"field_ref": {"field_path": "metadata.name"}},
+                    },
+                ],
+                "port": [
+                    {"name": "grpc", "container_port": routing.EPP_GRPC_PORT},
+                    {"name": "grpc-health", "container_port": routing.EPP_HEALTH_PORT},
+                    {"name": "metrics", "container_port": routing.EPP_METRICS_PORT},
+                ],
+                "resources": routing.EPP_RESOURCES,
+                "liveness_probe": {**health, "initial_delay_seconds": 5, "period_seconds": 10},
+                "readiness_probe": {**health, "period_seconds": 2},
+                "volume_mount": [
+                    {"name": "config", "mount_path": routing.PICKER_CONFIG_DIR, "read_only": True}
+                ],
+                # The image is distroless static:nonroot (the project's Dockerfile, BASE_IMAGE):
+                # it runs as uid 65532 and writes nothing.
+                "security_context": {
+                    "allow_privilege_escalation": False,
+                    "read_only_root_filesystem": True,
+                    "run_as_non_root": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+        "volume": [{"name": "config", "config_map": {"name": name}}],
+    }
+
+
+def add_routing(
+    scope: Construct, cfg: DeployConfig, *, project: str, depends_on: list[Any]
+) -> None:
+    """Declare the picker and the routing resources in `scope` (the serving stack)."""
+    if cfg.routing.proxy_subnet_cidr:
+        # Where the Gateway's proxies run; it goes with the serving stack (make destroy), as the
+        # load balancer it serves does.
+        subnet = GoogleComputeSubnetwork(
+            scope,
+            "proxy-only-subnet",
+            name=routing.proxy_subnet_name(cfg),
+            project=project,
+            region=cfg.effective_region,
+            network=cfg.network.network,
+            ip_cidr_range=cfg.routing.proxy_subnet_cidr,
+            purpose=routing.PROXY_SUBNET_PURPOSE,
+            role="ACTIVE",
+        )
+        depends_on = [*depends_on, subnet]
+    name = routing.epp_name(cfg)
+    picker_labels = {"app.kubernetes.io/name": "epp", "app.kubernetes.io/instance": cfg.name}
+    meta: dict[str, Any] = {"namespace": cluster.NAMESPACE, "labels": picker_labels}
+    ServiceAccountV1(scope, "epp-account", metadata=ServiceAccountV1Metadata(name=name, **meta))
+    RoleV1(
+        scope,
+        "epp-role",
+        metadata=RoleV1Metadata(name=name, **meta),
+        rule=[typed(RoleV1Rule, r) for r in _NAMESPACED_RULES],
+    )
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": cluster.NAMESPACE}]
+    RoleBindingV1(
+        scope,
+        "epp-role-binding",
+        metadata=RoleBindingV1Metadata(name=name, **meta),
+        role_ref=typed(RoleBindingV1RoleRef, {"api_group": _RBAC, "kind": "Role", "name": name}),
+        subject=[typed(RoleBindingV1Subject, s) for s in subject],
+    )
+    ClusterRoleV1(
+        scope,
+        "epp-auth-role",
+        metadata=ClusterRoleV1Metadata(name=f"{name}-auth", labels=picker_labels),
+        rule=[typed(ClusterRoleV1Rule, r) for r in _CLUSTER_RULES],
+    )
+    ClusterRoleBindingV1(
+        scope,
+        "epp-auth-binding",
+        metadata=ClusterRoleBindingV1Metadata(name=f"{name}-auth", labels=picker_labels),
+        role_ref=typed(
+            ClusterRoleBindingV1RoleRef,
+            {"api_group": _RBAC, "kind": "ClusterRole", "name": f"{name}-auth"},
+        ),
+        subject=[typed(ClusterRoleBindingV1Subject, s) for s in subject],
+    )
+    ConfigMapV1(
+        scope,
+        "epp-config",
+        metadata=ConfigMapV1Metadata(name=name, **meta),
+        # JSON is YAML: the EPP reads the file as YAML.
+        data={routing.PICKER_CONFIG_FILE: json.dumps(routing.picker_config(cfg), indent=1)},
+    )
+    DeploymentV1(
+        scope,
+        "epp",
+        metadata=DeploymentV1Metadata(name=name, **meta),
+        spec=typed(
+            DeploymentV1Spec,
+            {
+                # One picker: a small pool; it fails open, so its restart costs scoring only.
+                "replicas": "1",
+                "selector": {"match_labels": picker_labels},
+                "template": {
+                    "metadata": {"labels": picker_labels},
+                    "spec": _picker_pod(cfg, name),
+                },
+            },
+        ),
+    )
+    ServiceV1(
+        scope,
+        "epp-service",
+        metadata=ServiceV1Metadata(name=name, **meta),
+        spec=typed(
+            ServiceV1Spec,
+            {
+                "type": "ClusterIP",
+                "selector": picker_labels,
+                "port": [
+                    {
+                        "name": "grpc",
+                        "port": routing.EPP_GRPC_PORT,
+                        "target_port": "grpc",
+                        "app_protocol": "http2",
+                    }
+                ],
+            },
+        ),
+    )
+    for key, body in routing.custom_resources(cfg).items():
+        Manifest(scope, key, manifest=body, depends_on=depends_on)

@@ -1,0 +1,293 @@
+"""Inference-aware routing ([routing] gateway = true): a Gateway, an HTTPRoute to an InferencePool
+over the replicas, and the endpoint picker (EPP) that scores them on vLLM's own metrics.
+
+Custom resources are plain manifests (the stack declares them with kubernetes_manifest); the
+picker's Deployment, Service, ServiceAccount and Role are provider-shaped dicts that the stack
+builds as typed objects (stacks/routing.py). Which of these a real cluster has run: none yet
+(docs/scale-out.md, "Routing and scale to zero").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tpudeploy import facts
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import cluster, metrics, pod, scaleplan
+from tpudeploy.gke.serving import labels
+from tpudeploy.planner import Finding
+
+# GKE's Gateway classes (cloud.google.com/kubernetes-engine/docs/concepts/gateway-api, "GatewayClass
+# capabilities"): gke-l7-rilb is the regional internal Application Load Balancer, reachable from
+# the VPC only; gke-l7-regional-external-managed the regional external one.
+INTERNAL_CLASS = "gke-l7-rilb"
+EXTERNAL_CLASS = "gke-l7-regional-external-managed"
+# The Gateway reads a Certificate Manager certificate by this TLS option (GKE "Secure a
+# Gateway": networking.gke.io/cert-manager-certs); the key never enters Terraform state.
+CERT_OPTION = "networking.gke.io/cert-manager-certs"
+HTTPS_PORT = 443
+# The EPP's own defaults (gateway-api-inference-extension cmd/epp/runner/options.go): ext_proc
+# gRPC, its gRPC health service, its Prometheus metrics.
+EPP_GRPC_PORT, EPP_HEALTH_PORT, EPP_METRICS_PORT = 9002, 9003, 9090
+# The port the InferencePool sends requests to. InferencePool v1 speaks only "http" or
+# "kubernetes.io/h2c" to its targets (appProtocol enum of the v1.6.0 CRD), so this must be a
+# plain-HTTP listener of the front door that still checks the key. NOT BUILT YET: the front door
+# has its TLS port and the metrics-only port; until the keyed plain listener exists, deploying
+# routing is refused (findings below).
+POOL_PORT = 8080
+POOL_LISTENER_BUILT = False
+# "If you are using the regional or cross-region GatewayClasses, you must enable a proxy-only
+# subnet" (cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources): purpose
+# REGIONAL_MANAGED_PROXY, one ACTIVE per region and VPC, at least 64 addresses
+# (cloud.google.com/load-balancing/docs/proxy-only-subnets).
+PROXY_SUBNET_PURPOSE = "REGIONAL_MANAGED_PROXY"
+
+
+def proxy_subnet_name(cfg: DeployConfig) -> str:
+    return f"{cfg.name}-proxy-only"
+
+
+# Fail open: the picker is a routing optimisation, not a guard. Each replica's front door checks
+# the key on every path whatever picks it, so failing open loses the scoring and never the
+# authentication; failing closed would make one small picker pod an outage for every replica.
+FAILURE_MODE = "FailOpen"
+# Prefix affinity: agent turns resend a long common system prompt and tool definitions, so the
+# prefix scorer weighs most. The EPP hashes prompts in blocks of the engine's KV block size (64
+# tokens at max-model-len 32768, build log), which it reads from vllm:cache_config_info.
+SCORER_WEIGHTS = {"queue-scorer": 2, "kv-cache-utilization-scorer": 2, "prefix-cache-scorer": 3}
+# Requests sized for one picker over a pool of a few replicas (the upstream chart asks 8 CPU /
+# 8 GiB for large pools); not measured here.
+EPP_RESOURCES = {
+    "requests": {"cpu": "250m", "memory": "256Mi"},
+    "limits": {"cpu": "1", "memory": "1Gi"},
+}
+# The slowest stream the sweep measured (per-stream tok/s, 8K context, 64 clients): a request
+# of max_model_len tokens at that pace bounds how long the load balancer must keep it open.
+_SLOWEST_STREAM_TOK_S = min(facts.PER_STREAM_TOK_S.values())
+
+
+def gateway_class(cfg: DeployConfig) -> str:
+    """Internal unless the user listed the ranges that may reach it."""
+    return EXTERNAL_CLASS if cfg.network.allowed_cidrs else INTERNAL_CLASS
+
+
+def pool_name(cfg: DeployConfig) -> str:
+    return f"{cfg.name}-pool"
+
+
+def epp_name(cfg: DeployConfig) -> str:
+    return f"{cfg.name}-epp"
+
+
+def backend_timeout_s(cfg: DeployConfig) -> int:
+    """The load balancer's per-request timeout (default 30 s, which cuts a long stream)."""
+    return math.ceil(cfg.vllm.max_model_len / _SLOWEST_STREAM_TOK_S)
+
+
+def _meta(name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": cluster.NAMESPACE}
+
+
+def gateway(cfg: DeployConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": _meta(cfg.name),
+        "spec": {
+            "gatewayClassName": gateway_class(cfg),
+            "listeners": [
+                {
+                    "name": "https",
+                    "protocol": "HTTPS",
+                    "port": HTTPS_PORT,
+                    "tls": {"mode": "Terminate", "options": {CERT_OPTION: cfg.routing.certificate}},
+                    "allowedRoutes": {"namespaces": {"from": "Same"}},
+                }
+            ],
+        },
+    }
+
+
+def http_route(cfg: DeployConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": _meta(cfg.name),
+        "spec": {
+            "parentRefs": [{"name": cfg.name, "sectionName": "https"}],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                    "backendRefs": [
+                        {
+                            "group": "inference.networking.k8s.io",
+                            "kind": "InferencePool",
+                            "name": pool_name(cfg),
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+def inference_pool(cfg: DeployConfig) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.networking.k8s.io/v1",
+        "kind": "InferencePool",
+        "metadata": _meta(pool_name(cfg)),
+        "spec": {
+            "selector": {"matchLabels": labels(cfg)},
+            "targetPorts": [{"number": POOL_PORT}],
+            "appProtocol": "http",
+            "endpointPickerRef": {
+                "name": epp_name(cfg),
+                "port": {"number": EPP_GRPC_PORT},
+                "failureMode": FAILURE_MODE,
+            },
+        },
+    }
+
+
+def _pool_target(cfg: DeployConfig) -> dict[str, str]:
+    return {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": pool_name(cfg)}
+
+
+def health_check_policy(cfg: DeployConfig) -> dict[str, Any]:
+    """The load balancer's own check: /health through the front door (200 only when vLLM's
+    engine is alive)."""
+    return {
+        "apiVersion": "networking.gke.io/v1",
+        "kind": "HealthCheckPolicy",
+        "metadata": _meta(pool_name(cfg)),
+        "spec": {
+            "default": {
+                "config": {
+                    "type": "HTTP",
+                    "httpHealthCheck": {"requestPath": "/health", "port": POOL_PORT},
+                }
+            },
+            "targetRef": _pool_target(cfg),
+        },
+    }
+
+
+def backend_policy(cfg: DeployConfig) -> dict[str, Any]:
+    """Long streams kept open; draining inside the pod's grace, itself inside spot's notice."""
+    return {
+        "apiVersion": "networking.gke.io/v1",
+        "kind": "GCPBackendPolicy",
+        "metadata": _meta(pool_name(cfg)),
+        "spec": {
+            "default": {
+                "timeoutSec": backend_timeout_s(cfg),
+                "connectionDraining": {"drainingTimeoutSec": pod.termination_grace_s()},
+            },
+            "targetRef": _pool_target(cfg),
+        },
+    }
+
+
+def custom_resources(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
+    """By construct id: what stacks/routing.py declares with kubernetes_manifest."""
+    return {
+        "gateway": gateway(cfg),
+        "http-route": http_route(cfg),
+        "inference-pool": inference_pool(cfg),
+        "pool-health-check": health_check_policy(cfg),
+        "pool-backend-policy": backend_policy(cfg),
+    }
+
+
+def picker_config(cfg: DeployConfig) -> dict[str, Any]:
+    """The EPP's EndpointPickerConfig: scorers on queue, KV use and prefix affinity; the
+    saturation thresholds from the replica planner for [load] (never typed here)."""
+    targets = scaleplan.load_targets(cfg)
+    plugins: list[dict[str, Any]] = [{"type": name} for name in SCORER_WEIGHTS]
+    plugins += [{"type": "max-score-picker"}, {"type": "single-profile-handler"}]
+    return {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": plugins,
+        "schedulingProfiles": [
+            {
+                "name": "default",
+                "plugins": [
+                    *({"pluginRef": n, "weight": w} for n, w in SCORER_WEIGHTS.items()),
+                    {"pluginRef": "max-score-picker"},
+                ],
+            }
+        ],
+        "saturationDetector": {
+            "queueDepthThreshold": targets.waiting_per_replica,
+            "kvCacheUtilThreshold": targets.kv_cache_usage,
+        },
+    }
+
+
+PICKER_CONFIG_DIR = "/etc/epp"
+PICKER_CONFIG_FILE = "epp.yaml"
+
+
+def picker_args(cfg: DeployConfig) -> list[str]:
+    """The EPP's flags: the pool, the config, and every vLLM metric it reads named from
+    tpudeploy.gke.metrics (checked against the pinned vLLM's source)."""
+    return [
+        f"--pool-name={pool_name(cfg)}",
+        f"--pool-namespace={cluster.NAMESPACE}",
+        f"--config-file={PICKER_CONFIG_DIR}/{PICKER_CONFIG_FILE}",
+        f"--grpc-port={EPP_GRPC_PORT}",
+        f"--grpc-health-port={EPP_HEALTH_PORT}",
+        f"--metrics-port={EPP_METRICS_PORT}",
+        # vLLM's /metrics leaves the pod only through the front door's metrics listener.
+        "--model-server-metrics-scheme=http",
+        f"--model-server-metrics-port={pod.METRICS_PORT}",
+        f"--total-queued-requests-metric={metrics.WAITING_METRIC}",
+        f"--total-running-requests-metric={metrics.RUNNING_METRIC}",
+        f"--kv-cache-usage-percentage-metric={metrics.KV_CACHE_METRIC}",
+        f"--cache-info-metric={metrics.CACHE_INFO_METRIC}",
+    ]
+
+
+def findings(cfg: DeployConfig) -> list[Finding]:
+    """What refuses a deploy of routing: each names the key, the value, why and the fix."""
+    r = cfg.routing
+    if not r.gateway:
+        return []
+    out = []
+    if cfg.platform != "gke":
+        out.append(Finding("error", "routing.gateway", True, 'routing runs on GKE only; set '
+                           'platform = "gke" or routing.gateway = false'))  # fmt: skip
+    if "@sha256:" not in r.picker_image:
+        out.append(Finding("error", "routing.picker_image", r.picker_image, "not pinned by "
+                           "digest: a tag can move to another build between two deploys; append "
+                           "@sha256:<manifest digest>"))  # fmt: skip
+    if not r.certificate:
+        out.append(Finding("error", "routing.certificate", r.certificate, "the Gateway "
+                           "terminates TLS from clients with a Certificate Manager certificate; "
+                           "create one in the deployment's region and name it here"))  # fmt: skip
+    if cfg.network.allowed_cidrs:
+        out.append(Finding("error", "network.allowed_cidrs", list(cfg.network.allowed_cidrs),
+                           "an external Gateway must admit these ranges only, and GKE's "
+                           "GatewayClass capabilities table lists no Cloud Armor policy for "
+                           "gke-l7-regional-external-managed; no other way to hold it to them is "
+                           "built: leave the list empty for the internal Gateway"))  # fmt: skip
+    if bool(r.proxy_subnet_cidr) == r.proxy_subnet_exists:
+        out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a "
+                           "regional Gateway's proxies run in the region's proxy-only subnet, "
+                           "and a VPC has at most one active per region: set this to a free "
+                           '/26-or-larger range (e.g. "10.129.0.0/23") for this stack to '
+                           "declare, or routing.proxy_subnet_exists = true if the VPC has one "
+                           "in this region, not both"))  # fmt: skip
+    if r.proxy_subnet_cidr and cfg.network.network.startswith("projects/"):
+        out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a shared "
+                           "VPC's subnets belong to its host project, which this stack does not "
+                           "manage: create the proxy-only subnet there and set "
+                           "routing.proxy_subnet_exists = true instead"))  # fmt: skip
+    if not POOL_LISTENER_BUILT:
+        out.append(Finding("error", "routing.gateway", True, f"the InferencePool reaches each "
+                           f"replica over plain HTTP on port {POOL_PORT} (v1 allows http or "
+                           "h2c only), and the front door has no keyed plain listener there "
+                           "yet: not deployable; set routing.gateway = false"))  # fmt: skip
+    return out
