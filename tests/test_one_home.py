@@ -110,8 +110,9 @@ def test_the_scan_finds_a_planted_copy(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_the_config_model_is_a_leaf() -> None:
-    """`import tpudeploy.config` loads the facts, the naming rules and the duration grammar,
-    and no feature module (planner, bench, rendering, API clients, CLI)."""
+    """`import tpudeploy.config` loads the facts, the naming rules, the duration grammar and
+    the error base class (tpudeploy.errors, itself a leaf: tests/test_layout.py), and no
+    feature module (planner, bench, rendering, API clients, CLI)."""
     code = (
         "import sys, tpudeploy.config\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('tpudeploy'))))"
@@ -119,7 +120,13 @@ def test_the_config_model_is_a_leaf() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
-    allowed = {"tpudeploy", "tpudeploy.facts", "tpudeploy.names", "tpudeploy.durations"}
+    allowed = {
+        "tpudeploy",
+        "tpudeploy.facts",
+        "tpudeploy.names",
+        "tpudeploy.durations",
+        "tpudeploy.errors",
+    }
     feature = [m for m in out if m not in allowed and not m.startswith("tpudeploy.config")]
     assert not feature, f"tpudeploy.config imports feature modules: {feature}"
 
