@@ -68,14 +68,10 @@ def test_the_deploy_set_covers_what_the_deploy_jobs_import() -> None:
     their matplotlib aside: no deploy job draws them) comes from a distribution in the set. The
     GKE stacks' Kubernetes bindings are imported for platform = "gke" only, which the pipeline
     does not deploy (tpudeploy.gitops.deployments skips it)."""
-    gke_only = {"serving.py", "typed.py"}
+    gke_only = ROOT / "stacks" / "gke"
     sources = [
         ROOT / "main.py",
-        *(
-            p
-            for p in (ROOT / "stacks").rglob("*.py")
-            if not (p.parent.name == "gke" and p.name in gke_only)
-        ),
+        *(p for p in (ROOT / "stacks").rglob("*.py") if gke_only not in p.parents),
     ]
     sources += [p for p in (ROOT / "tpudeploy").rglob("*.py") if p.name != "plots.py"]
     deploy = set(pins("requirements-deploy.txt"))

@@ -171,7 +171,7 @@ class ServingStack(TerraformStack):
             ),
         )
         if cfg.routing.gateway:
-            from stacks.routing import add_routing
+            from stacks.gke.routing import add_routing
 
             add_routing(self, cfg, project=project, depends_on=[ns])
         waiting = pod.hpa_waiting_target(cfg)

@@ -3,7 +3,7 @@ over the replicas, and the endpoint picker (EPP) that scores them on vLLM's own 
 
 Custom resources are plain manifests (the stack declares them with kubernetes_manifest); the
 picker's Deployment, Service, ServiceAccount and Role are provider-shaped dicts that the stack
-builds as typed objects (stacks/routing.py). Which of these a real cluster has run: none yet
+builds as typed objects (stacks/gke/routing.py). Which of these a real cluster has run: none yet
 (docs/scale-out.md, "Routing and scale to zero").
 """
 
@@ -190,7 +190,7 @@ def backend_policy(cfg: DeployConfig) -> dict[str, Any]:
 
 
 def custom_resources(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
-    """By construct id: what stacks/routing.py declares with kubernetes_manifest."""
+    """By construct id: what stacks/gke/routing.py declares with kubernetes_manifest."""
     return {
         "gateway": gateway(cfg),
         "http-route": http_route(cfg),

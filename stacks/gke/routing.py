@@ -43,7 +43,7 @@ from cdktf_cdktf_provider_kubernetes.service_account_v1 import (
 from cdktf_cdktf_provider_kubernetes.service_v1 import ServiceV1, ServiceV1Metadata, ServiceV1Spec
 from constructs import Construct
 
-from stacks.typed import typed
+from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster, routing
 
