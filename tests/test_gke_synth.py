@@ -254,3 +254,23 @@ def test_checkov_passes_on_the_gke_stacks(synth: Synthesizer) -> None:
     result = scan(outdir)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "CKV_K8S_" in result.stdout or "Passed checks" in result.stdout
+
+
+def test_the_replicas_get_the_tpu_vms_cache_grants_and_nothing_more(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The same roles and the same create condition as the node account, by one function."""
+
+    def grants(stack: str, member: str) -> dict[str, Any]:
+        found = stacks[stack]["resource"]["google_storage_bucket_iam_member"].values()
+        return {g["role"]: g.get("condition") for g in found if g["member"].startswith(member)}
+
+    node = grants(CFG.secrets_stack_name, "serviceAccount:")
+    replicas = grants(CFG.gke_stack_name, "principal://")
+    assert replicas == node
+    assert set(node) == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
+    condition = node["roles/storage.objectCreator"]
+    bucket = CFG.compile_cache_bucket("${var.project}")
+    assert condition == render.cache_write_condition(CFG, bucket)
+    assert f"/objects/xla/{render.compile_cache_key(CFG)}/" in condition["expression"]
+    assert node["roles/storage.objectViewer"] is None
