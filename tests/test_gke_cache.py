@@ -293,3 +293,13 @@ def test_shellcheck_passes_on_the_pod_cache_script(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_make_check_says_a_tag_keeps_every_replica_cold() -> None:
+    from tpudeploy.cli import summary_lines
+
+    (finding,) = cache.cache_findings(TAGGED)
+    assert finding.key == "vllm.image" and "compiles cold" in finding.message
+    assert str(finding) in summary_lines(TAGGED)
+    assert cache.cache_findings(PINNED) == []
+    assert not [line for line in summary_lines(PINNED) if "compiles cold" in line]

@@ -82,9 +82,10 @@ class Gke:
         )
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
+        from tpudeploy.gke.cache import cache_findings
         from tpudeploy.gke.plan import summary
 
-        return summary(cfg)
+        return [*map(str, cache_findings(cfg)), *summary(cfg)]
 
 
 PLATFORMS: dict[str, Platform] = {"tpu-vm": TpuVm(), "gke": Gke()}

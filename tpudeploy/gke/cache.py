@@ -13,6 +13,8 @@ import math
 from tpudeploy import cacheguard, facts, render
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import pod
+from tpudeploy.pinning import pinned_digest
+from tpudeploy.planner import Finding
 
 SCRIPT = "cache.sh"
 # The token's curl config and the restore's outcome: a memory-backed volume of the two cache
@@ -83,3 +85,21 @@ def cache_resources() -> dict[str, dict[str, str]]:
         "requests": {"cpu": "500m", "memory": "256Mi"},
         "limits": {"cpu": "2", "memory": "2Gi"},
     }
+
+
+def cache_findings(cfg: DeployConfig) -> list[Finding]:
+    """What `make check` and `make synth` say while the pods cannot share the cache: the object
+    is named by the pulled image's digest, which a pod can read only from a pinned reference."""
+    if pinned_digest(cfg.vllm.image):
+        return []
+    return [
+        Finding(
+            "warning",
+            "vllm.image",
+            cfg.vllm.image,
+            f"every GKE replica compiles cold ({facts.COLD_BOOT_S:g} s instead of "
+            f"{facts.WARM_BOOT_S:g} s) and saves no compile cache while the image is a tag: a pod "
+            'cannot read the digest its node pulled. Pin it (image = "repo@sha256:...") to '
+            "restore and save the cache a TPU VM of the same [vllm] uses",
+        )
+    ]
