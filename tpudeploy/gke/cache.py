@@ -2,7 +2,7 @@
 the pod's init container (restore) and a container beside vLLM (save, then the front door).
 
 Node-local, never GCS FUSE: a GCS-backed JAX cache directory has been seen to miss on every
-lookup upstream, a local directory seeded from GCS to hit (DESIGN, "Scale-out shape"). Plain
+lookup upstream, a local directory filled from GCS to hit (DESIGN, "Scale-out shape"). Plain
 data; stacks/gke/serving.py declares the containers and volumes.
 """
 
