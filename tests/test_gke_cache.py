@@ -303,3 +303,49 @@ def test_make_check_says_a_tag_keeps_every_replica_cold() -> None:
     assert str(finding) in summary_lines(TAGGED)
     assert cache.cache_findings(PINNED) == []
     assert not [line for line in summary_lines(PINNED) if "compiles cold" in line]
+
+
+def _without(tmp_path: Path, *missing: str) -> str:
+    """A PATH of every program on this machine but `missing` (symlinks in one directory)."""
+    farm = tmp_path / "farm"
+    farm.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for program in Path(folder).iterdir():
+            link = farm / program.name
+            if program.name not in missing and not link.exists():
+                link.symlink_to(program)
+    return str(farm)
+
+
+def test_an_image_without_curl_starts_cold_and_opens_the_front_door(tmp_path: Path) -> None:
+    p = Pod(tmp_path, PINNED, health=["000"])  # vLLM never ready: the save must not wait on it
+    p.seed(archive(COMPILED))
+    # the save's last step waits for SIGTERM with sleep: a stand-in that returns, as in tests/stubs
+    (p.bin / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    (p.bin / "sleep").chmod(0o755)
+    path = f"{p.bin}:{_without(tmp_path, 'curl')}"
+    restore = p.run("restore", PATH=path)
+    assert restore.returncode == 0 and "no curl" in restore.stderr
+    assert (p.run_dir / "cache.restore").read_text().splitlines()[0] == "off"
+    save = p.run("save", PATH=path)
+    assert save.returncode == 0 and p.gate.exists()
+    assert not p.calls(), "nothing was asked of the metadata server or the bucket"
+
+
+@pytest.mark.parametrize("step", ["restore", "save"])
+def test_an_image_without_bash_costs_the_cache_never_the_replica(tmp_path: Path, step: str) -> None:
+    """The containers' command is sh(1) first: without bash, the restore ends well and the save
+    opens the front door (then waits; `sleep` here is a stand-in that returns)."""
+    gate = tmp_path / "open"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "sleep").chmod(0o755)
+    command = cache.restore_command() if step == "restore" else cache.save_command()
+    argv = [str(gate) if a == cache.GATE_FILE else a for a in command]
+    done = subprocess.run(
+        argv, env={"PATH": str(bin_dir)}, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no bash in the image" in done.stderr
+    assert gate.exists() == (step == "save")

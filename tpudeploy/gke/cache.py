@@ -61,12 +61,25 @@ def scripts(cfg: DeployConfig) -> dict[str, str]:
     return {SCRIPT: render_cache_script(cfg)}
 
 
+# sh(1) first: an image without bash (not confirmed for the vLLM image) must cost the cache,
+# never the replica. $0 names the shim; $1 the script, $2 the step, $3 the gate.
+_BASH_OR_COLD = (
+    'command -v bash >/dev/null 2>&1 && exec bash "$1" "$2"; '
+    'echo "tpudeploy-cache-$2: no bash in the image: the compile cache is off" >&2; '
+    '[ "$2" != save ] || { : >"$3"; exec sleep 2147483647; }'
+)
+
+
+def _step(step: str) -> list[str]:
+    return ["/bin/sh", "-c", _BASH_OR_COLD, "cache", f"{pod.SCRIPTS_DIR}/{SCRIPT}", step, GATE_FILE]
+
+
 def restore_command() -> list[str]:
-    return ["/bin/bash", f"{pod.SCRIPTS_DIR}/{SCRIPT}", "restore"]
+    return _step("restore")
 
 
 def save_command() -> list[str]:
-    return ["/bin/bash", f"{pod.SCRIPTS_DIR}/{SCRIPT}", "save"]
+    return _step("save")
 
 
 # sh(1): $0 names the wrapper, $1 is the gate; the rest is nginx's own command line.
