@@ -38,7 +38,7 @@ from constructs import Construct
 from stacks.common import TERRAFORM_REQUIRED_VERSION, configure, service_account_email
 from tpudeploy import identities
 from tpudeploy.config import DeployConfig
-from tpudeploy.render import cache_write_condition
+from tpudeploy.render import cache_bucket_grants
 
 REQUIRED_SERVICES = (
     "cloudscheduler.googleapis.com",
@@ -210,23 +210,16 @@ class SecretsStack(TerraformStack):
         # precondition x-goog-if-generation-match: 0 (create only). Create is conditioned on the
         # object's name (tpudeploy.render.cache_write_condition): this configuration's key only,
         # so a node cannot plant archives for a configuration it does not serve.
-        GoogleStorageBucketIamMember(
-            self,
-            "compile-cache-reader",
-            bucket=bucket_name,
-            role="roles/storage.objectViewer",
-            member=f"serviceAccount:{self.service_account_email}",
-        )
-        GoogleStorageBucketIamMember(
-            self,
-            "compile-cache-writer",
-            bucket=bucket_name,
-            role="roles/storage.objectCreator",
-            member=f"serviceAccount:{self.service_account_email}",
-            condition=GoogleStorageBucketIamMemberCondition(
-                **cache_write_condition(cfg, cfg.compile_cache_bucket(project))
-            ),
-        )
+        grants = cache_bucket_grants(cfg, cfg.compile_cache_bucket(project))
+        for suffix, (role, condition) in grants.items():
+            GoogleStorageBucketIamMember(
+                self,
+                f"compile-cache-{suffix}",
+                bucket=bucket_name,
+                role=role,
+                member=f"serviceAccount:{self.service_account_email}",
+                condition=GoogleStorageBucketIamMemberCondition(**condition) if condition else None,
+            )
 
         if cfg.deadline_seconds is not None and not cfg.gitops_managed:
             self._stop_identity(cfg, project, services)

@@ -21,7 +21,7 @@ from tpudeploy import facts, render
 from tpudeploy.config import parse_config
 from tpudeploy.config.gke import version_tuple
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
-from tpudeploy.gke import plan, pod
+from tpudeploy.gke import cache, plan, pod
 from tpudeploy.gke.serving import hpa_metric_name
 
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
@@ -254,3 +254,61 @@ def test_checkov_passes_on_the_gke_stacks(synth: Synthesizer) -> None:
     result = scan(outdir)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "CKV_K8S_" in result.stdout or "Passed checks" in result.stdout
+
+
+# ---- the compile cache (tpudeploy/gke/cache.py) --------------------------------------------
+
+
+def test_the_cache_is_restored_before_vllm_and_saved_before_the_front_door_opens(
+    serving: dict[str, Any], objects: dict[str, dict[str, Any]]
+) -> None:
+    spec = _deployment(objects)["spec"]["template"]["spec"]
+    restore = spec["initContainers"][0]
+    assert restore["name"] == "cache-restore" and restore["command"] == cache.restore_command()
+    assert restore["image"] == CFG.vllm.image
+    save = _container(objects, "cache-save")
+    assert save["command"] == cache.save_command() and save["image"] == CFG.vllm.image
+    mounts = {
+        c["name"]: {m["name"]: m for m in c["volumeMounts"]}
+        for c in [*spec["initContainers"], *spec["containers"]]
+    }
+    # vLLM compiles into the volume the restore filled; the save only reads it
+    for name in ("cache-restore", "vllm", "cache-save"):
+        assert mounts[name]["xla-cache"]["mountPath"] == pod.CACHE_DIR
+    assert mounts["cache-save"]["xla-cache"]["readOnly"] is True
+    assert "readOnly" not in mounts["cache-restore"]["xla-cache"]
+    # the token's directory is memory, mounted into the two cache steps only
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["cache-run"]["emptyDir"]["medium"] == "Memory"
+    assert {n for n, m in mounts.items() if "cache-run" in m} == {"cache-restore", "cache-save"}
+    # node-local, never GCS FUSE (a GCS-backed JAX cache directory missed every time)
+    assert volumes["xla-cache"] == {"name": "xla-cache", "emptyDir": {}}
+    assert "gcsfuse" not in json.dumps(serving)
+    # nginx waits for the gate the save opens after packing
+    assert _container(objects, "frontdoor")["command"] == cache.frontdoor_command()
+    assert mounts["frontdoor"]["frontdoor-gate"]["readOnly"] is True
+    assert "readOnly" not in mounts["cache-save"]["frontdoor-gate"]
+    # no variable of the environment at all in the cache steps (the token is a file)
+    assert "env" not in restore and "env" not in save
+    (cm,) = serving["resource"]["kubernetes_config_map_v1"].values()
+    assert cm["data"][cache.SCRIPT] == cache.render_cache_script(CFG)
+
+
+def test_the_replicas_get_the_tpu_vms_cache_grants_and_nothing_more(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """The same roles and the same create condition as the node account, by one function."""
+
+    def grants(stack: str, member: str) -> dict[str, Any]:
+        found = stacks[stack]["resource"]["google_storage_bucket_iam_member"].values()
+        return {g["role"]: g.get("condition") for g in found if g["member"].startswith(member)}
+
+    node = grants(CFG.secrets_stack_name, "serviceAccount:")
+    replicas = grants(CFG.gke_stack_name, "principal://")
+    assert replicas == node
+    assert set(node) == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
+    condition = node["roles/storage.objectCreator"]
+    bucket = CFG.compile_cache_bucket("${var.project}")
+    assert condition == render.cache_write_condition(CFG, bucket)
+    assert f"/objects/xla/{render.compile_cache_key(CFG)}/" in condition["expression"]
+    assert node["roles/storage.objectViewer"] is None

@@ -82,10 +82,11 @@ class Gke:
         )
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
+        from tpudeploy.gke.cache import cache_findings
         from tpudeploy.gke.plan import summary
         from tpudeploy.gke.scaleplan import configured
 
-        return summary(cfg) + configured(cfg)
+        return [*map(str, cache_findings(cfg)), *summary(cfg), *configured(cfg)]
 
 
 PLATFORMS: dict[str, Platform] = {"tpu-vm": TpuVm(), "gke": Gke()}

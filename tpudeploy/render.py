@@ -178,6 +178,19 @@ def cache_write_condition(cfg: DeployConfig, bucket: str) -> dict[str, str]:
     }
 
 
+def cache_bucket_grants(
+    cfg: DeployConfig, bucket: str
+) -> dict[str, tuple[str, dict[str, str] | None]]:
+    """The compile cache's IAM for whatever serves `cfg`, by construct-id suffix: (role,
+    condition). The TPU VM's node account (stacks/secrets.py) and the GKE replicas' Kubernetes
+    service account (stacks/gke/cluster.py) get exactly these: read, and create this key's
+    archives only (cache_write_condition); neither role can replace or delete an object."""
+    return {
+        "reader": ("roles/storage.objectViewer", None),
+        "writer": ("roles/storage.objectCreator", cache_write_condition(cfg, bucket)),
+    }
+
+
 def _boot_values(cfg: DeployConfig) -> dict[str, object]:
     """Values both boot scripts share (the cache location and the runtime names)."""
     return {

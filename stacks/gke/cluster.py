@@ -6,7 +6,8 @@ Prometheus, Secret Manager add-on, private nodes, shielded nodes, no default poo
 protection behind a variable `make destroy-all` lifts); a small system pool; two TPU pools of
 ct5lp-hightpu-1t (one v5e chip, topology 1x1), one spot and one flex-start, each autoscaled
 from 0 to [gke] max_replicas, tainted for TPU work and labelled for the ComputeClass; and the
-serving Kubernetes service account's read access to its two secrets and the compile cache.
+serving Kubernetes service account's read access to its two secrets, and to the compile cache
+the TPU VM node account's read and conditioned create.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from cdktf_cdktf_provider_google_beta.google_secret_manager_secret_iam_member im
 )
 from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
     GoogleStorageBucketIamMember,
+    GoogleStorageBucketIamMemberCondition,
 )
 from constructs import Construct
 
@@ -58,6 +60,7 @@ from stacks.common import configure, service_account_email
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster as spec
+from tpudeploy.render import cache_bucket_grants
 
 
 class GkeStack(TerraformStack):
@@ -272,15 +275,17 @@ class GkeStack(TerraformStack):
                 member=member,
                 depends_on=[self.cluster],
             )
-        for id_, role in (
-            ("reader", "roles/storage.objectViewer"),
-            ("writer", "roles/storage.objectCreator"),
-        ):
+        # The TPU VM's node account's grants, by the same function: create is conditioned on
+        # this key's archives (an unconditioned objectCreator would let a replica plant an
+        # archive for any configuration that shares the bucket).
+        bucket = cfg.compile_cache_bucket(project)
+        for id_, (role, condition) in cache_bucket_grants(cfg, bucket).items():
             GoogleStorageBucketIamMember(
                 self,
                 f"compile-cache-serving-{id_}",
-                bucket=cfg.compile_cache_bucket(project),
+                bucket=bucket,
                 role=role,
                 member=member,
+                condition=GoogleStorageBucketIamMemberCondition(**condition) if condition else None,
                 depends_on=[self.cluster],
             )

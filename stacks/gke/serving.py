@@ -3,12 +3,13 @@
 Creates: the namespace and the replicas' service account (Workload Identity: the cluster stack
 grants it its secrets and the compile cache); the SecretProviderClass of the Secret Manager
 add-on; a ConfigMap with the front door's nginx config (the TPU VM's, same template) and its
-prep script; the ComputeClass ordering spot before flex-start; the Deployment (one pod per chip:
-vLLM with the TPU VM's serve line, nginx in front); a PodDisruptionBudget; the Service (an
-internal load balancer, only [network] allowed_cidrs as sources); a PodMonitoring for vLLM's
-metrics; the HorizontalPodAutoscaler on vllm:num_requests_waiting. `kubernetes_manifest` only
-for the custom resources; the Kubernetes provider is configured from the cluster (data
-sources), since the cluster is another stack's.
+prep script and the compile cache's script; the ComputeClass ordering spot before flex-start; the
+Deployment (one pod per chip: the compile cache restored before vLLM starts, vLLM with the TPU
+VM's serve line, the cache saved once it is ready, then nginx in front); a PodDisruptionBudget;
+the Service (an internal load balancer, only [network] allowed_cidrs as sources); a PodMonitoring
+for vLLM's metrics; the HorizontalPodAutoscaler on vllm:num_requests_waiting.
+`kubernetes_manifest` only for the custom resources; the Kubernetes provider is configured from
+the cluster (data sources), since the cluster is another stack's.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ from constructs import Construct
 from stacks.common import configure
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
+from tpudeploy.gke import cache, pod
 from tpudeploy.gke import cluster as names
-from tpudeploy.gke import pod
 from tpudeploy.gke.serving import custom_resources, hpa_metric_name, labels
 
 # Where the tpudeploy.gke.pod paths are mounted from.
@@ -67,6 +68,8 @@ _SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
     "dshm",
     "tmp",
 )
+# Where the tpudeploy.gke.cache paths are mounted from.
+_CACHE_RUN, _CACHE_SCRATCH, _GATE = "cache-run", "cache-scratch", "frontdoor-gate"
 
 
 class ServingStack(TerraformStack):
@@ -101,7 +104,7 @@ class ServingStack(TerraformStack):
             self,
             "scripts",
             metadata=ConfigMapV1Metadata(name=f"{cfg.name}-frontdoor", **meta),
-            data=pod.scripts(cfg),
+            data={**pod.scripts(cfg), **cache.scripts(cfg)},
         )
         crs = {
             key: Manifest(self, key, manifest=body)
@@ -250,7 +253,7 @@ class ServingStack(TerraformStack):
         frontdoor: dict[str, Any] = {
             "name": "frontdoor",
             "image": cfg.proxy.image,
-            "command": pod.nginx_command(),
+            "command": cache.frontdoor_command(),
             "port": [
                 {"name": "https", "container_port": cfg.proxy.port, "protocol": "TCP"},
                 {"name": "metrics", "container_port": pod.METRICS_PORT, "protocol": "TCP"},
@@ -258,6 +261,7 @@ class ServingStack(TerraformStack):
             "volume_mount": [
                 {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR, "read_only": True},
                 {"name": _TMP, "mount_path": pod.TMP_DIR},
+                {"name": _GATE, "mount_path": cache.GATE_DIR, "read_only": True},
             ],
             "resources": {
                 "requests": {"cpu": "250m", "memory": "128Mi"},
@@ -292,6 +296,7 @@ class ServingStack(TerraformStack):
             },
             "security_context": locked,
         }
+        restore, save, cache_volumes = ServingStack._cache_parts(cfg, locked)
         return {
             "service_account_name": names.SERVICE_ACCOUNT,
             "automount_service_account_token": False,
@@ -304,8 +309,8 @@ class ServingStack(TerraformStack):
                 {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
                 for key, value, _ in names.pool_taints(cfg)
             ],
-            "init_container": [prep],
-            "container": [vllm, frontdoor],
+            "init_container": [restore, prep],
+            "container": [vllm, frontdoor, save],
             "volume": [
                 {
                     "name": _SECRETS,
@@ -324,5 +329,52 @@ class ServingStack(TerraformStack):
                 {"name": _CACHE, "empty_dir": {}},
                 {"name": _SHM, "empty_dir": {"medium": "Memory", "size_limit": pod.SHM_SIZE}},
                 {"name": _TMP, "empty_dir": {"medium": "Memory"}},
+                *cache_volumes,
             ],
         }
+
+    @staticmethod
+    def _cache_parts(
+        cfg: DeployConfig, locked: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        """The compile cache (tpudeploy/gke/cache.py): restored into the node-local cache
+        volume before vLLM starts, saved create-only after it is ready, then the front door
+        opens. Both steps run on the vLLM image (bash, curl, python3 for the guard) as the
+        pod's Kubernetes service account (Workload Identity)."""
+        scripts = {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True}
+        run = {"name": _CACHE_RUN, "mount_path": cache.RUNTIME_DIR}
+        scratch = {"name": _CACHE_SCRATCH, "mount_path": cache.SCRATCH_DIR}
+        restore: dict[str, Any] = {
+            "name": "cache-restore",
+            "image": cfg.vllm.image,
+            "command": cache.restore_command(),
+            "volume_mount": [
+                scripts,
+                run,
+                scratch,
+                {"name": _CACHE, "mount_path": pod.CACHE_DIR},
+            ],
+            "resources": cache.cache_resources(),
+            "security_context": locked,
+        }
+        save: dict[str, Any] = {
+            "name": "cache-save",
+            "image": cfg.vllm.image,
+            "command": cache.save_command(),
+            "volume_mount": [
+                scripts,
+                run,
+                scratch,
+                # Read only: the save packs what vLLM compiled and never writes the cache.
+                {"name": _CACHE, "mount_path": pod.CACHE_DIR, "read_only": True},
+                {"name": _GATE, "mount_path": cache.GATE_DIR},
+            ],
+            "resources": cache.cache_resources(),
+            "security_context": locked,
+        }
+        volumes = [
+            {"name": _CACHE_RUN, "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}},
+            {"name": _CACHE_SCRATCH, "empty_dir": {"size_limit": cache.scratch_size()}},
+            {"name": _GATE, "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}},
+        ]
+        return restore, save, volumes
