@@ -438,3 +438,60 @@ def test_bench_on_gke_says_it_is_not_built_and_what_to_do(
     assert bench(["run", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "make bench is not built for GKE yet" in err and "make endpoint" in err
+
+
+def test_tls_cert_stores_certificate_and_key_and_prints_only_the_fingerprint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is made in memory and goes into the secret's version only: not printed, no file
+    (the working directory stays empty)."""
+    from cryptography import x509
+
+    from tpudeploy.secretstore import store_new_tls_cert
+
+    class Recorder:
+        project = PROJECT
+
+        def __init__(self) -> None:
+            self.added: list[tuple[str, str]] = []
+
+        def add_version(self, secret_id: str, value: str) -> str:
+            self.added.append((secret_id, value))
+            return f"projects/{PROJECT}/secrets/{secret_id}/versions/1"
+
+    monkeypatch.chdir(tmp_path)
+    store = Recorder()
+    out = io.StringIO()
+    assert store_new_tls_cert(CFG, store, out) == 0  # type: ignore[arg-type]
+    ((secret_id, value),) = store.added
+    assert secret_id == CFG.tls_secret_id == f"{CFG.name}-tls"
+    cert_pem = tlscert.certificate_of(value)
+    assert "PRIVATE KEY" in value and "PRIVATE KEY" not in out.getvalue()
+    assert tlscert.fingerprints(cert_pem)["sha256"] in out.getvalue()
+    assert list(tmp_path.iterdir()) == []
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    # A leaf for servers, as the TPU VM's (issue 22): never a CA a client could be made to trust.
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
+    days = (cert.not_valid_after_utc - cert.not_valid_before_utc).days
+    assert days <= 398
+
+
+def test_a_failed_gke_deploy_names_the_cluster_and_the_replicas_in_state(tmp_path: Path) -> None:
+    """Before, a failed GKE deploy looked for a TPU VM in <name>-node's state (a stack GKE does
+    not have) and said no chip bills while a cluster and its replicas did."""
+    from tests.test_failure_messages import resource, say, state_file
+    from tpudeploy import failures
+
+    state_file(tmp_path, CFG.secrets_stack_name, [resource("google_secret_manager_secret", "t")])
+    state_file(tmp_path, CFG.gke_stack_name, [resource("google_container_cluster", "cluster")])
+    state_file(tmp_path, CFG.serving_stack_name, [resource("kubernetes_deployment_v1", "d")])
+    text = say(failures.after_deploy, cfg=CFG, root=tmp_path)
+    idle = sum(rate for _, rate in plan.idle_items(CFG))
+    assert f"GKE cluster {CFG.name} with its system node and NAT (${idle:.4f}/h" in text
+    assert f"Deployment {CFG.name}: 1 to 4 replica(s)" in text and "make destroy" in text
+    assert "no chip bills" not in text
+    (tmp_path / f"terraform.{CFG.serving_stack_name}.tfstate").unlink()
+    (tmp_path / f"terraform.{CFG.gke_stack_name}.tfstate").unlink()
+    text = say(failures.after_destroy, cfg=CFG, terraform_exit=1, cleanup_exit=0, root=tmp_path)
+    assert f"no state for {CFG.gke_stack_name}, {CFG.serving_stack_name} here" in text
+    assert "queued resource" not in text

@@ -16,6 +16,7 @@ from tpudeploy.errors import UserError
 
 if TYPE_CHECKING:
     from tpudeploy.frontdoor import Endpoint
+    from tpudeploy.terraform import StateResource
 
 
 class NotOnThisPlatform(UserError):
@@ -26,6 +27,8 @@ class Platform(Protocol):
     name: str
     # `make deploy` first marks a dead (preempted, suspended) node for replacement.
     replaces_dead_nodes: bool
+    # What a failed deploy or destroy looks for in state ("no TPU node or queued resource").
+    billing_noun: str
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         """Every stack, in the order `make deploy` applies them (destroy runs it backwards)."""
@@ -61,6 +64,10 @@ class Platform(Protocol):
         """(service, a stack enables it, what needs it): what preflight checks is enabled."""
         ...
 
+    def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
+        """The resources of the billing-part stacks' state that bill, each with what it costs."""
+        ...
+
     def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
         """`make wait`: follow the boot until the API is ready (0), failed (1), timed out (3)."""
         ...
@@ -94,6 +101,7 @@ class Platform(Protocol):
 class TpuVm:
     name = "tpu-vm"
     replaces_dead_nodes = True
+    billing_noun = "TPU node or queued resource"
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.node_stack_name)
@@ -127,6 +135,11 @@ class TpuVm:
     def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
         # The secrets stack enables every API the TPU VM uses (stacks/secrets.py).
         return ()
+
+    def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
+        from tpudeploy.failures import billing_resources
+
+        return billing_resources(cfg, resources)
 
     def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
         from tpudeploy.tpuvm import wait
@@ -165,6 +178,7 @@ class TpuVm:
 class Gke:
     name = "gke"
     replaces_dead_nodes = False
+    billing_noun = "cluster, TPU node pool or replica"
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)
@@ -210,6 +224,11 @@ class Gke:
             # (cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed).
             ("monitoring.googleapis.com", False, "Managed Prometheus and the HPA's metric"),
         )
+
+    def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
+        from tpudeploy.gke.plan import billing_in_state
+
+        return billing_in_state(cfg, resources)
 
     def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
         from tpudeploy.gke import ops

@@ -100,6 +100,10 @@ def check_project(cfg: DeployConfig) -> Check:
     )
 
 
+def _and(items: list[str]) -> str:
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def check_secrets(cfg: DeployConfig, store: SecretStore) -> list[Check]:
     """The secrets the node (or every replica) reads at boot, each with an enabled latest
     version: the platform names them (tpudeploy.platform)."""
@@ -125,7 +129,7 @@ def check_secrets(cfg: DeployConfig, store: SecretStore) -> list[Check]:
                     False,
                     f"secret {secret_id} does not exist in project {store.project}: run "
                     "`make deploy-secrets` first (the long-lived stack), then "
-                    + ", ".join(f"`{c}`" for _, c in platform_for(cfg).secrets(cfg))
+                    + _and([f"`{c}`" for _, c in platform_for(cfg).secrets(cfg)])
                     + ", then `make deploy`",
                 )
             )
