@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,8 @@ def test_the_list_is_what_each_synthesized_stack_holds(
     assert secrets | node == set(permissions.resource_types(cfg, "deploy")) & real
 
 
-GKE_RAW = {"platform": "gke", "project": "perm-proj-1"}
+# The shipped GKE deployment, as tests/test_gke_synth.py synthesizes it: one synth per session.
+GKE_RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
 
 
 def test_the_gke_list_is_what_each_synthesized_gke_stack_holds(synth: Synthesizer) -> None:
