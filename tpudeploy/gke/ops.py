@@ -23,9 +23,10 @@ from tpudeploy.terminal import printable
 from tpudeploy.timefmt import format_seconds
 
 NS = names.NAMESPACE
-# The labels GKE puts on a node by how it was provisioned (Spot VMs:
-# cloud.google.com/kubernetes-engine/docs/concepts/spot-vms; flex-start:
-# cloud.google.com/kubernetes-engine/docs/concepts/dws), then the pools' own label
+# The labels GKE puts on a node by how it was provisioned, value "true" (Spot VMs:
+# cloud.google.com/kubernetes-engine/docs/concepts/spot-vms; flex-start: the GKE docs' pods
+# select it with nodeSelector cloud.google.com/gke-flex-start: "true", and the cluster
+# autoscaler's GCE provider names it FlexStartLabel), then the pools' own label
 # (tpudeploy.gke.cluster.pool_labels) for a node GKE labelled neither way.
 SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
