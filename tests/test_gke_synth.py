@@ -254,3 +254,21 @@ def test_checkov_passes_on_the_gke_stacks(synth: Synthesizer) -> None:
     result = scan(outdir)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "CKV_K8S_" in result.stdout or "Passed checks" in result.stdout
+
+
+def test_every_replica_reads_the_one_front_door_certificate(
+    stacks: dict[str, dict[str, Any]], objects: dict[str, dict[str, Any]]
+) -> None:
+    """Issue 25: the certificate is a secret like the key (no version in Terraform, `make
+    tls-cert` adds it), declared by the secrets stack, readable by the replicas' identity,
+    and mounted by the add-on next to the key."""
+    secrets = stacks[CFG.secrets_stack_name]["resource"]["google_secret_manager_secret"]
+    assert secrets["tls"]["secret_id"] == CFG.tls_secret_id
+    assert "google_secret_manager_secret_version" not in stacks[CFG.secrets_stack_name]["resource"]
+    grants = stacks[CFG.gke_stack_name]["resource"]["google_secret_manager_secret_iam_member"]
+    assert grants["tls-serving-accessor"]["secret_id"] == CFG.tls_secret_id
+    assert grants["tls-serving-accessor"]["role"] == "roles/secretmanager.secretAccessor"
+    spc = objects["kubernetes_manifest.secret-provider-class"]
+    params = spc["spec"]["parameters"]["secrets"]
+    assert f"secrets/{CFG.tls_secret_id}/versions/latest" in params
+    assert f'path: "{pod.TLS_BUNDLE_FILE}"' in params
