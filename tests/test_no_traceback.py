@@ -195,13 +195,14 @@ def test_on_gke_no_credentials_is_the_same_one_line(tmp_path: Path, command: str
     assert "no Google Cloud credentials" in result.stderr
 
 
-@pytest.mark.parametrize("command", ["status", "wait", "endpoint"])
 def test_on_gke_refused_credentials_are_one_line(
-    tmp_path: Path, refusing: RefusingTokenEndpoint, command: str
+    tmp_path: Path, refusing: RefusingTokenEndpoint
 ) -> None:
+    """One command: wait, status and endpoint get their token from the same call
+    (tpudeploy.gke.kube.cluster_access)."""
     key = service_account_key(tmp_path / "key.json", refusing.url)
     before = refusing.requests
-    args, stdin, extra = COMMANDS[command]
+    args, stdin, extra = COMMANDS["status"]
     result = run(tmp_path, args, stdin, extra, credentials=key, config_text='platform = "gke"\n')
     assert refusing.requests > before
     assert_one_line_with_the_fix(result, "gcloud auth application-default login")
