@@ -31,6 +31,10 @@ class KubeError(UserError):
     """The cluster cannot be found, reached or read; the message says what to do."""
 
 
+class ClusterMissing(KubeError):
+    """clusters.get answered 404: there is no cluster (not yet, or no longer)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterAccess:
     """https://<endpoint>, the cluster's CA (PEM) and a bearer token."""
@@ -80,7 +84,7 @@ def cluster_access(cfg: DeployConfig, project: str) -> ClusterAccess:
             f"cannot reach the GKE API ({type(exc).__name__}); check the network"
         ) from None
     if response.status_code == 404:
-        raise KubeError(
+        raise ClusterMissing(
             f"cluster {names.cluster_name(cfg)} does not exist in {cfg.zone} (project {project}): "
             "`make deploy` creates it (secrets, cluster, serving), then `make wait`"
         )

@@ -15,7 +15,7 @@ from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster as names
 from tpudeploy.gke import plan
-from tpudeploy.gke.kube import KubeApi, KubeError
+from tpudeploy.gke.kube import ClusterMissing, KubeApi, KubeError
 from tpudeploy.gke.serving import WAITING_METRIC, labels
 from tpudeploy.planner import NoPricesError, price_table
 from tpudeploy.planner.cost import SEED_BOOT
@@ -382,6 +382,10 @@ def after_destroy(
     out = out or sys.stdout
     try:
         nodes = tpu_nodes(api or KubeApi.for_deployment(cfg, project))
+    except ClusterMissing:
+        # After make destroy-all (or before any deploy): no cluster, so no node and no floor.
+        print(f"cluster {names.cluster_name(cfg)} does not exist: nothing of it bills.", file=out)
+        return 0
     except KubeError as exc:
         print(
             f"could not list the cluster's TPU nodes after the destroy ({exc}); "
