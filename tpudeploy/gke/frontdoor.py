@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.frontdoor import (
@@ -22,14 +22,20 @@ from tpudeploy.gke import ops, tlscert
 from tpudeploy.gke.kube import KubeApi, KubeError
 
 
-def published_certificate(cfg: DeployConfig, project: str, *, store: object = None) -> str:
+class LatestVersion(Protocol):
+    """What is read of Secret Manager here (tpudeploy.secretstore.SecretStore has it)."""
+
+    def access_latest(self, secret_id: str) -> str: ...
+
+
+def published_certificate(
+    cfg: DeployConfig, project: str, *, store: LatestVersion | None = None
+) -> str:
     """The certificate (PEM) of the latest <name>-tls version; its key is dropped at once."""
     from tpudeploy.secretstore import SecretStore, SecretStoreError
 
     try:
-        text = (store or SecretStore.from_env(project)).access_latest(  # type: ignore[attr-defined]
-            cfg.tls_secret_id
-        )
+        text = (store or SecretStore.from_env(project)).access_latest(cfg.tls_secret_id)
         return tlscert.certificate_of(text)
     except SecretStoreError as exc:
         raise FrontDoorError(str(exc)) from None
@@ -48,7 +54,11 @@ def _address(cfg: DeployConfig, project: str, api: KubeApi | None) -> str:
 
 
 def resolve_endpoint(
-    cfg: DeployConfig, project: str, *, api: KubeApi | None = None, store: object = None
+    cfg: DeployConfig,
+    project: str,
+    *,
+    api: KubeApi | None = None,
+    store: LatestVersion | None = None,
 ) -> Endpoint:
     """ENDPOINT and TLS_SHA256 when set; otherwise the load balancer's address and the
     fingerprint of the certificate every replica serves."""
@@ -71,7 +81,7 @@ def endpoint_report(
     project: str,
     *,
     api: KubeApi | None = None,
-    store: object = None,
+    store: LatestVersion | None = None,
     cert_out: str = "",
     out: TextIO | None = None,
 ) -> int:
