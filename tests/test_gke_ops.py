@@ -313,6 +313,11 @@ def test_tunnel_and_recover_say_what_to_use_on_gke(
     assert main(["recover"]) == 0
     assert main(["recover", "--apply"]) == 1
     assert "replaces a lost replica by itself" in capsys.readouterr().err
+    # Before any API call: no TPU API or Cloud Scheduler request for a node GKE does not have.
+    assert main(["extend", "2h"]) == 1
+    assert "max_run_duration" in capsys.readouterr().err
+    assert main(["pin"]) == 1
+    assert "image@sha256" in capsys.readouterr().err
 
 
 def test_the_fake_selects_by_label_as_the_api_documents() -> None:

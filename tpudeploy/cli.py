@@ -131,6 +131,7 @@ def _run_summary(line: str) -> None:
 
 
 def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    platform_for(cfg).require(cfg, "extend")
     from tpudeploy.tpuvm import recover
     from tpudeploy.tpuvm.extend import extend, extension_seconds
     from tpudeploy.tpuvm.scheduler import SchedulerApi
@@ -226,6 +227,7 @@ def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _pin(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    platform_for(cfg).require(cfg, "pin")
     from tpudeploy import nodebuild, pinning
     from tpudeploy.tpuvm.queued_resource import TpuApi
 

@@ -97,6 +97,10 @@ class Platform(Protocol):
         """Raise NotOnThisPlatform if `make bench` cannot reach this platform's server."""
         ...
 
+    def require(self, cfg: DeployConfig, command: str) -> None:
+        """Raise NotOnThisPlatform for a command this platform does not have (extend, pin)."""
+        ...
+
 
 class TpuVm:
     name = "tpu-vm"
@@ -173,6 +177,18 @@ class TpuVm:
 
     def check_bench(self, cfg: DeployConfig) -> None:
         return None
+
+    def require(self, cfg: DeployConfig, command: str) -> None:
+        return None
+
+
+# Not built for GKE (issue 25 leaves them): what to do instead.
+GKE_NOT_BUILT = {
+    "extend": "make extend moves a TPU VM's deadline job; GKE's TPU nodes end by "
+    "[gke] max_run_duration (flex-start) or `make destroy`",
+    "pin": "make pin reads the digests one TPU VM published; on GKE set [vllm] image to a "
+    "digest (image@sha256:...) yourself",
+}
 
 
 class Gke:
@@ -273,6 +289,10 @@ class Gke:
             "the VPC against the address `make endpoint` prints, or deploy the same config as "
             'platform = "tpu-vm" to measure one chip'
         )
+
+    def require(self, cfg: DeployConfig, command: str) -> None:
+        if command in GKE_NOT_BUILT:
+            raise NotOnThisPlatform(f'{GKE_NOT_BUILT[command]} (platform = "gke")')
 
 
 PLATFORMS: dict[str, Platform] = {"tpu-vm": TpuVm(), "gke": Gke()}
