@@ -182,6 +182,19 @@ def test_a_rollout_the_controller_has_not_seen_is_not_done(cluster: Cluster) -> 
     assert rc == 3 and "1/1 ready (of the previous spec" in out
 
 
+def test_a_rollout_with_an_old_replica_still_up_is_not_done(cluster: Cluster) -> None:
+    """Mid-rollout (max surge 1): the new replica is ready, the old one not yet gone. As
+    kubectl rollout status, waiting goes on until only updated replicas are left."""
+    cluster.kube.put(
+        k8s.deployment(CFG.name, NS, replicas=1, updated=1, ready=2, total=2, labels=LABELS)
+    )
+    rc, _ = _wait(cluster, [], timeout=20)
+    assert rc == 3
+    cluster.kube.put(k8s.deployment(CFG.name, NS, replicas=1, ready=1, labels=LABELS))
+    rc, _ = _wait(cluster, [])
+    assert rc == 0
+
+
 def test_status_shows_replicas_nodes_by_capacity_hpa_and_cost_now(
     cluster: Cluster,
     capsys: pytest.CaptureFixture[str],

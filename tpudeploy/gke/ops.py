@@ -132,14 +132,19 @@ class Rollout:
     ready: int
     current: bool  # the controller has seen the latest spec
     replicas: tuple[Replica, ...]
+    total: int = 0  # status.replicas: old and new pods together
+    available: int = 0
 
     @property
     def done(self) -> bool:
+        """kubectl rollout status's test: the latest spec seen, every wanted replica on it,
+        no old replica left, every new one available (kubectl's rollout_status.go)."""
         return (
             self.current
             and self.desired > 0
             and self.updated >= self.desired
-            and (self.ready >= self.desired)
+            and self.total <= self.updated
+            and self.available >= self.updated
         )
 
 
@@ -157,6 +162,8 @@ def read_rollout(cfg: DeployConfig, api: KubeApi) -> Rollout | None:
         updated=int(status.get("updatedReplicas") or 0),
         ready=int(status.get("readyReplicas") or 0),
         current=int(status.get("observedGeneration") or 0) >= generation,
+        total=int(status.get("replicas") or 0),
+        available=int(status.get("availableReplicas") or 0),
         replicas=tuple(sorted((replica_of(p) for p in pods), key=lambda r: r.name)),
     )
 

@@ -199,12 +199,13 @@ def deployment(
     generation: int = 1,
     observed: int | None = None,
     labels: dict[str, str] | None = None,
+    total: int | None = None,
 ) -> dict[str, Any]:
     """apps/v1 Deployment with its status (DeploymentStatus: replicas, updatedReplicas,
     readyReplicas, availableReplicas, observedGeneration; absent fields mean 0)."""
     status: dict[str, Any] = {"observedGeneration": generation if observed is None else observed}
     for key, value in (
-        ("replicas", replicas),
+        ("replicas", replicas if total is None else total),
         ("updatedReplicas", replicas if updated is None else updated),
         ("readyReplicas", ready),
         ("availableReplicas", ready if available is None else available),
