@@ -173,7 +173,11 @@ def test_every_replica_serves_the_one_stored_certificate(door: Door, tmp_path: P
     assert hashlib.sha256(served).hexdigest() == tlscert.fingerprints(BUNDLE.cert_pem)["sha256"]
 
 
-@pytest.mark.parametrize("bundle", ["", BUNDLE.cert_pem, BUNDLE.text + BUNDLE.cert_pem])
+@pytest.mark.parametrize(
+    "bundle",
+    ["", BUNDLE.cert_pem, BUNDLE.text + BUNDLE.cert_pem],
+    ids=["empty", "no-key", "two-certificates"],
+)
 def test_a_missing_or_malformed_certificate_stops_the_pod_with_the_fix(
     tmp_path: Path, bundle: str
 ) -> None:
