@@ -28,7 +28,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
 	preflight \
 	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key wait pin smoke endpoint tunnel \
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key tls-cert wait pin smoke endpoint tunnel \
 	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
 
 # Sorted by name, the descriptions in one column however long the longest target name is.
@@ -104,7 +104,7 @@ deploy-secrets: $(VENV_STAMP) preflight-deploy-secrets $(NODE_STAMP) ## Create o
 
 # cleanup runs whatever cdktf destroy did: Terraform never runs the destroy provisioner of a
 # tainted (failed or killed) flex-start create, so the queued resource is deleted by name too.
-destroy: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy the node stack only: stops the billing, keeps the secret
+destroy: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy what bills per chip-hour (the node; GKE: the serving stack), keep the secrets
 	@rc=0; cleanup=0; $(QUIET_CDKTF) TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy \
 	  --output $(OUTDIR) $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || cleanup=$$?; \
@@ -137,7 +137,7 @@ plan-scale: $(VENV_STAMP) ## Replicas, $/hour, $/M tokens and autoscaler targets
 	@$(PY) -m tpudeploy plan-scale $${CLIENTS:+--clients "$$CLIENTS"} \
 	  $${CONTEXT:+--context "$$CONTEXT"} $${TTFT_MS:+--ttft-ms "$$TTFT_MS"}
 
-status: $(VENV_STAMP) ## Queued resource / node state, IP and when billing stops
+status: $(VENV_STAMP) ## Node (GKE: replicas, TPU nodes, autoscaler), cost now, when billing stops
 	@$(PY) -m tpudeploy status
 
 # Secrets go into Secret Manager from stdin or a hidden prompt, never through argv or a file.
@@ -147,7 +147,12 @@ secret: $(VENV_STAMP) ## Store the Hugging Face token (stdin, or a hidden prompt
 api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; says how to read it)
 	@$(PY) -m tpudeploy api-key
 
-wait: $(VENV_STAMP) ## Follow the boot phases (guest attributes, no SSH) until vLLM is ready
+# GKE: every replica serves this one certificate (a client pins one fingerprint whichever pod
+# answers); made in memory, the key goes to Secret Manager only.
+tls-cert: $(VENV_STAMP) ## GKE: make and store the front door's certificate for every replica
+	@$(PY) -m tpudeploy tls-cert
+
+wait: $(VENV_STAMP) ## Follow the boot (GKE: the rollout, each replica) until vLLM is ready
 	@$(PY) -m tpudeploy wait
 
 # The node publishes the RepoDigest it pulled (never the config-blob image ID) and the versions

@@ -15,23 +15,32 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.platform import platform_for
 
 
+def _tpu_vm(app: App, cfg: DeployConfig, secrets: SecretsStack) -> None:
+    node = TpuNodeStack(app, cfg.node_stack_name, config=cfg)
+    node.add_dependency(secrets)
+
+
+def _gke(app: App, cfg: DeployConfig, secrets: SecretsStack) -> None:
+    # Imported here only: the Kubernetes bindings' jsii assembly costs the TPU VM nothing.
+    from stacks.gke.cluster import GkeStack
+    from stacks.gke.serving import ServingStack
+
+    cluster = GkeStack(app, cfg.gke_stack_name, config=cfg)
+    cluster.add_dependency(secrets)
+    serving = ServingStack(app, cfg.serving_stack_name, config=cfg)
+    serving.add_dependency(cluster)
+
+
+# By tpudeploy.platform's name: the seam picks the platform, this only says which stacks it is.
+_BILLING_STACKS = {"tpu-vm": _tpu_vm, "gke": _gke}
+
+
 def build_app(cfg: DeployConfig, *, outdir: str | None = None) -> App:
     """Two lifetimes, two stacks: `<name>-secrets` (long-lived) and `<name>-node` (billing); on
     GKE the billing part is the cluster (`<name>-gke`) and its objects (`<name>-serving`)."""
     app = App(outdir=outdir) if outdir else App()
     secrets = SecretsStack(app, cfg.secrets_stack_name, config=cfg)
-    if cfg.platform == "gke":
-        # Imported here only: the Kubernetes bindings' jsii assembly costs the TPU VM nothing.
-        from stacks.gke.cluster import GkeStack
-        from stacks.gke.serving import ServingStack
-
-        cluster = GkeStack(app, cfg.gke_stack_name, config=cfg)
-        cluster.add_dependency(secrets)
-        serving = ServingStack(app, cfg.serving_stack_name, config=cfg)
-        serving.add_dependency(cluster)
-        return app
-    node = TpuNodeStack(app, cfg.node_stack_name, config=cfg)
-    node.add_dependency(secrets)
+    _BILLING_STACKS[platform_for(cfg).name](app, cfg, secrets)
     return app
 
 

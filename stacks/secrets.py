@@ -38,6 +38,7 @@ from constructs import Construct
 from stacks.common import TERRAFORM_REQUIRED_VERSION, configure, service_account_email
 from tpudeploy import identities
 from tpudeploy.config import DeployConfig
+from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
 REQUIRED_SERVICES = (
@@ -201,6 +202,13 @@ class SecretsStack(TerraformStack):
             hf_token_id = node_secret(self, "hf-token", cfg, cfg.hf_token_secret_id, services)
             api_key_id = node_secret(self, "api-key", cfg, cfg.api_key_secret_id, services)
             bucket_name = compile_cache_bucket(self, "compile-cache", cfg, project, services).name
+            # What else the platform's replicas read (GKE: the front door's one certificate,
+            # tpudeploy/gke/tlscert.py); granted to the serving identity by the cluster stack.
+            for secret_id, _ in platform_for(cfg).secrets(cfg):
+                if secret_id not in (cfg.hf_token_secret_id, cfg.api_key_secret_id):
+                    node_secret(
+                        self, secret_id.removeprefix(f"{cfg.name}-"), cfg, secret_id, services
+                    )
         self._accessor(cfg, "hf-token", hf_token_id, project)
         self._accessor(cfg, "api-key", api_key_id, project)
 

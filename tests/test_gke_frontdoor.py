@@ -6,6 +6,7 @@ Only listen lines change (127.0.0.1 and free ports), so nothing is reachable off
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import re
 import shutil
@@ -20,10 +21,12 @@ import pytest
 
 from tests.test_proxy import NGINX, FakeVllm, free_port, loopback_config
 from tpudeploy.config import parse_config
-from tpudeploy.gke import pod
+from tpudeploy.gke import pod, tlscert
 
 pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed; CI runs these")
 KEY = "k" * 43
+# What `make tls-cert` stores in <name>-tls: one certificate for every replica.
+BUNDLE = tlscert.make_bundle("demo")
 
 
 @dataclass
@@ -35,13 +38,16 @@ class Door:
     out: Path
 
 
-def _prep(tmp: Path, key: str, cfg_port: int) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _prep(
+    tmp: Path, key: str, cfg_port: int, bundle: str = BUNDLE.text
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run the pod's init script with its paths moved under tmp."""
     cfg = parse_config({"platform": "gke", "vllm": {"port": cfg_port}})
     secrets, out, scripts = tmp / "secrets", tmp / "frontdoor", tmp / "scripts"
     for d in (secrets, out, scripts):
         d.mkdir()
     (secrets / pod.API_KEY_FILE).write_text(key)
+    (secrets / pod.TLS_BUNDLE_FILE).write_text(bundle)
     for name, text in pod.scripts(cfg).items():
         text = text.replace(pod.SECRETS_DIR, str(secrets)).replace(pod.FRONTDOOR_DIR, str(out))
         (scripts / name).write_text(text.replace(pod.SCRIPTS_DIR, str(scripts)))
@@ -146,3 +152,37 @@ def test_an_empty_key_file_stops_the_pod_with_the_fix(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "make api-key" in result.stderr
     assert not (out / "api_key.conf").exists()
+
+
+def test_every_replica_serves_the_one_stored_certificate(door: Door, tmp_path: Path) -> None:
+    """Issue 25: each pod made its own self-signed certificate, so a client pinning one
+    fingerprint was refused by every other replica behind the load balancer. Now two replicas'
+    init containers write the certificate of the secret's bundle, byte for byte."""
+    second, out2 = _prep(tmp_path, KEY, 8000)
+    assert second.returncode == 0, second.stderr
+    assert (door.out / "tls.crt").read_text() == BUNDLE.cert_pem
+    assert (out2 / "tls.crt").read_text() == BUNDLE.cert_pem
+    assert (out2 / "tls.key").read_text() == BUNDLE.key_pem
+    assert (out2 / "tls.key").stat().st_mode & 0o777 == 0o440
+    # nginx serves it: the running front door's certificate is the stored one's fingerprint.
+    conn = http.client.HTTPSConnection("127.0.0.1", door.tls_port, context=door.context)
+    conn.connect()
+    assert conn.sock is not None
+    served = conn.sock.getpeercert(binary_form=True) or b""
+    conn.close()
+    assert hashlib.sha256(served).hexdigest() == tlscert.fingerprints(BUNDLE.cert_pem)["sha256"]
+
+
+@pytest.mark.parametrize(
+    "bundle",
+    ["", BUNDLE.cert_pem, BUNDLE.text + BUNDLE.cert_pem],
+    ids=["empty", "no-key", "two-certificates"],
+)
+def test_a_missing_or_malformed_certificate_stops_the_pod_with_the_fix(
+    tmp_path: Path, bundle: str
+) -> None:
+    result, out = _prep(tmp_path, KEY, 8000, bundle=bundle)
+    assert result.returncode != 0
+    assert "make tls-cert" in result.stderr
+    assert BUNDLE.key_pem not in result.stderr
+    assert not (out / "tls.key").exists() or not (out / "tls.key").read_text()

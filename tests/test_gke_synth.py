@@ -312,3 +312,21 @@ def test_the_replicas_get_the_tpu_vms_cache_grants_and_nothing_more(
     assert condition == render.cache_write_condition(CFG, bucket)
     assert f"/objects/xla/{render.compile_cache_key(CFG)}/" in condition["expression"]
     assert node["roles/storage.objectViewer"] is None
+
+
+def test_every_replica_reads_the_one_front_door_certificate(
+    stacks: dict[str, dict[str, Any]], objects: dict[str, dict[str, Any]]
+) -> None:
+    """Issue 25: the certificate is a secret like the key (no version in Terraform, `make
+    tls-cert` adds it), declared by the secrets stack, readable by the replicas' identity,
+    and mounted by the add-on next to the key."""
+    secrets = stacks[CFG.secrets_stack_name]["resource"]["google_secret_manager_secret"]
+    assert secrets["tls"]["secret_id"] == CFG.tls_secret_id
+    assert "google_secret_manager_secret_version" not in stacks[CFG.secrets_stack_name]["resource"]
+    grants = stacks[CFG.gke_stack_name]["resource"]["google_secret_manager_secret_iam_member"]
+    assert grants["tls-serving-accessor"]["secret_id"] == CFG.tls_secret_id
+    assert grants["tls-serving-accessor"]["role"] == "roles/secretmanager.secretAccessor"
+    spc = objects["kubernetes_manifest.secret-provider-class"]
+    params = spc["spec"]["parameters"]["secrets"]
+    assert f"secrets/{CFG.tls_secret_id}/versions/latest" in params
+    assert f'path: "{pod.TLS_BUNDLE_FILE}"' in params

@@ -109,14 +109,21 @@ def service_account_key(path: Path, token_uri: str) -> Path:
 
 
 def run(
-    tmp_path: Path, args: list[str], stdin: str, extra: dict[str, str], credentials: Path | None
+    tmp_path: Path,
+    args: list[str],
+    stdin: str,
+    extra: dict[str, str],
+    credentials: Path | None,
+    *,
+    config_text: str = "",
 ) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "deploy.toml"
-    config.write_text(f'project = "{PROJECT}"\n')
+    config.write_text(f'project = "{PROJECT}"\n{config_text}')
     drop = (
         "GOOGLE_APPLICATION_CREDENTIALS",
         "TPU_EMULATOR_HOST",
         "SECRETMANAGER_EMULATOR_HOST",
+        "CONTAINER_EMULATOR_HOST",
         "ENDPOINT",
         "TLS_SHA256",
         "VLLM_API_KEY",
@@ -173,6 +180,31 @@ def test_refused_credentials_are_one_line_with_the_fix(
     args, stdin, extra = COMMANDS[command]
     result = run(tmp_path, args, stdin, extra, credentials=key)
     assert refusing.requests > before  # the refusal came from the (loopback) token endpoint
+    assert_one_line_with_the_fix(result, "gcloud auth application-default login")
+
+
+# The same commands on GKE go through tpudeploy.platform.Gke (the cluster's API, issue 25).
+GKE_COMMANDS = ["status", "wait", "smoke", "endpoint", "tls-cert"]
+
+
+@pytest.mark.parametrize("command", GKE_COMMANDS)
+def test_on_gke_no_credentials_is_the_same_one_line(tmp_path: Path, command: str) -> None:
+    args, stdin, extra = COMMANDS.get(command, ([command], "", {}))
+    result = run(tmp_path, args, stdin, extra, credentials=None, config_text='platform = "gke"\n')
+    assert_one_line_with_the_fix(result, "gcloud auth application-default login")
+    assert "no Google Cloud credentials" in result.stderr
+
+
+def test_on_gke_refused_credentials_are_one_line(
+    tmp_path: Path, refusing: RefusingTokenEndpoint
+) -> None:
+    """One command: wait, status and endpoint get their token from the same call
+    (tpudeploy.gke.kube.cluster_access)."""
+    key = service_account_key(tmp_path / "key.json", refusing.url)
+    before = refusing.requests
+    args, stdin, extra = COMMANDS["status"]
+    result = run(tmp_path, args, stdin, extra, credentials=key, config_text='platform = "gke"\n')
+    assert refusing.requests > before
     assert_one_line_with_the_fix(result, "gcloud auth application-default login")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,20 @@ def _declared(path: Path) -> set[str]:
         module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
         if module.startswith("cdktf_cdktf_provider_google_beta."):
             found.add(module.rsplit(".", 1)[1])
+        if module.startswith("cdktf_cdktf_provider_kubernetes.") and not module.endswith(
+            ".provider"
+        ):
+            found.add("kubernetes_" + module.rsplit(".", 1)[1])
         if isinstance(node, ast.keyword) and node.arg == "terraform_resource_type":
             assert isinstance(node.value, ast.Constant)
             found.add(str(node.value.value))
     return found
 
 
-@pytest.mark.parametrize("stack", ["secrets.py", "tpuvm/node.py", "tpuvm/deadline.py"])
+@pytest.mark.parametrize(
+    "stack",
+    ["secrets.py", "tpuvm/node.py", "tpuvm/deadline.py", "gke/cluster.py", "gke/serving.py"],
+)
 def test_every_type_a_stack_declares_has_its_permissions(stack: str) -> None:
     declared = _declared(REPO_ROOT / "stacks" / stack)
     assert declared, stack
@@ -55,6 +63,37 @@ def test_the_list_is_what_each_synthesized_stack_holds(
     real = set(permissions.NEEDS) - {permissions.QUEUED_RESOURCE}
     assert secrets == set(permissions.resource_types(cfg, "deploy-secrets")) & real
     assert secrets | node == set(permissions.resource_types(cfg, "deploy")) & real
+
+
+# The shipped GKE deployment, as tests/test_gke_synth.py synthesizes it: one synth per session.
+GKE_RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+
+
+def test_the_gke_list_is_what_each_synthesized_gke_stack_holds(synth: Synthesizer) -> None:
+    """Issue 25: preflight's list for a GKE deploy is generated from the GKE stacks' own types,
+    data sources included (each is an API call at plan time)."""
+    cfg = parse_config(GKE_RAW)
+    stacks = synth(GKE_RAW)
+
+    def types(name: str) -> set[str]:
+        body = stacks[name]
+        return set(body.get("resource", {})) | {f"data_{t}" for t in body.get("data", {})}
+
+    secrets = types(cfg.secrets_stack_name)
+    everything = secrets | types(cfg.gke_stack_name) | types(cfg.serving_stack_name)
+    assert secrets == set(permissions.resource_types(cfg, "deploy-secrets"))
+    assert everything == set(permissions.resource_types(cfg, "deploy"))
+    wanted = set(permissions.project_permissions(cfg, "deploy"))
+    for permission in (
+        "container.clusters.create",
+        "container.deployments.create",
+        "container.thirdPartyObjects.create",  # ComputeClass, PodMonitoring, SecretProviderClass
+        "container.clusters.getCredentials",
+    ):
+        assert permission in wanted
+    # Nothing of the TPU VM's: a GKE deploy creates no TPU VM, queued resource or deadline job.
+    assert not {p for p in wanted if p.startswith(("tpu.", "cloudscheduler."))}
+    assert permissions.ACT_AS in permissions.needs(cfg, "deploy")
 
 
 def test_spot_and_on_demand_need_what_the_deadline_job_needs() -> None:

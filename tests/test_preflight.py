@@ -73,6 +73,7 @@ def run(
     project: str = PROJECT,
     secret_manager: str = "",
     extra: str = "",
+    service_usage: str = "",
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     config = tmp_path / "deploy.toml"
     config.write_text((f'project = "{project}"\n' if project else "") + extra)
@@ -89,6 +90,7 @@ def run(
         NO_GCE_CHECK="true",
         GCE_METADATA_HOST="127.0.0.1:9",
         SECRETMANAGER_EMULATOR_HOST=secret_manager,
+        SERVICEUSAGE_EMULATOR_HOST=service_usage,
     )
     if credentials is not None:
         env["GOOGLE_APPLICATION_CREDENTIALS"] = str(credentials)
@@ -307,3 +309,51 @@ def test_a_private_node_without_the_stacks_nat_is_noted(tmp_path: Path) -> None:
         extra="[network]\nenable_external_ip = false\n",
     )
     assert with_nat.returncode == 0 and with_nat.stderr == ""
+
+
+GKE = parse_config({"project": PROJECT, "platform": "gke"})
+
+
+@pytest.mark.parametrize("monitoring", [False, True])
+def test_a_gke_deploy_needs_monitoring_enabled_and_the_shared_certificate(
+    tmp_path: Path, monitoring: bool
+) -> None:
+    """Issue 25: Managed Prometheus and the HPA's metric need monitoring.googleapis.com, which
+    no stack enables; the front door's one certificate (`make tls-cert`) is a third secret."""
+    from tools.rehearsal.fakes.serviceusage import FakeServiceUsage
+
+    with (
+        FakeSecretManager({HF: ["t"], KEY: ["k"], GKE.tls_secret_id: []}) as sm,
+        FakeServiceUsage() as su,
+    ):
+        if monitoring:
+            su.inventory.enable(PROJECT, "monitoring.googleapis.com")
+        result, _ = run(
+            tmp_path,
+            "deploy",
+            path=bin_with(tmp_path, "terraform"),
+            credentials=credentials_file(tmp_path),
+            secret_manager=sm.host,
+            extra='platform = "gke"\n',
+            service_usage=su.host,
+        )
+        asked = {r["path"].rsplit("/", 1)[1] for r in su.requests}
+    assert asked == {"container.googleapis.com", "monitoring.googleapis.com"}
+    assert result.returncode == 1
+    refusals = [x for x in lines(result.stderr) if "note:" not in x]
+    notes = [x for x in lines(result.stderr) if "note:" in x]
+    if not monitoring:
+        # Refused before the secrets are looked at: one line with the command that fixes it.
+        assert refusals == [
+            "preflight: monitoring.googleapis.com is not enabled in project preflight-proj-1 "
+            "(Managed Prometheus and the HPA's metric): run `gcloud services enable "
+            "monitoring.googleapis.com --project=preflight-proj-1`, then try again"
+        ]
+        assert not sm.requests
+    else:
+        assert len(refusals) == 1 and "make tls-cert" in refusals[0], refusals
+        assert GKE.tls_secret_id in refusals[0]
+    # The cluster stack enables the container API itself: a note, never a refusal.
+    assert any(
+        "container.googleapis.com is not enabled yet: the deploy enables it" in n for n in notes
+    ), notes

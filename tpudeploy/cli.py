@@ -12,10 +12,8 @@ from pathlib import Path
 
 from tpudeploy import errors, planner, policy, terraform
 from tpudeploy.config import DeployConfig, config_path, load_config, require_project
-from tpudeploy.platform import platform_for
-from tpudeploy.terminal import printable
+from tpudeploy.platform import NotOnThisPlatform, platform_for
 from tpudeploy.tpuvm import queued_resource as qr
-from tpudeploy.tpuvm.flex import queued_resource_spec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,53 +89,14 @@ def _plan_scale(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _status(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    project = require_project(cfg, source=str(config_path()))
-    spec = queued_resource_spec(cfg, project)
-    try:
-        report = qr.status(spec)
-    except qr.QueuedResourceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    # What the API reports about the node passes through printable() like every node-sourced
-    # text (tpudeploy/terminal.py).
-    if cfg.provisioning == "flex-start":
-        print("\n".join(printable(line) for line in qr.format_status(report).split("\n")))
-    else:
-        # A VM path has no queued resource; show the node, then what ends its billing.
-        state = printable(report["node_state"])
-        print(f"node {spec.node_name}: {state}")
-        ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
-        print(printable(f"  external IP {ext}, internal IP {internal}"))
-        from tpudeploy.tpuvm import vmstatus
-
-        print("\n".join(printable(line) for line in vmstatus.lines(cfg, project, state)))
-    if report["node_state"] != "NOT_FOUND":
-        # What the node says it runs, and how its boot compared with the planner.
-        from tpudeploy import nodebuild
-
-        print("\n".join(printable(line) for line in nodebuild.status_lines(cfg, project)))
-    return 0
+    return platform_for(cfg).status(cfg, require_project(cfg, source=str(config_path())))
 
 
 def _cleanup(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    """Delete the deployment's flex-start queued resource whatever Terraform's state says.
-
-    `make destroy` runs this after `cdktf destroy`: Terraform never runs the destroy provisioner
-    of a tainted terraform_data (a create that failed or was killed), so a queued resource could
-    outlive the destroy and later bill. The name comes from the config; a missing one is success.
-    Checked for every provisioning model: a deployment switched away from flex-start may still
-    have one.
-    """
+    """What `make destroy` runs after `cdktf destroy` (tpudeploy.platform: the TPU VM deletes a
+    queued resource Terraform lost track of; GKE says which TPU nodes still bill)."""
     project = require_project(cfg, source=str(config_path()))
-    spec = queued_resource_spec(cfg, project)
-    try:
-        qr.QueuedResourceClient(spec, poll=_poll()).delete(
-            timeout=args.timeout or qr.DEFAULT_DELETE_TIMEOUT
-        )
-    except qr.QueuedResourceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return platform_for(cfg).cleanup(cfg, project, timeout=args.timeout)
 
 
 def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -145,6 +104,16 @@ def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy.tpuvm.scheduler import SchedulerApi
 
     project = require_project(cfg, source=str(config_path()))
+    platform = platform_for(cfg)
+    if not platform.replaces_dead_nodes:
+        # GKE replaces a preempted replica itself (the Deployment and the autoscaler): the
+        # deploy's first step has nothing to do, and `make recover` nothing to offer.
+        if args.apply:
+            raise NotOnThisPlatform(
+                f"make recover replaces one dead TPU VM; on {platform.name} the Deployment "
+                "replaces a lost replica by itself (`make status` shows it)"
+            )
+        return 0
     mode = recover.RECOVER if args.apply else recover.DEPLOY
     try:
         decision = recover.recover(
@@ -173,6 +142,7 @@ def _run_summary(line: str) -> None:
 
 
 def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    platform_for(cfg).require(cfg, "extend")
     from tpudeploy.tpuvm import recover
     from tpudeploy.tpuvm.extend import extend, extension_seconds
     from tpudeploy.tpuvm.scheduler import SchedulerApi
@@ -237,10 +207,6 @@ def _after_failure(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return 1
 
 
-def _poll() -> float:
-    return float(os.environ.get(qr.POLL_ENV) or qr.DEFAULT_POLL)
-
-
 def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import secretstore
 
@@ -267,13 +233,12 @@ def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy.tpuvm import wait
-
     project = require_project(cfg, source=str(config_path()))
-    return wait.wait_ready(cfg, project, timeout=args.timeout, interval=args.interval)
+    return platform_for(cfg).wait(cfg, project, timeout=args.timeout, interval=args.interval)
 
 
 def _pin(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    platform_for(cfg).require(cfg, "pin")
     from tpudeploy import nodebuild, pinning
     from tpudeploy.tpuvm.queued_resource import TpuApi
 
@@ -283,11 +248,11 @@ def _pin(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import frontdoor, smoke
+    from tpudeploy import smoke
 
     project = require_project(cfg, source=str(config_path()))
     try:
-        endpoint = frontdoor.resolve_endpoint(cfg, project)
+        endpoint = platform_for(cfg).endpoint(cfg, project)
         key = smoke.resolve_api_key(cfg, project)
     except Exception as exc:
         if not errors.is_no_credentials(exc):
@@ -301,16 +266,19 @@ def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _endpoint(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import frontdoor
-
     project = require_project(cfg, source=str(config_path()))
-    return frontdoor.endpoint_report(cfg, project, cert_out=args.cert_out or "")
+    return platform_for(cfg).endpoint_report(cfg, project, cert_out=args.cert_out or "")
 
 
 def _tunnel(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import frontdoor
+    return platform_for(cfg).tunnel(cfg, require_project(cfg, source=str(config_path())))
 
-    return frontdoor.run_tunnel(cfg, require_project(cfg, source=str(config_path())))
+
+def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import secretstore
+
+    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
+    return secretstore.store_new_tls_cert(cfg, store, sys.stdout)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -400,6 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     empty.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     empty.set_defaults(func=_empty_cache)
+    sub.add_parser(
+        "tls-cert",
+        help="GKE: make the front door's one certificate for every replica, store it in Secret "
+        "Manager (the key is never written to a file)",
+    ).set_defaults(func=_tls_cert)
     wait_p = sub.add_parser("wait", help="follow the boot phases until vLLM is ready (no SSH)")
     wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
     wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")

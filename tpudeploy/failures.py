@@ -15,6 +15,7 @@ from typing import TextIO
 
 from tpudeploy import planner, terraform
 from tpudeploy.config import DeployConfig
+from tpudeploy.platform import platform_for
 from tpudeploy.tpuvm.addresses import QUEUED_RESOURCE_ADDRESS
 
 # Resource types that bill by the hour while they exist (the chip); the rest of the node stack
@@ -27,7 +28,8 @@ def _rate(cfg: DeployConfig) -> str:
 
 
 def billing_resources(cfg: DeployConfig, resources: list[terraform.StateResource]) -> list[str]:
-    """The node stack's resources in state that bill, each with what it costs."""
+    """The node stack's resources in state that bill, each with what it costs (the TPU VM's;
+    each platform names its own: tpudeploy.platform)."""
     found = []
     for r in resources:
         if r.address == QUEUED_RESOURCE_ADDRESS:
@@ -53,6 +55,20 @@ def _state_name(cfg: DeployConfig, stack: str) -> str:
     return terraform.local_state_path(stack).name
 
 
+def _billing_state(
+    cfg: DeployConfig, root: Path
+) -> tuple[list[terraform.StateResource] | None, str]:
+    """The resources of every billing-part stack's local state (None: no state file at all),
+    and those files' names."""
+    stacks = [s for s in platform_for(cfg).stacks(cfg) if s != cfg.secrets_stack_name]
+    found: list[terraform.StateResource] | None = None
+    for stack in stacks:
+        resources = terraform.state_resources(terraform.local_state_path(stack, root))
+        if resources is not None:
+            found = (found or []) + resources
+    return found, ", ".join(_state_name(cfg, s) for s in stacks)
+
+
 def after_deploy(
     cfg: DeployConfig, *, out: TextIO | None = None, root: Path = terraform.REPO_ROOT
 ) -> None:
@@ -67,21 +83,21 @@ def after_deploy(
             file=out,
         )
         return
-    node = terraform.state_resources(terraform.local_state_path(cfg.node_stack_name, root))
+    platform = platform_for(cfg)
+    node, names = _billing_state(cfg, root)
     secrets = terraform.state_resources(terraform.local_state_path(cfg.secrets_stack_name, root))
     if not node and not secrets:
-        state = _state_name(cfg, cfg.node_stack_name)
         print(
-            f"deploy failed before Terraform created anything (no resource in {state}): "
+            f"deploy failed before Terraform created anything (no resource in {names}): "
             f"nothing of this deployment bills. {again}",
             file=out,
         )
         return
-    billing = billing_resources(cfg, node or [])
+    billing = platform.billing_in_state(cfg, node or [])
     if not billing:
         print(
-            f"deploy failed. {again} Terraform's state holds no TPU node or queued resource of "
-            f"{cfg.name} ({_state_name(cfg, cfg.node_stack_name)}), so no chip bills.",
+            f"deploy failed. {again} Terraform's state holds no {platform.billing_noun} of "
+            f"{cfg.name} ({names}), so no chip bills.",
             file=out,
         )
         return
@@ -112,20 +128,22 @@ def after_destroy(
                 file=out,
             )
         else:
-            path = terraform.local_state_path(cfg.node_stack_name, root)
-            node = terraform.state_resources(path)
-            billing = billing_resources(cfg, node or [])
+            platform = platform_for(cfg)
+            node, names = _billing_state(cfg, root)
+            billing = platform.billing_in_state(cfg, node or [])
+            stacks = ", ".join(s for s in platform.stacks(cfg) if s != cfg.secrets_stack_name)
             if node is None:
                 print(
-                    f"destroy failed, but Terraform has no state for {cfg.node_stack_name} here "
-                    f"(no {path.name}): it created nothing on this machine that could bill.",
+                    f"destroy failed, but Terraform has no state for {stacks} here (no {names}): "
+                    "it created nothing on this machine that could bill.",
                     file=out,
                 )
             elif not billing:
                 print(
-                    f"destroy failed; Terraform's state ({path.name}) holds no TPU node or queued "
-                    "resource, so no chip bills. Fix the error above and run `make destroy` again "
-                    "to remove the rest (firewall rules, which cost nothing).",
+                    f"destroy failed; Terraform's state ({names}) holds no "
+                    f"{platform.billing_noun}, so no chip bills. Fix the error above "
+                    "and run `make destroy` again to remove the rest (firewall rules, which cost "
+                    "nothing).",
                     file=out,
                 )
             else:
@@ -136,7 +154,7 @@ def after_destroy(
                     "`make destroy` again.",
                     file=out,
                 )
-    if cleanup_exit:
+    if cleanup_exit and platform_for(cfg).replaces_dead_nodes:
         print(
             f"Whether queued resource {cfg.queued_resource_id} exists could not be checked (the "
             "error above); once that is fixed, run `make destroy` again, or `make status`.",

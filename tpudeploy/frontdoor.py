@@ -84,9 +84,10 @@ def connect(endpoint: Endpoint, *, timeout: float) -> http.client.HTTPSConnectio
     except (OSError, ssl.SSLError) as exc:
         conn.close()
         raise FrontDoorError(
-            f"cannot reach {endpoint.url} ({exc}). Is the node ready (`make wait`)? The default "
+            f"cannot reach {endpoint.url} ({exc}). Is it ready (`make wait`)? A TPU VM's default "
             "deployment opens no port: run `make tunnel` in another terminal and use "
-            "https://localhost:8443, or add your range to [network] allowed_cidrs"
+            "https://localhost:8443; GKE's load balancer is internal: run from the VPC. Either "
+            "way your range must be in [network] allowed_cidrs"
         ) from None
     assert conn.sock is not None
     der = conn.sock.getpeercert(binary_form=True) or b""

@@ -127,6 +127,60 @@ NEEDS: dict[str, Need] = {
         "roles/cloudscheduler.admin",
         "https://cloud.google.com/scheduler/docs/access-control",
     ),
+    # GKE (platform = "gke"). The cluster and its pools: projects.locations.clusters.create
+    # needs container.clusters.create and actAs on the nodes' account; nodePools.create/delete
+    # need container.clusters.update on the cluster
+    # (https://cloud.google.com/kubernetes-engine/docs/reference/api-permissions).
+    "google_container_cluster": Need(
+        (*_crud("container.clusters"), "container.operations.get"),
+        "roles/container.clusterAdmin",
+        "https://cloud.google.com/kubernetes-engine/docs/reference/api-permissions",
+    ),
+    "google_container_node_pool": Need(
+        ("container.clusters.get", "container.clusters.update", "container.operations.get"),
+        "roles/container.clusterAdmin",
+        "https://cloud.google.com/kubernetes-engine/docs/reference/api-permissions",
+    ),
+    # Data sources: the project's number (the Workload Identity principal) and the cluster's
+    # endpoint and CA for the serving stack's kubernetes provider (clusters.get; the CA is
+    # part of the credentials container.clusters.getCredentials shows).
+    "data_google_project": Need(
+        ("resourcemanager.projects.get",),
+        "roles/browser",
+        "https://cloud.google.com/resource-manager/docs/access-control-proj",
+    ),
+    "data_google_container_cluster": Need(
+        ("container.clusters.get", "container.clusters.getCredentials"),
+        "roles/container.clusterViewer",
+        "https://cloud.google.com/kubernetes-engine/docs/reference/api-permissions",
+    ),
+    # Your own access token for the kubernetes provider: no API call.
+    "data_google_client_config": Need(
+        (),
+        "none",
+        "https://registry.terraform.io/providers/hashicorp/google/latest/docs/data-sources/client_config",
+    ),
+    # The serving stack's Kubernetes objects: GKE maps each Kubernetes verb on a resource to
+    # the IAM permission container.<resource>.<verb> (custom resources: thirdPartyObjects),
+    # all in roles/container.developer
+    # (https://cloud.google.com/iam/docs/roles-permissions/container).
+    **{
+        f"kubernetes_{kind}": Need(
+            _crud(f"container.{plural}"),
+            "roles/container.developer",
+            "https://cloud.google.com/iam/docs/roles-permissions/container",
+        )
+        for kind, plural in (
+            ("namespace_v1", "namespaces"),
+            ("service_account_v1", "serviceAccounts"),
+            ("config_map_v1", "configMaps"),
+            ("deployment_v1", "deployments"),
+            ("pod_disruption_budget_v1", "podDisruptionBudgets"),
+            ("service_v1", "services"),
+            ("horizontal_pod_autoscaler_v2", "horizontalPodAutoscalers"),
+            ("manifest", "thirdPartyObjects"),
+        )
+    },
 }
 # Attaching an account to the TPU VM (the node's) or to the deadline job (NAME-stop) is actAs on
 # that account (https://cloud.google.com/iam/docs/service-accounts-actas).
@@ -157,19 +211,37 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
     "node (flex-start)": ("terraform_data", QUEUED_RESOURCE),
     "node (spot, on-demand)": ("google_tpu_v2_vm", "terraform_data", "google_cloud_scheduler_job"),
     "node (no external address)": ("google_compute_router", "google_compute_router_nat"),
+    "cluster (gke)": (
+        "google_project_service",
+        "google_compute_router",
+        "google_compute_router_nat",
+        "google_container_cluster",
+        "google_container_node_pool",
+        "data_google_project",
+        "google_secret_manager_secret_iam_member",
+        "google_storage_bucket_iam_member",
+    ),
+    "serving (gke)": (
+        "data_google_container_cluster",
+        "data_google_client_config",
+        "kubernetes_namespace_v1",
+        "kubernetes_service_account_v1",
+        "kubernetes_config_map_v1",
+        "kubernetes_deployment_v1",
+        "kubernetes_pod_disruption_budget_v1",
+        "kubernetes_service_v1",
+        "kubernetes_horizontal_pod_autoscaler_v2",
+        "kubernetes_manifest",
+    ),
 }
 
 
 def resource_types(cfg: DeployConfig, purpose: str) -> list[str]:
-    """The resource types `make <purpose>` creates for this config."""
-    vm = cfg.provisioning != "flex-start"
-    keys = ["secrets (all models)"]
-    if vm:
-        keys.append("secrets (spot, on-demand: the deadline job's account and role)")
-    if purpose == "deploy":
-        keys += ["node (all models)", "node (spot, on-demand)" if vm else "node (flex-start)"]
-        if cfg.declares_nat:
-            keys.append("node (no external address)")
+    """The resource types `make <purpose>` creates for this config (the platform names the
+    parts: tpudeploy.platform)."""
+    from tpudeploy.platform import platform_for
+
+    keys = platform_for(cfg).permission_parts(cfg, purpose)
     return sorted({t for k in keys for t in STACK_RESOURCES[k]})
 
 

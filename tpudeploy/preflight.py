@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from tpudeploy import errors, policy, terraform
 from tpudeploy.config import DeployConfig, config_path
@@ -100,13 +100,17 @@ def check_project(cfg: DeployConfig) -> Check:
     )
 
 
+def _and(items: list[str]) -> str:
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def check_secrets(cfg: DeployConfig, store: SecretStore) -> list[Check]:
-    """The two secrets the node reads at boot, each with an enabled latest version."""
+    """The secrets the node (or every replica) reads at boot, each with an enabled latest
+    version: the platform names them (tpudeploy.platform)."""
+    from tpudeploy.platform import platform_for
+
     checks = []
-    for secret_id, command in (
-        (cfg.hf_token_secret_id, "make secret"),
-        (cfg.api_key_secret_id, "make api-key"),
-    ):
+    for secret_id, command in platform_for(cfg).secrets(cfg):
         try:
             state = store.version_state(secret_id)
         except SecretStoreError as exc:
@@ -124,8 +128,9 @@ def check_secrets(cfg: DeployConfig, store: SecretStore) -> list[Check]:
                 Check(
                     False,
                     f"secret {secret_id} does not exist in project {store.project}: run "
-                    "`make deploy-secrets` first (the long-lived stack), then `make secret` and "
-                    "`make api-key`, then `make deploy`",
+                    "`make deploy-secrets` first (the long-lived stack), then "
+                    + _and([f"`{c}`" for _, c in platform_for(cfg).secrets(cfg)])
+                    + ", then `make deploy`",
                 )
             )
             break  # the long-lived stack is missing: one line says it for both secrets
@@ -182,6 +187,68 @@ def check_permissions(
     )
 
 
+SERVICEUSAGE_EMULATOR_ENV = "SERVICEUSAGE_EMULATOR_HOST"
+# services.get: state ENABLED or DISABLED; needs serviceusage.services.get
+# (https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get).
+SERVICEUSAGE_URL = "https://serviceusage.googleapis.com/v1/projects/{project}/services/{service}"
+
+
+def service_state(project: str, service: str, *, timeout: float = 5.0) -> str:
+    """The service's state (ENABLED, DISABLED); ValueError saying why when it cannot tell."""
+    import requests
+
+    emulator = os.environ.get(SERVICEUSAGE_EMULATOR_ENV, "").strip()
+    session: Any
+    if emulator:
+        session = requests.Session()
+        url = f"http://{emulator}/v1/projects/{project}/services/{service}"
+    else:
+        import google.auth
+        from google.auth.transport.requests import AuthorizedSession
+
+        credentials, _ = google.auth.default()
+        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+        url = SERVICEUSAGE_URL.format(project=project, service=service)
+    try:
+        response = session.get(url, timeout=timeout)
+    except Exception as exc:  # network or token failure: the check could not be made
+        raise ValueError(type(exc).__name__) from None
+    if response.status_code != 200:
+        raise ValueError(f"HTTP {response.status_code}")
+    return str(response.json().get("state") or "STATE_UNSPECIFIED")
+
+
+def check_apis(cfg: DeployConfig, state: Callable[[str, str], str] = service_state) -> list[Check]:
+    """The APIs the platform needs that no stack enables are enabled (a disabled one fails the
+    apply, or a GKE add-on, well after the cluster bills); one a stack enables is a note."""
+    from tpudeploy.platform import platform_for
+
+    checks = []
+    for service, enabled_by_stack, why in platform_for(cfg).apis(cfg):
+        try:
+            found = state(cfg.project, service)
+        except ValueError as exc:
+            checks.append(
+                Check(True, f"cannot tell whether {service} is enabled ({exc}); {why}", note=True)
+            )
+            continue
+        if found == "ENABLED":
+            checks.append(Check(True, f"{service} enabled"))
+        elif enabled_by_stack:
+            checks.append(
+                Check(True, f"{service} is not enabled yet: the deploy enables it ({why})", True)
+            )
+        else:
+            checks.append(
+                Check(
+                    False,
+                    f"{service} is not enabled in project {cfg.project} ({why}): run `gcloud "
+                    f"services enable {service} --project={cfg.project}`, then try again",
+                )
+            )
+    return checks
+
+
 def check_scheduler_location(cfg: DeployConfig, api: SchedulerApi) -> Check:
     """The deadline job's region is a Cloud Scheduler location of the project (locations.list):
     a missing one fails here in a second instead of at apply, after the node was created."""
@@ -215,6 +282,7 @@ def run(
     store: Callable[[str], SecretStore] = SecretStore.from_env,
     held: Callable[[str, list[str]], set[str]] | None = None,
     scheduler: Callable[[], SchedulerApi] | None = None,
+    apis: Callable[[str, str], str] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -228,6 +296,8 @@ def run(
     checks = [check_terraform(), check_credentials(), check_project(cfg)]
     if purpose in ("deploy", "deploy-secrets") and all(c.ok for c in checks):
         checks.append(check_permissions(cfg, purpose, held))
+    if purpose in ("deploy", "diff") and all(c.ok for c in checks):
+        checks += check_apis(cfg, apis or service_state)
     if purpose == "deploy" and all(c.ok for c in checks):
         try:
             checks += check_secrets(cfg, store(cfg.project))

@@ -60,6 +60,7 @@ from stacks.common import configure, service_account_email
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster as spec
+from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
 
@@ -262,13 +263,10 @@ class GkeStack(TerraformStack):
         the cluster: the Workload Identity pool exists only once a cluster uses it."""
         number = DataGoogleProject(self, "project-number", project_id=project).number
         member = spec.serving_principal(cfg, project=project, project_number=number)
-        for id_, secret in (
-            ("hf-token", cfg.hf_token_secret_id),
-            ("api-key", cfg.api_key_secret_id),
-        ):
+        for secret, _ in platform_for(cfg).secrets(cfg):
             GoogleSecretManagerSecretIamMember(
                 self,
-                f"{id_}-serving-accessor",
+                f"{secret.removeprefix(cfg.name + '-')}-serving-accessor",
                 project=project,
                 secret_id=secret,
                 role="roles/secretmanager.secretAccessor",

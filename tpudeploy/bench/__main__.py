@@ -76,6 +76,10 @@ def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings, Any]:
 def _target(args: argparse.Namespace, cfg: Any) -> NodeTarget | None:
     if args.on_node:
         return None
+    if cfg is not None:
+        from tpudeploy.platform import platform_for
+
+        platform_for(cfg).check_bench(cfg)
     name = args.node or (cfg.node_id if cfg is not None else None)
     zone = args.zone or (cfg.zone if cfg is not None else None)
     project = args.project or (cfg.project if cfg is not None else None) or None
@@ -249,7 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"plan": _cmd_plan, "run": _cmd_run, "report": _cmd_report}
     try:
         return commands[args.command](args)
-    except (BenchConfigError, SweepError, ReportError, ConfigError, OSError) as exc:
+    except (
+        BenchConfigError,
+        SweepError,
+        ReportError,
+        ConfigError,
+        errors.UserError,
+        OSError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -389,6 +389,11 @@ class DeployConfig(Strict):
         return f"{self.name}-api-key"
 
     @property
+    def tls_secret_id(self) -> str:
+        """platform = "gke": the front door's certificate and key, one for every replica."""
+        return f"{self.name}-tls"
+
+    @property
     def compile_cache_bucket_suffix(self) -> str:
         """The bucket is "<project>-<name>-xla": at most 30 + 1 + 24 + 4 = 59 of GCS's 63
         characters, so every valid project and name fits; no random suffix."""

@@ -9,6 +9,7 @@ from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.planner import KvPool, NoPricesError, kv_pool, lookup_accelerator, price_table
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
+from tpudeploy.terraform import StateResource
 
 # The HPA scales on vllm:num_requests_waiting, Google's vLLM-on-TPU signal. At the KV wall a
 # replica runs its safe clients and queues the rest; each waiting request waits for a running
@@ -193,3 +194,28 @@ def summary(cfg: DeployConfig) -> list[str]:
         "autoscaler then removes idle TPU nodes); the idle floor until make destroy-all",
     ]
     return lines
+
+
+def billing_in_state(cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
+    """What of the cluster and serving stacks' state bills by the hour (a failed deploy or
+    destroy names it): the cluster (the idle floor) and the Deployment (its replicas ask for
+    TPU nodes, which bill while they run)."""
+    found = []
+    types = {r.type for r in resources}
+    if "google_container_cluster" in types:
+        try:
+            floor = f"${sum(rate for _, rate in idle_items(cfg)):.4f}/h"
+        except NoPricesError:
+            floor = "its idle floor"
+        found.append(
+            f"GKE cluster {cfg.name} with its system node and NAT ({floor} until `make "
+            "destroy-all`)"
+        )
+    if "kubernetes_deployment_v1" in types:
+        plan = replica_plan(cfg)
+        rate = f"${plan.chip_rate:.4f}/h" if plan.chip_rate is not None else "the chip rate"
+        found.append(
+            f"Deployment {cfg.name}: {cfg.gke.min_replicas} to {cfg.gke.max_replicas} replica(s), "
+            f"each a TPU node at {rate} while it runs (`make destroy` removes it)"
+        )
+    return found

@@ -18,6 +18,8 @@ SECRETS_DIR = "/run/tpudeploy-secrets"
 SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 HF_TOKEN_FILE = "hf_token"  # noqa: S105 - a file name; the token is in Secret Manager
 API_KEY_FILE = "api_key"
+# The front door's certificate then key (PEM), the same for every replica (tlscert.py).
+TLS_BUNDLE_FILE = "tls_bundle"
 FRONTDOOR_DIR = "/etc/tpudeploy-proxy"
 SCRIPTS_DIR = "/opt/tpudeploy"
 PREP_SCRIPT = "frontdoor.sh"
@@ -99,6 +101,7 @@ def secret_provider_parameters(cfg: DeployConfig, project: str) -> str:
     for secret, path in (
         (cfg.hf_token_secret_id, HF_TOKEN_FILE),
         (cfg.api_key_secret_id, API_KEY_FILE),
+        (cfg.tls_secret_id, TLS_BUNDLE_FILE),
     ):
         lines += [
             f'- resourceName: "projects/{project}/secrets/{secret}/versions/latest"',
@@ -114,6 +117,7 @@ def render_frontdoor_prep(cfg: DeployConfig) -> str:
         .render(
             deployment=cfg.name,
             api_key_file=f"{SECRETS_DIR}/{API_KEY_FILE}",
+            tls_bundle_file=f"{SECRETS_DIR}/{TLS_BUNDLE_FILE}",
             frontdoor_dir=FRONTDOOR_DIR,
             nginx_conf=f"{SCRIPTS_DIR}/{NGINX_CONF}",
         )

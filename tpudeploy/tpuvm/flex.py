@@ -48,3 +48,29 @@ def queued_resource_spec(cfg: DeployConfig, project: str) -> QueuedResourceSpec:
         max_run_duration_seconds=cfg.max_run_duration_seconds
         or parse_duration(DEFAULT_RUN_DURATION["flex-start"]),
     )
+
+
+def delete_queued_resource(cfg: DeployConfig, project: str, *, timeout: float | None) -> int:
+    """Delete the deployment's flex-start queued resource whatever Terraform's state says.
+
+    `make destroy` runs this after `cdktf destroy`: Terraform never runs the destroy provisioner
+    of a tainted terraform_data (a create that failed or was killed), so a queued resource could
+    outlive the destroy and later bill. The name comes from the config; a missing one is success.
+    Checked for every provisioning model: a deployment switched away from flex-start may still
+    have one.
+    """
+    import os
+    import sys
+
+    from tpudeploy.tpuvm import queued_resource as qr
+
+    spec = queued_resource_spec(cfg, project)
+    poll = float(os.environ.get(qr.POLL_ENV) or qr.DEFAULT_POLL)
+    try:
+        qr.QueuedResourceClient(spec, poll=poll).delete(
+            timeout=timeout or qr.DEFAULT_DELETE_TIMEOUT
+        )
+    except qr.QueuedResourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

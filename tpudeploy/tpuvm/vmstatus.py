@@ -13,6 +13,37 @@ from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 
 
+def status(cfg: DeployConfig, project: str) -> int:
+    """`make status` on a TPU VM: the queued resource or node, its IPs, what ends its billing,
+    and what the node says it runs."""
+    from tpudeploy.terminal import printable
+    from tpudeploy.tpuvm.flex import queued_resource_spec
+
+    spec = queued_resource_spec(cfg, project)
+    try:
+        report = qr.status(spec)
+    except qr.QueuedResourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    # What the API reports about the node passes through printable() like every node-sourced
+    # text (tpudeploy/terminal.py).
+    if cfg.provisioning == "flex-start":
+        print("\n".join(printable(line) for line in qr.format_status(report).split("\n")))
+    else:
+        # A VM path has no queued resource; show the node, then what ends its billing.
+        state = printable(report["node_state"])
+        print(f"node {spec.node_name}: {state}")
+        ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
+        print(printable(f"  external IP {ext}, internal IP {internal}"))
+        print("\n".join(printable(line) for line in lines(cfg, project, state)))
+    if report["node_state"] != "NOT_FOUND":
+        # What the node says it runs, and how its boot compared with the planner.
+        from tpudeploy import nodebuild
+
+        print("\n".join(printable(line) for line in nodebuild.status_lines(cfg, project)))
+    return 0
+
+
 def lines(
     cfg: DeployConfig,
     project: str,

@@ -1,0 +1,115 @@
+"""The front door's one certificate for every replica (GKE), made on the operator's machine.
+
+A Service balances connections over N pods: a certificate each pod made for itself (as the
+first GKE slice's init container did) would differ per pod, and a client pinning one
+fingerprint would be refused by every other replica. So `make tls-cert` makes one key and
+certificate in memory, like the TPU VM's proxy certificate (a P-256 leaf, CA:FALSE, serverAuth,
+397 days), and stores both as a version of the `<name>-tls` secret; the Secret Manager add-on
+hands the same bundle to every pod, and `make endpoint` reads the certificate from there.
+The private key exists only in this process's memory and in Secret Manager.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import ipaddress
+from dataclasses import dataclass
+
+# The TPU VM's certificate lifetime (templates/startup.sh.j2): at most 398 days is what
+# browsers and Apple's TLS clients accept for a server certificate.
+DAYS = 397
+BEGIN_CERT = "-----BEGIN CERTIFICATE-----"
+
+
+class TlsBundleError(ValueError):
+    """A stored bundle that is not one certificate and one private key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    cert_pem: str
+    key_pem: str
+
+    @property
+    def text(self) -> str:
+        """What the secret's version holds: the certificate, then the key (PEM)."""
+        return self.cert_pem + self.key_pem
+
+
+def make_bundle(common_name: str, *, ips: tuple[str, ...] = ("127.0.0.1",)) -> Bundle:
+    """A self-signed P-256 server certificate for localhost and `ips`, and its key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    names: list[x509.GeneralName] = [x509.DNSName("localhost")]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=DAYS))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        # A leaf, not a CA (issue 22): given as a client's only trust anchor, it signs nothing.
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return Bundle(
+        cert.public_bytes(serialization.Encoding.PEM).decode(),
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode(),
+    )
+
+
+def certificate_of(text: str) -> str:
+    """The certificate (PEM) of a stored bundle; the key is never returned or kept."""
+    start = text.find(BEGIN_CERT)
+    end_marker = "-----END CERTIFICATE-----"
+    end = text.find(end_marker, start)
+    if start < 0 or end < 0 or "PRIVATE KEY-----" not in text:
+        raise TlsBundleError("not a certificate followed by its private key (PEM)")
+    return text[start : end + len(end_marker)] + "\n"
+
+
+def fingerprints(cert_pem: str) -> dict[str, str]:
+    """{"sha256": hex of the DER certificate, "spki": curl's sha256//<base64> key pin}."""
+    import base64
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    der = cert.public_bytes(serialization.Encoding.DER)
+    spki = cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return {
+        "sha256": hashlib.sha256(der).hexdigest(),
+        "spki": "sha256//" + base64.b64encode(hashlib.sha256(spki).digest()).decode(),
+    }
