@@ -6,7 +6,8 @@ Prometheus, Secret Manager add-on, private nodes, shielded nodes, no default poo
 protection behind a variable `make destroy-all` lifts); a small system pool; two TPU pools of
 ct5lp-hightpu-1t (one v5e chip, topology 1x1), one spot and one flex-start, each autoscaled
 from 0 to [gke] max_replicas, tainted for TPU work and labelled for the ComputeClass; and the
-serving Kubernetes service account's read access to its two secrets and the compile cache.
+serving Kubernetes service account's read access to its two secrets and the compile cache; the
+custom metrics adapter's roles/monitoring.viewer.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from cdktf_cdktf_provider_google_beta.google_container_node_pool import (
     GoogleContainerNodePoolNodeConfigTaint,
     GoogleContainerNodePoolNodeConfigWorkloadMetadataConfig,
 )
+from cdktf_cdktf_provider_google_beta.google_project_iam_member import GoogleProjectIamMember
 from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
 from cdktf_cdktf_provider_google_beta.google_secret_manager_secret_iam_member import (
     GoogleSecretManagerSecretIamMember,
@@ -57,6 +59,7 @@ from constructs import Construct
 from stacks.common import configure, service_account_email
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
+from tpudeploy.gke import adapter
 from tpudeploy.gke import cluster as spec
 
 
@@ -258,6 +261,16 @@ class GkeStack(TerraformStack):
         (never replaces) compile-cache objects, like the TPU VM's account. Granted here, after
         the cluster: the Workload Identity pool exists only once a cluster uses it."""
         number = DataGoogleProject(self, "project-number", project_id=project).number
+        # The custom metrics adapter reads Cloud Monitoring as its own Kubernetes service
+        # account: the HPA's signal (tpudeploy.gke.adapter). Project-level, as GKE documents it.
+        GoogleProjectIamMember(
+            self,
+            "metrics-adapter-viewer",
+            project=project,
+            role=adapter.IAM_ROLE,
+            member=adapter.principal(project=project, project_number=number),
+            depends_on=[self.cluster],
+        )
         member = spec.serving_principal(cfg, project=project, project_number=number)
         for id_, secret in (
             ("hf-token", cfg.hf_token_secret_id),
