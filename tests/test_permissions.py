@@ -37,7 +37,7 @@ def _declared(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("stack", ["secrets.py", "tpuvm/node.py", "tpuvm/deadline.py"])
+@pytest.mark.parametrize("stack", ["secrets.py", "tpuvm/node.py", "deadline.py"])
 def test_every_type_a_stack_declares_has_its_permissions(stack: str) -> None:
     declared = _declared(REPO_ROOT / "stacks" / stack)
     assert declared, stack

@@ -7,7 +7,8 @@ protection behind a variable `make destroy-all` lifts); a small system pool; two
 ct5lp-hightpu-1t (one v5e chip, topology 1x1), one spot and one flex-start, each autoscaled
 from 0 to [gke] max_replicas, tainted for TPU work and labelled for the ComputeClass; and the
 serving Kubernetes service account's read access to its two secrets and the compile cache; the
-custom metrics adapter's roles/monitoring.viewer.
+custom metrics adapter's roles/monitoring.viewer; the deadline (deploy time + max_run_duration)
+and the Cloud Scheduler job deleting the cluster then (stacks/deadline.py).
 """
 
 from __future__ import annotations
@@ -57,10 +58,12 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email
+from stacks.deadline import declare_deadline
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import adapter
 from tpudeploy.gke import cluster as spec
+from tpudeploy.gke import deadline as gke_deadline
 
 
 class GkeStack(TerraformStack):
@@ -183,6 +186,7 @@ class GkeStack(TerraformStack):
             capacity: self._tpu_pool(cfg, capacity, account) for capacity in cfg.gke.capacity_order
         }
         self._serving_access(cfg, project)
+        self._deadline(cfg, project)
         TerraformOutput(self, "cluster_name", value=self.cluster.name)
         TerraformOutput(self, "cluster_location", value=self.cluster.location)
         TerraformOutput(self, "tpu_pools", value=[p.name for p in self.pools.values()])
@@ -254,6 +258,30 @@ class GkeStack(TerraformStack):
                     for k, v, e in spec.pool_taints(cfg)
                 ],
             ),
+        )
+
+    def _deadline(self, cfg: DeployConfig, project: str) -> None:
+        """Spot TPU nodes and the idle floor bill until deleted: the deadline job deletes the
+        cluster (pools, nodes, fee; tpudeploy.gke.deadline says what it leaves), unless
+        max_run_duration = "none" opted out. deletion_protection is Terraform's own guard (the
+        provider's, not the API's): the job's clusters.delete is not refused by it. Creating the
+        cluster again (a deploy after the job deleted it) starts a new deadline."""
+        if cfg.deadline_seconds is None:
+            TerraformOutput(
+                self,
+                "billing",
+                value="GKE: nothing deletes the cluster but `make destroy-all` (max_run_duration "
+                '= "none"); make check prints what forgetting it costs a month',
+            )
+            return
+        declare_deadline(
+            self,
+            cfg,
+            project,
+            cfg.deadline_seconds,
+            what=gke_deadline.what(cfg),
+            uri=gke_deadline.cluster_url(cfg, project),
+            renew_on=[self.cluster.id],
         )
 
     def _serving_access(self, cfg: DeployConfig, project: str) -> None:

@@ -174,7 +174,7 @@ def summary(cfg: DeployConfig) -> list[str]:
     )
     if plan.chip_rate is None:
         lines.append(f"cost: not estimated: no {plan.chip_model} or idle-floor prices here")
-        return lines
+        return [*lines, deadline_line(cfg, plan)]
     lo, hi = plan.hourly(a.min_replicas), plan.hourly(a.max_replicas)
     assert lo is not None and hi is not None
     ctx, cl = plan.throughput_cell
@@ -189,7 +189,32 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"${plan.per_million(a.max_replicas):.3f} at {a.max_replicas} replica(s), each at the "
         f"build log's {plan.throughput_tok_s:,} tok/s ({ctx:,} ctx, {cl} clients)",
         f"billing stops: flex-start nodes end after {cfg.gke.max_run_duration_seconds / 3600:g} h"
-        " (GKE recycles them); spot nodes bill until make destroy removes the serving stack (the "
-        "autoscaler then removes idle TPU nodes); the idle floor until make destroy-all",
+        " (GKE recycles them); spot nodes when make destroy removes the serving stack (the "
+        "autoscaler then removes idle TPU nodes); the idle floor at make destroy-all",
+        deadline_line(cfg, plan),
     ]
     return lines
+
+
+def deadline_line(cfg: DeployConfig, plan: ReplicaPlan) -> str:
+    """What ends the billing if nobody runs make destroy-all: the deadline job, or (opted out)
+    what forgetting it costs a month at min_replicas (the idle floor, the replicas' chips)."""
+    replicas = cfg.gke.min_replicas
+    if cfg.deadline_seconds is None:
+        hourly = plan.hourly(replicas)
+        cost = (
+            f"forgetting it costs ${hourly * HOURS_PER_MONTH:,.0f}/month at {replicas} "
+            f"replica(s) (${hourly:.4f}/h: the idle floor and {replicas} {plan.chip_model} "
+            "chip(s))"
+            if hourly is not None
+            else "what forgetting it costs is not estimated here (no prices for this region)"
+        )
+        return (
+            f'deadline: none (max_run_duration = "none"): nothing deletes the cluster; {cost}, '
+            "until make destroy-all"
+        )
+    return (
+        f"deadline: Cloud Scheduler job {cfg.deadline_job_name} deletes the cluster (its pools, "
+        f"nodes and fee) at deploy time + {cfg.deadline_seconds / 3600:g} h; make extend BY=2h "
+        "moves it; it leaves the Service's load balancer rule, the router and NAT, the secrets"
+    )
