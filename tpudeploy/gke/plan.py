@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.gke import adapter
 from tpudeploy.planner import KvPool, NoPricesError, kv_pool, lookup_accelerator, price_table
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
 
@@ -172,6 +173,11 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"replica, {a.min_replicas}..{a.max_replicas} replicas, scale-down after "
         f"{a.scale_down_window_s} s (a warm boot is {SEED_BOOT.warm_s:g} s)"
     )
+    if not adapter.pinned(adapter.image()):
+        lines.append(
+            f"metrics adapter: {adapter.image()} by tag, not pinned by digest (unfinished: set "
+            "DIGEST in tpudeploy/gke/adapter.py)"
+        )
     if plan.chip_rate is None:
         lines.append(f"cost: not estimated: no {plan.chip_model} or idle-floor prices here")
         return [*lines, deadline_line(cfg, plan)]
