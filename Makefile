@@ -94,7 +94,7 @@ recover: install ## Replace a preempted/terminated node or failed queued resourc
 	@$(PY) -m tpudeploy check --deploy
 	@$(PY) -m tpudeploy recover --apply
 
-extend: $(VENV_STAMP) ## Move a spot/on-demand node's deadline later: make extend BY=2h
+extend: $(VENV_STAMP) ## Move a spot/on-demand node's (GKE: the cluster's) deadline later: make extend BY=2h
 	@test -n "$$BY" || { echo "usage: make extend BY=<duration, e.g. 2h>" >&2; exit 2; }
 	@$(PY) -m tpudeploy extend "$$BY"
 

@@ -66,6 +66,11 @@ def node_account(
     )
 
 
+# What the deadline job's account may do, by platform (tpudeploy.identities.STOP_PERMISSIONS):
+# (what it stops, what its role may delete).
+_STOPS = {"tpu-vm": ("TPU node", "TPU nodes"), "gke": ("GKE cluster", "GKE clusters")}
+
+
 def stop_account(
     scope: Construct, id_: str, cfg: DeployConfig, services: list[GoogleProjectService]
 ) -> GoogleServiceAccount:
@@ -74,8 +79,9 @@ def stop_account(
         scope,
         id_,
         account_id=cfg.stop_account_id,
-        display_name=f"TPU node {cfg.name} deadline",
-        description="The deadline job's identity: deletes TPU nodes, nothing else.",
+        display_name=f"{_STOPS[cfg.platform][0]} {cfg.name} deadline",
+        description=f"The deadline job's identity: deletes {_STOPS[cfg.platform][1]}, nothing "
+        "else.",
         depends_on=services,
     )
 
@@ -142,7 +148,8 @@ def compile_cache_bucket(
 
 class SecretsStack(TerraformStack):
     """Creates: project services, the node service account and, for spot and on-demand with a
-    deadline, the deadline job's account with a custom role holding tpu.nodes.delete only, the
+    deadline (and GKE), the deadline job's account with a custom role holding tpu.nodes.delete
+    (GKE: container.clusters.delete) only, the
     HF-token and API-key secrets (no values) and the compile-cache bucket (all of these left to
     the GitOps bootstrap for a pipeline deployment); secretAccessor on those two secrets for
     the node's account, and on the bucket read and create for that account, never replace or
@@ -240,18 +247,19 @@ class SecretsStack(TerraformStack):
     def _stop_identity(
         self, cfg: DeployConfig, project: str, services: list[GoogleProjectService]
     ) -> None:
-        """The account the node stack's deadline job acts as, holding tpu.nodes.delete and
-        nothing else. Long-lived like the node's account: `make destroy` keeps it (the job goes).
-        Cloud TPU has no IAM conditions and no per-node policy, so this is project-wide (README,
-        residual risks); a pipeline deployment gets the same from the GitOps bootstrap."""
+        """The account the deadline job acts as, holding tpu.nodes.delete (GKE:
+        container.clusters.delete) and nothing else. Long-lived like the node's account: `make
+        destroy` keeps it. Cloud TPU has no IAM conditions and no per-node policy, and a GKE
+        cluster no policy of its own, so this is project-wide (README, residual risks); a
+        pipeline deployment gets the same from the GitOps bootstrap."""
         account = stop_account(self, "stop-sa", cfg, services)
         role = GoogleProjectIamCustomRole(
             self,
             "stop-role",
             role_id=cfg.stop_role_id,
             title=cfg.stop_role_id,
-            description=f"Delete TPU nodes: the deadline job of {cfg.name}",
-            permissions=list(identities.NODE_STOP_PERMISSIONS),
+            description=f"Delete {_STOPS[cfg.platform][1]}: the deadline job of {cfg.name}",
+            permissions=list(identities.STOP_PERMISSIONS[cfg.platform]),
             depends_on=services,
         )
         GoogleProjectIamMember(

@@ -122,6 +122,11 @@ KEYS: dict[str, tuple[str, ...]] = {
     "kubernetes_pod_disruption_budget_v1": ("metadata", "spec"),
     "kubernetes_service_v1": ("metadata", "spec"),
     "kubernetes_horizontal_pod_autoscaler_v2": ("metadata", "spec"),
+    # the custom metrics adapter: who it is, what it may read, which API it serves.
+    "kubernetes_cluster_role_v1": ("metadata", "rule"),
+    "kubernetes_cluster_role_binding_v1": ("metadata", "role_ref", "subject"),
+    "kubernetes_role_binding_v1": ("metadata", "role_ref", "subject"),
+    "kubernetes_api_service_v1": ("metadata", "spec", "depends_on"),
 }
 # The queued resource's spec, as the TPU API receives it: the fields a reviewer checks.
 SPEC_KEYS = (

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tpudeploy import deadline
 from tpudeploy.config import ConfigError, parse_config
-from tpudeploy.tpuvm import deadline
 
 NOW = datetime(2026, 8, 9, 12, 0, tzinfo=UTC)
 HOUR = 3600

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_recover import NODE_STATES
-from tpudeploy import gitops
+from tpudeploy import deadline, gitops
 from tpudeploy.config import parse_config
 from tpudeploy.gitops.recovery import judge
-from tpudeploy.tpuvm import deadline, recover
+from tpudeploy.tpuvm import recover
 from tpudeploy.tpuvm.addresses import DENY_ALL_ADDRESS
 
 NOW = datetime(2026, 8, 9, 12, 0, tzinfo=UTC)

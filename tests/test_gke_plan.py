@@ -101,4 +101,15 @@ def test_too_few_max_replicas_is_said() -> None:
 def test_a_region_without_idle_prices_says_so() -> None:
     cfg = parse_config({"platform": "gke", "zone": "us-central1-a", "gke": {"capacity": "spot"}})
     lines = plan.summary(cfg)
-    assert lines[-1].startswith("cost: not estimated")
+    assert lines[-2].startswith("cost: not estimated")
+    # and what ends the billing is still said; an opt-out's monthly cost cannot be
+    assert lines[-1].startswith("deadline: Cloud Scheduler job")
+    opted_out = parse_config(
+        {
+            "platform": "gke",
+            "zone": "us-central1-a",
+            "gke": {"capacity": "spot"},
+            "max_run_duration": "none",
+        }
+    )
+    assert "is not estimated here" in plan.summary(opted_out)[-1]

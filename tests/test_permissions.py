@@ -44,7 +44,15 @@ def _declared(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     "stack",
-    ["secrets.py", "tpuvm/node.py", "tpuvm/deadline.py", "gke/cluster.py", "gke/serving.py"],
+    [
+        "secrets.py",
+        "tpuvm/node.py",
+        "deadline.py",
+        "gke/cluster.py",
+        "gke/serving.py",
+        "gke/adapter.py",
+        "gke/routing.py",
+    ],
 )
 def test_every_type_a_stack_declares_has_its_permissions(stack: str) -> None:
     declared = _declared(REPO_ROOT / "stacks" / stack)

@@ -14,7 +14,7 @@ import pytest
 
 from tools.rehearsal.fakes import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import next_run
-from tpudeploy.tpuvm import deadline
+from tpudeploy import deadline
 
 PROJECT = "rehearsal-deadline"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"

@@ -195,7 +195,7 @@ def expressions(doc: dict[str, Any]) -> set[str]:
     return found
 
 
-# The deadline of a spot or on-demand node (stacks/tpuvm/deadline.py): computed from the apply's
+# The deadline of a spot or on-demand node (stacks/deadline.py): computed from the apply's
 # time or `make extend`'s variable, and the job's cron line from it. Config strings never enter
 # them.
 _DEADLINE_EXPRESSIONS = (

@@ -25,9 +25,10 @@ import pytest
 from tests.conftest import Synthesizer, terraform_env
 from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
+from tpudeploy import deadline
 from tpudeploy.config import parse_config
-from tpudeploy.tpuvm import deadline, recover, vmstatus
 from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm import recover, vmstatus
 from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_ID, DEADLINE_JOB_ID
 from tpudeploy.tpuvm.extend import extend
 from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name

@@ -27,6 +27,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "kubernetes_role_binding_v1": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     "kubernetes_cluster_role_v1": ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     "kubernetes_cluster_role_binding_v1": ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    "kubernetes_api_service_v1": ("apiregistration.k8s.io/v1", "APIService"),
 }
 # Blocks the provider names in the singular where the API's field is a list.
 PLURAL = {
@@ -51,14 +52,31 @@ PROVIDER_ONLY = frozenset(
     {"wait_for_rollout", "wait_for_load_balancer", "timeouts", "lifecycle_ignore", "depends_on"}
 )
 # Top-level fields of an object beside metadata (ServiceAccount, ConfigMap) that are not `spec`.
-TOP_LEVEL = frozenset({"data", "automount_service_account_token", "binary_data", "immutable"})
+TOP_LEVEL = frozenset(
+    {
+        "data",
+        "automount_service_account_token",
+        "binary_data",
+        "immutable",
+        "rule",
+        "role_ref",
+        "subject",
+    }
+)
 _CAMEL = re.compile(r"_([a-z0-9])")
 # The Kubernetes provider's `metric` block is a list at spec level, one object under `pods`.
 _SINGLE_UNDER = {"pods": {"metric"}}
 
 
+# API fields whose acronym the API spells in capitals (APIService, PolicyRule).
+_ACRONYMS = {
+    "insecure_skip_tls_verify": "insecureSkipTLSVerify",
+    "non_resource_urls": "nonResourceURLs",
+}
+
+
 def camel(key: str) -> str:
-    return _CAMEL.sub(lambda m: m[1].upper(), key)
+    return _ACRONYMS.get(key) or _CAMEL.sub(lambda m: m[1].upper(), key)
 
 
 def _convert(value: Any, key: str = "", parent: str = "") -> Any:
@@ -100,8 +118,8 @@ def manifest(resource_type: str, body: dict[str, Any]) -> dict[str, Any]:
     for key, value in body.items():
         if key in PROVIDER_ONLY or key in ("provider", "lifecycle", "//"):
             continue
-        if key in PLURAL and isinstance(value, list):
-            # A Role's rules, a binding's subjects: lists at the object's top level.
+        if key in TOP_LEVEL and key in PLURAL and isinstance(value, list):
+            # RBAC's rules and subjects: lists beside metadata, never a block of one.
             obj[PLURAL[key]] = [_convert(item, key) for item in value]
         elif key in TOP_LEVEL:
             obj[camel(key)] = value if key == "data" else _convert(value, key)

@@ -161,7 +161,7 @@ def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
             project,
             args.by,
             scheduler=SchedulerApi(log=sys.stderr),
-            stack_dir=lambda: _synthesized_stack(cfg),
+            stack_dir=lambda: _synthesized_stack(cfg, cfg.deadline_stack_name),
         )
     except recover.RecoverError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -169,8 +169,9 @@ def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def _synthesized_stack(cfg: DeployConfig) -> Path:
-    """Synthesize the deployment (main.py, as `make synth`) and return its node stack folder."""
+def _synthesized_stack(cfg: DeployConfig, stack: str | None = None) -> Path:
+    """Synthesize the deployment (main.py, as `make synth`) and return a stack's folder (the
+    node stack's unless named)."""
     from tpudeploy.tpuvm.recover import RecoverError
 
     outdir = Path(os.environ.get("CDKTF_OUTDIR") or REPO_ROOT / terraform.synth_outdir(cfg))
@@ -184,7 +185,7 @@ def _synthesized_stack(cfg: DeployConfig) -> Path:
     )
     if result.returncode != 0:
         raise RecoverError(f"synth failed: {result.stderr.strip()}")
-    return outdir / "stacks" / cfg.node_stack_name
+    return outdir / "stacks" / (stack or cfg.node_stack_name)
 
 
 def _preflight(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -353,7 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="make recover: replace what died before its time now (never a run that ended)",
     )
     recover_p.set_defaults(func=_recover)
-    extend_p = sub.add_parser("extend", help="move a spot/on-demand node's deadline later")
+    extend_p = sub.add_parser(
+        "extend", help="move a spot/on-demand node's (GKE: cluster's) deadline later"
+    )
     extend_p.add_argument("by", help="how much later, e.g. 2h or 90m")
     extend_p.set_defaults(func=_extend)
     sub.add_parser(

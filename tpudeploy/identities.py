@@ -27,6 +27,14 @@ STOP_ACCOUNT = "stop service account"
 # required permission is tpu.nodes.delete (TPU REST reference, projects.locations.nodes.delete);
 # Cloud Scheduler does not poll the operation the delete returns, so no get is needed either.
 NODE_STOP_PERMISSIONS = ("tpu.nodes.delete",)
+# GKE's deadline job calls the container API's projects.locations.clusters.delete, whose only
+# required permission is container.clusters.delete, "on the specified resource name" (the
+# cluster; https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
+# projects.locations.clusters/delete). A cluster has no IAM policy of its own: the grant is on
+# the project (tools/rehearsal/fakes/iamrules.py keeps the rule). Nothing polls the operation.
+CLUSTER_STOP_PERMISSIONS = ("container.clusters.delete",)
+# What each platform's deadline job deletes, with the one permission it needs.
+STOP_PERMISSIONS = {"tpu-vm": NODE_STOP_PERMISSIONS, "gke": CLUSTER_STOP_PERMISSIONS}
 
 # Custom roles (project-level definitions, granted per deployment with a condition). Predefined
 # roles that would do (secretmanager.admin, storage.admin, compute.securityAdmin, tpu.admin) also

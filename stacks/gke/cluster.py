@@ -6,8 +6,10 @@ Prometheus, Secret Manager add-on, private nodes, shielded nodes, no default poo
 protection behind a variable `make destroy-all` lifts); a small system pool; two TPU pools of
 ct5lp-hightpu-1t (one v5e chip, topology 1x1), one spot and one flex-start, each autoscaled
 from 0 to [gke] max_replicas, tainted for TPU work and labelled for the ComputeClass; and the
-serving Kubernetes service account's read access to its two secrets, and to the compile cache
-the TPU VM node account's read and conditioned create.
+serving Kubernetes service account's read access to its secrets, and to the compile cache the
+TPU VM node account's read and conditioned create; the custom metrics adapter's
+roles/monitoring.viewer; the deadline (deploy time + max_run_duration) and the Cloud Scheduler
+job deleting the cluster then (stacks/deadline.py).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from cdktf_cdktf_provider_google_beta.google_container_node_pool import (
     GoogleContainerNodePoolNodeConfigTaint,
     GoogleContainerNodePoolNodeConfigWorkloadMetadataConfig,
 )
+from cdktf_cdktf_provider_google_beta.google_project_iam_member import GoogleProjectIamMember
 from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
 from cdktf_cdktf_provider_google_beta.google_secret_manager_secret_iam_member import (
     GoogleSecretManagerSecretIamMember,
@@ -57,9 +60,12 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email
+from stacks.deadline import declare_deadline
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
+from tpudeploy.gke import adapter
 from tpudeploy.gke import cluster as spec
+from tpudeploy.gke import deadline as gke_deadline
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
@@ -184,6 +190,7 @@ class GkeStack(TerraformStack):
             capacity: self._tpu_pool(cfg, capacity, account) for capacity in cfg.gke.capacity_order
         }
         self._serving_access(cfg, project)
+        self._deadline(cfg, project)
         TerraformOutput(self, "cluster_name", value=self.cluster.name)
         TerraformOutput(self, "cluster_location", value=self.cluster.location)
         TerraformOutput(self, "tpu_pools", value=[p.name for p in self.pools.values()])
@@ -257,11 +264,45 @@ class GkeStack(TerraformStack):
             ),
         )
 
+    def _deadline(self, cfg: DeployConfig, project: str) -> None:
+        """Spot TPU nodes and the idle floor bill until deleted: the deadline job deletes the
+        cluster (pools, nodes, fee; tpudeploy.gke.deadline says what it leaves), unless
+        max_run_duration = "none" opted out. deletion_protection is Terraform's own guard (the
+        provider's, not the API's): the job's clusters.delete is not refused by it. Creating the
+        cluster again (a deploy after the job deleted it) starts a new deadline."""
+        if cfg.deadline_seconds is None:
+            TerraformOutput(
+                self,
+                "billing",
+                value="GKE: nothing deletes the cluster but `make destroy-all` (max_run_duration "
+                '= "none"); make check prints what forgetting it costs a month',
+            )
+            return
+        declare_deadline(
+            self,
+            cfg,
+            project,
+            cfg.deadline_seconds,
+            what=gke_deadline.what(cfg),
+            uri=gke_deadline.cluster_url(cfg, project),
+            renew_on=[self.cluster.id],
+        )
+
     def _serving_access(self, cfg: DeployConfig, project: str) -> None:
         """The pods' Kubernetes service account reads its two secrets and reads and creates
         (never replaces) compile-cache objects, like the TPU VM's account. Granted here, after
         the cluster: the Workload Identity pool exists only once a cluster uses it."""
         number = DataGoogleProject(self, "project-number", project_id=project).number
+        # The custom metrics adapter reads Cloud Monitoring as its own Kubernetes service
+        # account: the HPA's signal (tpudeploy.gke.adapter). Project-level, as GKE documents it.
+        GoogleProjectIamMember(
+            self,
+            "metrics-adapter-viewer",
+            project=project,
+            role=adapter.IAM_ROLE,
+            member=adapter.principal(project=project, project_number=number),
+            depends_on=[self.cluster],
+        )
         member = spec.serving_principal(cfg, project=project, project_number=number)
         for secret, _ in platform_for(cfg).secrets(cfg):
             GoogleSecretManagerSecretIamMember(

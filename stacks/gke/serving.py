@@ -7,9 +7,10 @@ prep script and the compile cache's script; the ComputeClass ordering spot befor
 Deployment (one pod per chip: the compile cache restored before vLLM starts, vLLM with the TPU
 VM's serve line, the cache saved once it is ready, then nginx in front); a PodDisruptionBudget;
 the Service (an internal load balancer, only [network] allowed_cidrs as sources); a PodMonitoring
-for vLLM's metrics; the HorizontalPodAutoscaler on vllm:num_requests_waiting.
-`kubernetes_manifest` only for the custom resources; the Kubernetes provider is configured from
-the cluster (data sources), since the cluster is another stack's.
+for vLLM's metrics; the HorizontalPodAutoscaler on vllm:num_requests_waiting, and the Custom
+Metrics Stackdriver Adapter that serves it (stacks/gke/adapter.py). `kubernetes_manifest` only
+for the custom resources; the Kubernetes provider is configured from the cluster (data
+sources), since the cluster is another stack's.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from cdktf_cdktf_provider_kubernetes.service_v1 import (
 from constructs import Construct
 
 from stacks.common import configure
+from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cache, pod
@@ -92,6 +94,8 @@ class ServingStack(TerraformStack):
                 "${base64decode(" + cluster.fqn + ".master_auth[0].cluster_ca_certificate)}"
             ),
         )
+        # The HPA's signal: nothing serves the custom metrics API until the adapter runs.
+        declare_adapter(self)
         ns = NamespaceV1(self, "namespace", metadata=NamespaceV1Metadata(name=names.NAMESPACE))
         meta: dict[str, Any] = {"namespace": ns.metadata.name, "labels": labels(cfg)}
         ServiceAccountV1(

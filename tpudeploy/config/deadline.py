@@ -1,4 +1,5 @@
-"""`[deadline]`: where the Cloud Scheduler job deleting a spot or on-demand node runs."""
+"""`[deadline]`: where the Cloud Scheduler job deleting a spot or on-demand node, or a GKE
+cluster, runs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from tpudeploy.config.base import Strict
 
 
 class DeadlineConfig(Strict):
-    """The deadline job of a spot or on-demand node (stacks/tpuvm/deadline.py)."""
+    """The deadline job of a spot or on-demand node, or of a GKE cluster (stacks/deadline.py)."""
 
     # Cloud Scheduler is regional and its locations are not every Compute region: us-west4 (the
     # build log's) is not confirmed (its locations page as stored stops at us-east4 in the

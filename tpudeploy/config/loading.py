@@ -128,6 +128,8 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             )
     if cfg.platform != "gke":
         problems += _run_end_problems(cfg)
+    else:
+        problems += _deadline_problems(cfg)
     public = public_addresses(cfg.network.allowed_cidrs)
     over = [v for v in (4, 6) if public[v] > PUBLIC_ADDRESS_LIMIT[v]]
     if over and not cfg.network.allow_public_endpoint:
@@ -245,16 +247,7 @@ def _run_end_problems(cfg: DeployConfig) -> list[str]:
                 'write a duration such as "4h", or choose provisioning = "spot" or "on-demand"',
             )
         )
-    if cfg.deadline_seconds is not None and cfg.deadline_seconds < MIN_DEADLINE_SECONDS:
-        problems.append(
-            problem(
-                "max_run_duration",
-                cfg.max_run_duration,
-                f"a {cfg.provisioning} deadline under {MIN_DEADLINE_SECONDS // 60} minutes could "
-                "pass before the deploy has created its job, which would then fire a year later",
-                f'use at least "{MIN_DEADLINE_SECONDS // 60}m"',
-            )
-        )
+    problems += _deadline_problems(cfg)
     if cfg.auto_recover and cfg.provisioning == "flex-start":
         problems.append(
             problem(
@@ -267,6 +260,22 @@ def _run_end_problems(cfg: DeployConfig) -> list[str]:
             )
         )
     return problems
+
+
+def _deadline_problems(cfg: DeployConfig) -> list[str]:
+    """A deadline job must exist before its deadline (TPU VM spot and on-demand, GKE)."""
+    if cfg.deadline_seconds is None or cfg.deadline_seconds >= MIN_DEADLINE_SECONDS:
+        return []
+    what = "GKE cluster" if cfg.platform == "gke" else cfg.provisioning
+    return [
+        problem(
+            "max_run_duration",
+            cfg.max_run_duration,
+            f"a {what} deadline under {MIN_DEADLINE_SECONDS // 60} minutes could pass before "
+            "the deploy has created its job, which would then fire a year later",
+            f'use at least "{MIN_DEADLINE_SECONDS // 60}m"',
+        )
+    ]
 
 
 # Fix hints for keys whose kind-and-example answer alone does not say what to write.

@@ -33,8 +33,10 @@ DEFAULT_NAME = "gemma4-v5e"
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # max_run_duration when unset. Flex-start: the build log's 4h runs. Spot and on-demand bill until
 # deleted (build log: "no automatic stop"), so they get a deadline the cloud enforces (a Cloud
-# Scheduler job deleting the node): one forgotten weekend on spot costs about $35.
+# Scheduler job deleting the node): one forgotten weekend on spot costs about $35. On GKE the
+# cluster (its spot pool, flex-start pool and idle floor) gets the spot node's deadline.
 DEFAULT_RUN_DURATION = MappingProxyType({"flex-start": "4h", "spot": "8h", "on-demand": "8h"})
+GKE_RUN_DURATION_AS = "spot"
 
 
 class VllmConfig(Strict):
@@ -216,9 +218,9 @@ class DeployConfig(Strict):
     """flex-start (stops billing itself), spot or on-demand (stopped by a deadline job)"""
     max_run_duration: str | int | None = Field(
         default=None,
-        json_schema_extra={"shown_default": '"4h" flex-start, "8h" spot and on-demand'},
+        json_schema_extra={"shown_default": '"4h" flex-start, "8h" spot, on-demand and GKE'},
     )
-    """how long a node bills: 4h, 90m, 2d or seconds, at most 7d; "none" opts out (not flex)"""
+    """how long a node (GKE: cluster) bills: 4h, 2d, at most 7d; "none" opts out (not flex)"""
     # A preempted spot node cannot restart; the recover workflow replaces it (docs/gitops.md).
     auto_recover: bool = False
     """spot, on-demand: the GitOps recover workflow replaces a preempted node by itself"""
@@ -294,33 +296,49 @@ class DeployConfig(Strict):
         """Seconds a node bills before it is stopped; None for "none" (spot, on-demand only)."""
         value = self.max_run_duration
         if value is None:
-            value = DEFAULT_RUN_DURATION[self.provisioning]
+            model = GKE_RUN_DURATION_AS if self.platform == "gke" else self.provisioning
+            value = DEFAULT_RUN_DURATION[model]
         if isinstance(value, str) and value.strip().lower() == NO_END:
             return None
         return parse_duration(value, name="max_run_duration")
 
     @property
     def deadline_seconds(self) -> int | None:
-        """Spot and on-demand: how long after a deploy the deadline job deletes the node. None
-        for flex-start (its queued resource carries the run duration) and for "none"."""
-        return None if self.provisioning == "flex-start" else self.max_run_duration_seconds
+        """Spot and on-demand: how long after a deploy the deadline job deletes the node; GKE:
+        the cluster. None for a flex-start TPU VM (its queued resource carries the run duration)
+        and for "none"."""
+        if self.platform != "gke" and self.provisioning == "flex-start":
+            return None
+        return self.max_run_duration_seconds
 
     @property
     def deadline_job_name(self) -> str:
-        """The Cloud Scheduler job that deletes the node at its deadline (node stack)."""
+        """The Cloud Scheduler job that deletes the node (GKE: the cluster) at its deadline."""
         return f"{self.name}-deadline"
 
     @property
+    def deadline_stack_name(self) -> str:
+        """The stack holding the deadline and its job: the node's, or GKE's cluster stack."""
+        return self.gke_stack_name if self.platform == "gke" else self.node_stack_name
+
+    @property
+    def deadline_target(self) -> str:
+        """What the deadline job deletes, in messages."""
+        return "the cluster" if self.platform == "gke" else "the node"
+
+    @property
     def stop_account_id(self) -> str:
-        """The deadline job's identity: may delete TPU nodes and nothing else."""
+        """The deadline job's identity: may delete TPU nodes (GKE: clusters) and nothing else."""
         return names.stop_account_id(self.name)
 
     @property
     def stop_role_id(self) -> str:
         """The custom role holding tpu.nodes.delete for a local (non-GitOps) deployment. One per
         deployment (role ids allow letters, digits, '_' and '.'): two deployments of one project
-        must not fight over one role. The GitOps bootstrap defines a shared one instead."""
-        return "tpudeployNodeStop_" + self.name.replace("-", "_")
+        must not fight over one role. The GitOps bootstrap defines a shared one instead. GKE's
+        holds container.clusters.delete instead, under its own id (a role's id names it)."""
+        prefix = "tpudeployClusterStop_" if self.platform == "gke" else "tpudeployNodeStop_"
+        return prefix + self.name.replace("-", "_")
 
     @property
     def flex_start_timeout_seconds(self) -> int:

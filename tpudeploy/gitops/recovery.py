@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from tpudeploy import deadline
 from tpudeploy.gitops.deployments import NO_END_MODELS, Deployment
-from tpudeploy.tpuvm import deadline
 
 DEAD_NODE_STATES = frozenset({"PREEMPTED", "TERMINATED"})
 NOT_FOUND = "NOT_FOUND"

@@ -63,11 +63,24 @@ def workload_pool(project: str) -> str:
     return f"{project}.svc.id.goog"
 
 
-def serving_principal(cfg: DeployConfig, *, project: str, project_number: str) -> str:
-    """The IAM principal of the replicas' Kubernetes service account (Workload Identity
-    Federation for GKE: a KSA is granted roles directly, no Google service account to hold)."""
+def workload_principal(
+    *, project: str, project_number: str, namespace: str, service_account: str
+) -> str:
+    """The IAM principal of a Kubernetes service account (Workload Identity Federation for GKE:
+    a KSA is granted roles directly, no Google service account to hold;
+    cloud.google.com/kubernetes-engine/docs/how-to/workload-identity)."""
     return (
         f"principal://iam.googleapis.com/projects/{project_number}/locations/global/"
-        f"workloadIdentityPools/{workload_pool(project)}/subject/ns/{NAMESPACE}/sa/"
-        f"{SERVICE_ACCOUNT}"
+        f"workloadIdentityPools/{workload_pool(project)}/subject/ns/{namespace}/sa/"
+        f"{service_account}"
+    )
+
+
+def serving_principal(cfg: DeployConfig, *, project: str, project_number: str) -> str:
+    """The replicas' Kubernetes service account."""
+    return workload_principal(
+        project=project,
+        project_number=project_number,
+        namespace=NAMESPACE,
+        service_account=SERVICE_ACCOUNT,
     )

@@ -15,8 +15,9 @@ from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster as names
 from tpudeploy.gke import plan
+from tpudeploy.gke.adapter import WAITING_METRIC
 from tpudeploy.gke.kube import ClusterMissing, KubeApi, KubeError
-from tpudeploy.gke.serving import WAITING_METRIC, labels
+from tpudeploy.gke.serving import labels
 from tpudeploy.planner import NoPricesError, price_table
 from tpudeploy.planner.cost import SEED_BOOT
 from tpudeploy.terminal import printable

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.gke import adapter
 from tpudeploy.planner import KvPool, NoPricesError, kv_pool, lookup_accelerator, price_table
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
 from tpudeploy.terraform import StateResource
@@ -173,9 +174,14 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"replica, {a.min_replicas}..{a.max_replicas} replicas, scale-down after "
         f"{a.scale_down_window_s} s (a warm boot is {SEED_BOOT.warm_s:g} s)"
     )
+    if not adapter.pinned(adapter.image()):
+        lines.append(
+            f"metrics adapter: {adapter.image()} by tag, not pinned by digest (unfinished: set "
+            "DIGEST in tpudeploy/gke/adapter.py)"
+        )
     if plan.chip_rate is None:
         lines.append(f"cost: not estimated: no {plan.chip_model} or idle-floor prices here")
-        return lines
+        return [*lines, deadline_line(cfg, plan)]
     lo, hi = plan.hourly(a.min_replicas), plan.hourly(a.max_replicas)
     assert lo is not None and hi is not None
     ctx, cl = plan.throughput_cell
@@ -190,8 +196,9 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"${plan.per_million(a.max_replicas):.3f} at {a.max_replicas} replica(s), each at the "
         f"build log's {plan.throughput_tok_s:,} tok/s ({ctx:,} ctx, {cl} clients)",
         f"billing stops: flex-start nodes end after {cfg.gke.max_run_duration_seconds / 3600:g} h"
-        " (GKE recycles them); spot nodes bill until make destroy removes the serving stack (the "
-        "autoscaler then removes idle TPU nodes); the idle floor until make destroy-all",
+        " (GKE recycles them); spot nodes when make destroy removes the serving stack (the "
+        "autoscaler then removes idle TPU nodes); the idle floor at make destroy-all",
+        deadline_line(cfg, plan),
     ]
     return lines
 
@@ -219,3 +226,27 @@ def billing_in_state(cfg: DeployConfig, resources: list[StateResource]) -> list[
             f"each a TPU node at {rate} while it runs (`make destroy` removes it)"
         )
     return found
+
+
+def deadline_line(cfg: DeployConfig, plan: ReplicaPlan) -> str:
+    """What ends the billing if nobody runs make destroy-all: the deadline job, or (opted out)
+    what forgetting it costs a month at min_replicas (the idle floor, the replicas' chips)."""
+    replicas = cfg.gke.min_replicas
+    if cfg.deadline_seconds is None:
+        hourly = plan.hourly(replicas)
+        cost = (
+            f"forgetting it costs ${hourly * HOURS_PER_MONTH:,.0f}/month at {replicas} "
+            f"replica(s) (${hourly:.4f}/h: the idle floor and {replicas} {plan.chip_model} "
+            "chip(s))"
+            if hourly is not None
+            else "what forgetting it costs is not estimated here (no prices for this region)"
+        )
+        return (
+            f'deadline: none (max_run_duration = "none"): nothing deletes the cluster; {cost}, '
+            "until make destroy-all"
+        )
+    return (
+        f"deadline: Cloud Scheduler job {cfg.deadline_job_name} deletes the cluster (its pools, "
+        f"nodes and fee) at deploy time + {cfg.deadline_seconds / 3600:g} h; make extend BY=2h "
+        "moves it; it leaves the Service's load balancer rule, the router and NAT, the secrets"
+    )

@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import cluster, pod
-
-# Google's vLLM-on-TPU autoscaling signal, as the custom metrics Stackdriver adapter names a
-# Managed Prometheus gauge (cloud.google.com/kubernetes-engine/docs/tutorials/autoscale-tpu).
-WAITING_METRIC = "vllm:num_requests_waiting"
+from tpudeploy.gke import adapter, cluster, pod
 
 
 def hpa_metric_name() -> str:
-    return f"prometheus.googleapis.com|{WAITING_METRIC}|gauge"
+    """Google's vLLM-on-TPU autoscaling signal, as the custom metrics Stackdriver adapter names
+    a Managed Prometheus gauge (tpudeploy.gke.adapter)."""
+    return adapter.waiting_metric_name()
 
 
 def labels(cfg: DeployConfig) -> dict[str, str]:

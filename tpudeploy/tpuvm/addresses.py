@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tpudeploy import deadline
+
 # Construct ids in the node stack (a construct id is the Terraform resource name: renaming one
 # replaces the resource, so they stay short and fixed).
 VM_ID = "node"
@@ -13,11 +15,11 @@ VM_ADDRESS = f"google_tpu_v2_vm.{VM_ID}"
 QUEUED_RESOURCE_ADDRESS = f"terraform_data.{QUEUED_RESOURCE_ID}"
 
 # Spot and on-demand: the deadline fixed at deploy time and the Cloud Scheduler job enforcing it
-# (stacks/tpuvm/deadline.py, tpudeploy/tpuvm/deadline.py).
-DEADLINE_ID = "deadline-time"
-DEADLINE_JOB_ID = "deadline-job"
-DEADLINE_ADDRESS = f"terraform_data.{DEADLINE_ID}"
-DEADLINE_JOB_ADDRESS = f"google_cloud_scheduler_job.{DEADLINE_JOB_ID}"
+# (stacks/deadline.py, tpudeploy/deadline.py: the same ids in GKE's cluster stack).
+DEADLINE_ID = deadline.DEADLINE_ID
+DEADLINE_JOB_ID = deadline.DEADLINE_JOB_ID
+DEADLINE_ADDRESS = deadline.DEADLINE_ADDRESS
+DEADLINE_JOB_ADDRESS = deadline.DEADLINE_JOB_ADDRESS
 # Every deployed node stack holds its deny-all rule, whatever the node's state: the mark that the
 # stack is deployed (recover never brings back a node that `make destroy` removed).
 DENY_ALL_ADDRESS = "google_compute_firewall.deny-all"

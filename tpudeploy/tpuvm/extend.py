@@ -1,4 +1,5 @@
-"""`make extend BY=2h`: move a spot or on-demand node's deadline later, and nothing else."""
+"""`make extend BY=2h`: move a spot or on-demand node's deadline (GKE: the cluster's) later, and
+nothing else. The deadline's ids are the same in both stacks (tpudeploy.deadline)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from tpudeploy import deadline
 from tpudeploy.config import DeployConfig
 from tpudeploy.durations import parse_duration
 from tpudeploy.tfrun import Terraform, TerraformError
-from tpudeploy.tpuvm import deadline
 from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_JOB_ADDRESS
 from tpudeploy.tpuvm.recover import RecoverError
 from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
@@ -20,7 +21,7 @@ from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 def extension_seconds(cfg: DeployConfig, by: str) -> int:
     """`BY` in seconds, or why extending does not apply: checked from the config and the
     argument alone, before any credential or API is asked for."""
-    if cfg.provisioning == "flex-start":
+    if cfg.platform != "gke" and cfg.provisioning == "flex-start":
         raise RecoverError(
             "provisioning = 'flex-start': the TPU API fixes a run's end when the queued resource "
             "is created and cannot move it; raise max_run_duration and `make deploy` after this "
@@ -28,8 +29,8 @@ def extension_seconds(cfg: DeployConfig, by: str) -> int:
         )
     if cfg.deadline_seconds is None:
         raise RecoverError(
-            'max_run_duration = "none": this node has no deadline to extend (it bills until '
-            "`make destroy`)"
+            f'max_run_duration = "none": {cfg.deadline_target} has no deadline to extend (it '
+            "bills until `make destroy`)"
         )
     try:
         return parse_duration(by, name="BY")
@@ -58,7 +59,7 @@ def extend(
         scheduler.get_job(job_name(project, cfg.deadline_region, cfg.deadline_job_name)), now
     )
     try:
-        new = deadline.extended(view, seconds, now)
+        new = deadline.extended(view, seconds, now, what=cfg.deadline_target)
     except deadline.ExtendError as exc:
         raise RecoverError(str(exc)) from None
     old = deadline.format_time(view.at) if view.at else "?"
@@ -76,7 +77,8 @@ def extend(
     print(
         f"tpudeploy: deadline {deadline.format_time(new)} "
         f"({deadline.remaining_text((new - now).total_seconds())}): Cloud Scheduler job "
-        f"{cfg.deadline_job_name} deletes the node then (cron '{deadline.cron_of(new)}' UTC)",
+        f"{cfg.deadline_job_name} deletes {cfg.deadline_target} then "
+        f"(cron '{deadline.cron_of(new)}' UTC)",
         file=out,
     )
     return new

@@ -22,10 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from tpudeploy import deadline
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
 from tpudeploy.tfrun import Terraform, TerraformError
-from tpudeploy.tpuvm import deadline, deployedspec
+from tpudeploy.tpuvm import deployedspec
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm.addresses import (
     DEADLINE_ADDRESS,

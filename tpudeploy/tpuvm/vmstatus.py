@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 
-from tpudeploy import planner
+from tpudeploy import deadline, planner
 from tpudeploy.config import DeployConfig
-from tpudeploy.tpuvm import deadline
 from tpudeploy.tpuvm import queued_resource as qr
+from tpudeploy.tpuvm.deadline import node_url
 from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 
@@ -87,7 +87,7 @@ def _deadline_lines(
     view = deadline.job_view(job, now)
     enforced = (
         f"enforced by Cloud Scheduler job {cfg.deadline_job_name} ({cfg.deadline_region}): "
-        f"DELETE {deadline.node_url(project, cfg.zone, cfg.node_id)} as {cfg.stop_account_id}"
+        f"DELETE {node_url(project, cfg.zone, cfg.node_id)} as {cfg.stop_account_id}"
     )
     if view.pending:
         return [

@@ -47,6 +47,7 @@ TPU_NODE = "tpu.googleapis.com/Node"
 TPU_LOCATION = "tpu.googleapis.com/Location"
 TPU_OPERATION = "tpu.googleapis.com/Operation"
 SCHEDULER_JOB = "cloudscheduler.googleapis.com/Job"
+GKE_CLUSTER = "container.googleapis.com/Cluster"
 SCHEDULER_LOCATION = "cloudscheduler.googleapis.com/Location"
 SERVICE_ACCOUNT = "iam.googleapis.com/ServiceAccount"
 
@@ -104,6 +105,11 @@ CHECKED_ON: dict[str, str] = {
     "tpu.nodes.get": TPU_NODE,
     "tpu.nodes.delete": TPU_NODE,
     "tpu.operations.get": TPU_OPERATION,
+    # GKE: clusters.delete "on the specified resource name" (projects/*/locations/*/clusters/*;
+    # https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
+    # projects.locations.clusters/delete), the cluster, which holds no IAM policy of its own:
+    # only a project grant reaches it (GKE's deadline job, tpudeploy/gke/deadline.py).
+    "container.clusters.delete": GKE_CLUSTER,
     # Cloud Scheduler: jobs.create on the location, the rest on the job
     # (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs).
     "cloudscheduler.jobs.create": SCHEDULER_LOCATION,
@@ -247,3 +253,9 @@ def located(kind: str, project: str, location: str, name: str = "") -> Checked:
 def service_account(project: str, email: str) -> Checked:
     name = f"projects/{project}/serviceAccounts/{email}"
     return Checked(SERVICE_ACCOUNT, name, (f"iam/{name}", _project_policy(project)))
+
+
+def gke_cluster(project: str, location: str, name: str) -> Checked:
+    """A GKE cluster: no IAM policy of its own, so only the project's policy reaches it."""
+    path = f"projects/{project}/locations/{location}/clusters/{name}"
+    return Checked(GKE_CLUSTER, path, (_project_policy(project),))

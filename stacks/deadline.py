@@ -1,8 +1,11 @@
-"""The deadline of a spot or on-demand node: a value fixed at deploy time, and the Cloud Scheduler
-job that deletes the node when it comes (tpudeploy/tpuvm/deadline.py explains the value's
-lifecycle)."""
+"""A deployment's deadline: a value fixed at deploy time, and the Cloud Scheduler job that
+deletes what bills when it comes (tpudeploy/deadline.py explains the value's lifecycle). Both
+platforms declare it through declare_deadline: the TPU VM's node stack (the node) and GKE's
+cluster stack (the cluster, its pools and its idle floor)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from cdktf import TerraformOutput, TerraformResource, TerraformStack, TerraformVariable
 from cdktf import TerraformVariableValidationConfig as Validation
@@ -13,24 +16,38 @@ from cdktf_cdktf_provider_google_beta.google_cloud_scheduler_job import (
     GoogleCloudSchedulerJobRetryConfig,
 )
 
+from tpudeploy import deadline
 from tpudeploy.config import DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE, service_account_email
-from tpudeploy.tpuvm import deadline
-from tpudeploy.tpuvm.addresses import DEADLINE_ID, DEADLINE_JOB_ID
 
 
-def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, seconds: int) -> None:
+def declare_deadline(
+    stack: TerraformStack,
+    cfg: DeployConfig,
+    project: str,
+    seconds: int,
+    *,
+    what: str,
+    uri: str,
+    renew_on: Sequence[str] = (),
+) -> None:
     """terraform_data `deadline-time` (deploy time + max_run_duration, or `make extend`'s value)
-    and the job deleting the node then, as the deployment's stop account (tpu.nodes.delete
-    only). Neither depends on the node: `make extend` applies them with -target, which would
-    pull a dependency (the VM and any change pending on it) into the apply."""
+    and the job sending DELETE `uri` then, as the deployment's stop account (one permission:
+    the delete). `what` names the target in the job's description and outputs.
+
+    Neither depends on what it deletes: `make extend` applies them with -target, which would
+    pull a dependency (the VM and any change pending on it) into the apply. `renew_on`: values
+    known while what the job deletes exists and unknown when a deploy creates it again (its
+    id): creating it starts a new deadline. The TPU VM passes none (tpudeploy.tpuvm.recover
+    renews it); GKE passes the cluster's id, which ties the deadline to the cluster (`make
+    extend` then also applies a cluster change the checkout holds and no deploy has applied)."""
     TerraformVariable(
         stack,
         deadline.VARIABLE,
         type="string",
         default="",
         nullable=False,
-        description="Set by `make extend` only: the node's new deadline (RFC 3339, UTC). Empty: "
+        description=f"Set by `make extend` only: {what}'s new deadline (RFC 3339, UTC). Empty: "
         "the deploy's time plus max_run_duration.",
         validation=[
             Validation(
@@ -40,24 +57,28 @@ def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, sec
             )
         ],
     )
-    held = TerraformResource(stack, DEADLINE_ID, terraform_resource_type="terraform_data")
+    held = TerraformResource(stack, deadline.DEADLINE_ID, terraform_resource_type="terraform_data")
     held.add_override("input", f"${{{deadline.deadline_expression(seconds)}}}")
     # Computed once: timestamp() changes at every plan, so the input is ignored afterwards and a
     # second deploy plans no change. A new max_run_duration replaces it (a new deadline from
     # that deploy); so do `make extend` (-replace with the variable) and a deploy after the
-    # deadline passed (tpudeploy.tpuvm.recover taints it).
+    # deadline passed (the TPU VM: tpudeploy.tpuvm.recover taints it; GKE: creating the cluster
+    # again, which the job deleted, replaces it).
     held.add_override("lifecycle.ignore_changes", ["input"])
-    held.add_override("triggers_replace", [str(seconds)])
+    # (Measured with Terraform 1.11.4: replace_triggered_by does not fire when the referenced
+    # resource is created, and fires on its in-place updates; an id in triggers_replace is
+    # unknown exactly when the resource is (re)created.)
+    held.add_override("triggers_replace", [str(seconds), *renew_on])
     at = f"{held.terraform_resource_type}.{held.friendly_unique_id}.output"
 
     GoogleCloudSchedulerJob(
         stack,
-        DEADLINE_JOB_ID,
+        deadline.DEADLINE_JOB_ID,
         name=cfg.deadline_job_name,
         # Cloud Scheduler's locations are not every region: [deadline] region moves the job
-        # (its target URL names the node's zone, so any location can delete the node).
+        # (its target URL names the zone, so any location can delete the target).
         region=cfg.deadline_region,
-        description=f"tpudeploy: deletes TPU node {cfg.node_id} at its deadline "
+        description=f"tpudeploy: deletes {what} at its deadline "
         f"(max_run_duration {seconds / 3600:g} h); make extend moves it",
         schedule=f"${{{deadline.cron_expression(at)}}}",
         time_zone=deadline.TIME_ZONE,
@@ -68,8 +89,10 @@ def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, sec
             retry_count=deadline.RETRY_COUNT, min_backoff_duration=deadline.MIN_BACKOFF
         ),
         http_target=GoogleCloudSchedulerJobHttpTarget(
-            uri=deadline.node_url(project, cfg.zone, cfg.node_id),
+            uri=uri,
             http_method="DELETE",
+            # An OAuth access token, not OIDC: the target is a Google API on *.googleapis.com
+            # (Cloud Scheduler, "Use authentication with HTTP targets").
             oauth_token=GoogleCloudSchedulerJobHttpTargetOauthToken(
                 service_account_email=service_account_email(cfg.stop_account_id, project),
                 scope=CLOUD_PLATFORM_SCOPE,
@@ -80,7 +103,7 @@ def declare_deadline(stack: TerraformStack, cfg: DeployConfig, project: str, sec
     TerraformOutput(
         stack,
         "billing",
-        value=f"{cfg.provisioning}: Cloud Scheduler job {cfg.deadline_job_name} deletes the node "
-        f"at the deadline output (deploy time + {seconds / 3600:g} h); "
-        "`make extend BY=2h` moves it, `make destroy` stops the billing now",
+        value=f"Cloud Scheduler job {cfg.deadline_job_name} deletes {what} at the deadline output "
+        f"(deploy time + {seconds / 3600:g} h); `make extend BY=2h` moves it, `make destroy` "
+        "stops the billing now",
     )

@@ -1,0 +1,197 @@
+"""The Custom Metrics Stackdriver Adapter's Kubernetes objects (the serving stack declares them).
+
+Creates: its namespace and service account; the two built-in roles every aggregated API server
+is bound to (auth-delegator, extension-apiserver-authentication-reader); the manifest's
+resource-reader ClusterRole and its binding; the Deployment (one replica on the system pool),
+its Service, and the APIServices registering custom.metrics.k8s.io v1beta1 and v1beta2.
+Its IAM (roles/monitoring.viewer) is the cluster stack's. What each value is and where it comes
+from: tpudeploy/gke/adapter.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdktf import TerraformStack
+from cdktf_cdktf_provider_kubernetes.api_service_v1 import (
+    ApiServiceV1,
+    ApiServiceV1Metadata,
+    ApiServiceV1Spec,
+    ApiServiceV1SpecService,
+)
+from cdktf_cdktf_provider_kubernetes.cluster_role_binding_v1 import (
+    ClusterRoleBindingV1,
+    ClusterRoleBindingV1Metadata,
+    ClusterRoleBindingV1RoleRef,
+    ClusterRoleBindingV1Subject,
+)
+from cdktf_cdktf_provider_kubernetes.cluster_role_v1 import (
+    ClusterRoleV1,
+    ClusterRoleV1Metadata,
+    ClusterRoleV1Rule,
+)
+from cdktf_cdktf_provider_kubernetes.deployment_v1 import (
+    DeploymentV1,
+    DeploymentV1Metadata,
+    DeploymentV1Spec,
+)
+from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
+from cdktf_cdktf_provider_kubernetes.role_binding_v1 import (
+    RoleBindingV1,
+    RoleBindingV1Metadata,
+    RoleBindingV1RoleRef,
+    RoleBindingV1Subject,
+)
+from cdktf_cdktf_provider_kubernetes.service_account_v1 import (
+    ServiceAccountV1,
+    ServiceAccountV1Metadata,
+)
+from cdktf_cdktf_provider_kubernetes.service_v1 import (
+    ServiceV1,
+    ServiceV1Metadata,
+    ServiceV1Spec,
+    ServiceV1SpecPort,
+)
+
+from stacks.gke.typed import typed
+from tpudeploy.gke import adapter
+
+_RBAC = "rbac.authorization.k8s.io"
+_CERTS = "serving-cert"
+
+
+def declare_adapter(stack: TerraformStack) -> None:
+    """Every object of the adapter, under construct ids starting with `metrics-adapter`."""
+    ns = NamespaceV1(
+        stack, "metrics-adapter-ns", metadata=NamespaceV1Metadata(name=adapter.NAMESPACE)
+    )
+    namespace = ns.metadata.name
+    sa = ServiceAccountV1(
+        stack,
+        "metrics-adapter-sa",
+        metadata=ServiceAccountV1Metadata(name=adapter.SERVICE_ACCOUNT, namespace=namespace),
+    )
+    subject = {"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}
+    ClusterRoleBindingV1(
+        stack,
+        "metrics-adapter-auth-delegator",
+        metadata=ClusterRoleBindingV1Metadata(name=f"{adapter.NAMESPACE}:{adapter.AUTH_DELEGATOR}"),
+        role_ref=ClusterRoleBindingV1RoleRef(
+            api_group=_RBAC, kind="ClusterRole", name=adapter.AUTH_DELEGATOR
+        ),
+        subject=[ClusterRoleBindingV1Subject(**subject)],
+    )
+    RoleBindingV1(
+        stack,
+        "metrics-adapter-auth-reader",
+        metadata=RoleBindingV1Metadata(
+            name=f"{adapter.NAMESPACE}-auth-reader", namespace=adapter.AUTH_READER_NAMESPACE
+        ),
+        role_ref=RoleBindingV1RoleRef(api_group=_RBAC, kind="Role", name=adapter.AUTH_READER),
+        subject=[RoleBindingV1Subject(**subject)],
+    )
+    reader = ClusterRoleV1(
+        stack,
+        "metrics-adapter-resource-reader",
+        metadata=ClusterRoleV1Metadata(name=adapter.RESOURCE_READER),
+        rule=[
+            ClusterRoleV1Rule(
+                api_groups=list(r.api_groups), resources=list(r.resources), verbs=list(r.verbs)
+            )
+            for r in adapter.RESOURCE_READER_RULES
+        ],
+    )
+    ClusterRoleBindingV1(
+        stack,
+        "metrics-adapter-resource-reader-binding",
+        metadata=ClusterRoleBindingV1Metadata(name=adapter.RESOURCE_READER),
+        role_ref=ClusterRoleBindingV1RoleRef(
+            api_group=_RBAC, kind="ClusterRole", name=reader.metadata.name
+        ),
+        subject=[ClusterRoleBindingV1Subject(**subject)],
+    )
+    deployment = DeploymentV1(
+        stack,
+        "metrics-adapter",
+        metadata=DeploymentV1Metadata(
+            name=adapter.NAME, namespace=namespace, labels=dict(adapter.LABELS)
+        ),
+        spec=typed(
+            DeploymentV1Spec,
+            {
+                "replicas": "1",
+                "selector": {"match_labels": dict(adapter.LABELS)},
+                "template": {
+                    "metadata": {"labels": dict(adapter.LABELS)},
+                    "spec": _pod_spec(sa.metadata.name),
+                },
+            },
+        ),
+    )
+    ServiceV1(
+        stack,
+        "metrics-adapter-service",
+        metadata=ServiceV1Metadata(
+            name=adapter.NAME, namespace=namespace, labels=dict(adapter.LABELS)
+        ),
+        spec=ServiceV1Spec(
+            type="ClusterIP",
+            selector=dict(adapter.LABELS),
+            port=[
+                ServiceV1SpecPort(
+                    name="https", port=adapter.PORT, target_port="https", protocol="TCP"
+                )
+            ],
+        ),
+    )
+    for group, version, priority in adapter.API_SERVICES:
+        ApiServiceV1(
+            stack,
+            f"metrics-adapter-api-{version}",
+            metadata=ApiServiceV1Metadata(name=adapter.api_service_name(group, version)),
+            spec=ApiServiceV1Spec(
+                group=group,
+                version=version,
+                group_priority_minimum=adapter.GROUP_PRIORITY_MINIMUM,
+                version_priority=priority,
+                # As the manifest: the adapter serves a self-signed certificate it makes at
+                # start (no CA bundle exists before it runs); the API server reaches it over
+                # the cluster network only.
+                insecure_skip_tls_verify=True,
+                service=ApiServiceV1SpecService(
+                    name=adapter.NAME, namespace=namespace, port=adapter.PORT
+                ),
+            ),
+            depends_on=[deployment],
+        )
+
+
+def _pod_spec(service_account: str) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "adapter",
+        "image": adapter.image(),
+        "command": list(adapter.COMMAND),
+        "port": [{"name": "https", "container_port": adapter.PORT, "protocol": "TCP"}],
+        "resources": adapter.RESOURCES,
+        "readiness_probe": {
+            "http_get": {"path": "/healthz", "port": "https", "scheme": "HTTPS"},
+            "initial_delay_seconds": 40,
+            "period_seconds": 10,
+            "timeout_seconds": 5,
+        },
+        # The image (distroless/static) runs as root to bind 443: every capability dropped but
+        # that one, no escalation, nothing written outside its certificate volume.
+        "security_context": {
+            "allow_privilege_escalation": False,
+            "read_only_root_filesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+        },
+        "volume_mount": [{"name": _CERTS, "mount_path": adapter.CERT_DIR}],
+    }
+    return {
+        "service_account_name": service_account,
+        # No tolerations: the adapter stays on the system pool. On a TPU node it would hold a
+        # node billed per chip-hour (the manifest tolerates TPU and GPU taints; ours are others).
+        "container": [container],
+        "volume": [{"name": _CERTS, "empty_dir": {"medium": "Memory", "size_limit": "1Mi"}}],
+    }

@@ -1,0 +1,44 @@
+"""What GKE's deadline job deletes, and what it leaves: the cluster, by the container API.
+
+The TPU VM's deadline machinery (tpudeploy/deadline.py, stacks/deadline.py) is shared: the value
+fixed at deploy time, the Cloud Scheduler job as the deployment's stop account, `make extend`.
+On GKE the job sends the container API's projects.locations.clusters.delete: "Deletes the
+cluster, including the Kubernetes endpoint and all worker nodes" (the spot and flex-start TPU
+nodes and the system node with it), so the management fee, the system node and the TPU
+chip-hours all stop. Deleting only the TPU pools would leave the idle floor billing.
+https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters/delete
+"""
+
+from __future__ import annotations
+
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import cluster
+
+# The container API (v1, GA); DELETE v1/{name=projects/*/locations/*/clusters/*}, body empty.
+CONTAINER_API = "https://container.googleapis.com/v1"
+WHAT = "GKE cluster"
+
+# The same page: "Other Google Compute Engine resources that might be in use by the cluster,
+# such as load balancer resources, are not deleted if they weren't present when the cluster was
+# initially created." The Service's internal load balancer is created after the cluster, so its
+# forwarding rule outlives a deadline; so do the Cloud Router and NAT (the cluster stack's own
+# resources, billed per VM using them: nothing once no node is left), the secrets stack and the
+# compile cache. `make destroy-all` removes them.
+LEFT_AFTER_DEADLINE = (
+    "the Service's internal load balancer forwarding rule (GKE leaves load balancers it made "
+    "after the cluster; `make destroy-all` or `gcloud compute forwarding-rules delete`)",
+    "the Cloud Router and Cloud NAT (bill per VM using them: none are left)",
+    "the secrets, the compile-cache bucket and the service accounts (the secrets stack)",
+)
+
+
+def cluster_url(cfg: DeployConfig, project: str) -> str:
+    """The cluster's resource URL, as clusters.delete takes it."""
+    return (
+        f"{CONTAINER_API}/projects/{project}/locations/{cfg.zone}/clusters/"
+        f"{cluster.cluster_name(cfg)}"
+    )
+
+
+def what(cfg: DeployConfig) -> str:
+    return f"{WHAT} {cluster.cluster_name(cfg)}"
