@@ -99,8 +99,10 @@ def test_the_gke_list_is_what_each_synthesized_gke_stack_holds(synth: Synthesize
         "container.clusters.getCredentials",
     ):
         assert permission in wanted
-    # Nothing of the TPU VM's: a GKE deploy creates no TPU VM, queued resource or deadline job.
-    assert not {p for p in wanted if p.startswith(("tpu.", "cloudscheduler."))}
+    # Nothing of the TPU VM's: a GKE deploy creates no TPU VM or queued resource; its deadline
+    # job (deployments/gke.toml keeps the default max_run_duration) deletes the cluster.
+    assert not {p for p in wanted if p.startswith("tpu.")}
+    assert cfg.deadline_seconds is not None and "cloudscheduler.jobs.create" in wanted
     assert permissions.ACT_AS in permissions.needs(cfg, "deploy")
 
 

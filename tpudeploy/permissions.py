@@ -181,6 +181,34 @@ NEEDS: dict[str, Need] = {
             ("manifest", "thirdPartyObjects"),
         )
     },
+    # RBAC objects and APIServices (the metrics adapter, the endpoint picker): GKE's Developer
+    # role cannot create them; creating or binding a role also needs its bind/escalate
+    # permissions. All are in roles/container.admin
+    # (https://cloud.google.com/kubernetes-engine/docs/how-to/iam#predefined).
+    **{
+        f"kubernetes_{kind}": Need(
+            _crud(f"container.{plural}", *extra),
+            "roles/container.admin",
+            "https://cloud.google.com/iam/docs/roles-permissions/container",
+        )
+        for kind, plural, extra in (
+            ("role_v1", "roles", ("container.roles.bind", "container.roles.escalate")),
+            ("role_binding_v1", "roleBindings", ()),
+            (
+                "cluster_role_v1",
+                "clusterRoles",
+                ("container.clusterRoles.bind", "container.clusterRoles.escalate"),
+            ),
+            ("cluster_role_binding_v1", "clusterRoleBindings", ()),
+            ("api_service_v1", "apiServices", ()),
+        )
+    },
+    # The region's proxy-only subnet a regional Gateway needs ([routing] proxy_subnet_cidr).
+    "google_compute_subnetwork": Need(
+        _crud("compute.subnetworks"),
+        "roles/compute.networkAdmin",
+        "https://cloud.google.com/compute/docs/access/iam-permissions",
+    ),
 }
 # Attaching an account to the TPU VM (the node's) or to the deadline job (NAME-stop) is actAs on
 # that account (https://cloud.google.com/iam/docs/service-accounts-actas).
@@ -202,7 +230,7 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "google_storage_bucket",
         "google_storage_bucket_iam_member",
     ),
-    "secrets (spot, on-demand: the deadline job's account and role)": (
+    "secrets (a deadline job's account and role: spot, on-demand, GKE)": (
         "google_service_account",
         "google_project_iam_custom_role",
         "google_project_iam_member",
@@ -221,6 +249,7 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "google_secret_manager_secret_iam_member",
         "google_storage_bucket_iam_member",
     ),
+    "cluster (gke: the deadline job)": ("google_cloud_scheduler_job", "terraform_data"),
     "serving (gke)": (
         "data_google_container_cluster",
         "data_google_client_config",
@@ -232,6 +261,28 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "kubernetes_service_v1",
         "kubernetes_horizontal_pod_autoscaler_v2",
         "kubernetes_manifest",
+    ),
+    "serving (gke: the custom metrics adapter)": (
+        "kubernetes_namespace_v1",
+        "kubernetes_service_account_v1",
+        "kubernetes_cluster_role_v1",
+        "kubernetes_cluster_role_binding_v1",
+        "kubernetes_role_binding_v1",
+        "kubernetes_deployment_v1",
+        "kubernetes_service_v1",
+        "kubernetes_api_service_v1",
+    ),
+    "serving (gke, [routing] gateway: the endpoint picker)": (
+        "kubernetes_service_account_v1",
+        "kubernetes_config_map_v1",
+        "kubernetes_deployment_v1",
+        "kubernetes_service_v1",
+        "kubernetes_role_v1",
+        "kubernetes_role_binding_v1",
+        "kubernetes_cluster_role_v1",
+        "kubernetes_cluster_role_binding_v1",
+        "kubernetes_manifest",
+        "google_compute_subnetwork",
     ),
 }
 

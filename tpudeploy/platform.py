@@ -129,7 +129,7 @@ class TpuVm:
         vm = cfg.provisioning != "flex-start"
         keys = ["secrets (all models)"]
         if vm:
-            keys.append("secrets (spot, on-demand: the deadline job's account and role)")
+            keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
         if purpose == "deploy":
             keys += ["node (all models)", "node (spot, on-demand)" if vm else "node (flex-start)"]
             if cfg.declares_nat:
@@ -229,8 +229,15 @@ class Gke:
 
     def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
         keys = ["secrets (all models)"]
+        deadline = cfg.deadline_seconds is not None
+        if deadline:  # the job's account and role, in the secrets stack as on the TPU VM
+            keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
         if purpose == "deploy":
-            keys += ["cluster (gke)", "serving (gke)"]
+            keys += ["cluster (gke)", "serving (gke)", "serving (gke: the custom metrics adapter)"]
+            if deadline:
+                keys.append("cluster (gke: the deadline job)")
+            if cfg.routing.gateway:
+                keys.append("serving (gke, [routing] gateway: the endpoint picker)")
         return keys
 
     def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
