@@ -330,6 +330,15 @@ REFUSALS = [
         id="deadline-too-soon",
     ),
     pytest.param(
+        {"deadline": {"region": "us-central1"}},
+        "deadline.region",
+        "us-central1",
+        "[deadline] places the Cloud Scheduler job that ends a spot or on-demand node (or a GKE "
+        "cluster); a flex-start node has none: the TPU API ends it at max_run_duration",
+        'remove [deadline] region, or choose provisioning = "spot" or "on-demand"',
+        id="deadline-region-on-flex-start",
+    ),
+    pytest.param(
         {"auto_recover": True},
         "auto_recover",
         True,
@@ -478,6 +487,9 @@ ACCEPTED = [
     pytest.param({"vllm": {"extra_args": ["--served-model-name", "token"]}}, id="word-token"),
     pytest.param({"accelerator_type": "v5litepod-4", "provisioning": "spot"}, id="vm-slice"),
     pytest.param({"provisioning": "spot", "max_run_duration": "15m"}, id="shortest-deadline"),
+    pytest.param(
+        {"provisioning": "spot", "deadline": {"region": "us-central1"}}, id="deadline-region-spot"
+    ),
     pytest.param({"provisioning": "on-demand", "max_run_duration": "none"}, id="no-end-vm"),
     pytest.param({"provisioning": "spot", "auto_recover": True}, id="auto-recover-spot"),
     pytest.param({"network": {"allowed_cidrs": ["203.0.0.0/16", "10.0.0.0/8"]}}, id="a-slash-16"),

@@ -95,6 +95,19 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 'set platform = "gke", or remove the [gke] table',
             )
         )
+    if cfg.platform != "gke" and cfg.provisioning == "flex-start" and cfg.deadline.region:
+        # Nothing reads it there: a flex-start node has no deadline job (the TPU API ends its
+        # queued resource at max_run_duration), so a set region would be silently ignored.
+        problems.append(
+            problem(
+                "deadline.region",
+                cfg.deadline.region,
+                "[deadline] places the Cloud Scheduler job that ends a spot or on-demand node "
+                "(or a GKE cluster); a flex-start node has none: the TPU API ends it at "
+                "max_run_duration",
+                'remove [deadline] region, or choose provisioning = "spot" or "on-demand"',
+            )
+        )
     if (
         cfg.platform != "gke"
         and cfg.provisioning == "flex-start"
