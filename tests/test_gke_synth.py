@@ -330,3 +330,11 @@ def test_every_replica_reads_the_one_front_door_certificate(
     params = spc["spec"]["parameters"]["secrets"]
     assert f"secrets/{CFG.tls_secret_id}/versions/latest" in params
     assert f'path: "{pod.TLS_BUNDLE_FILE}"' in params
+
+
+def test_a_cold_rollout_is_not_reported_failed(objects: dict[str, dict[str, Any]]) -> None:
+    """Kubernetes' default progress deadline (600 s) is shorter than one cold boot (build log:
+    857 s): the Deployment waits for the spot capacity and the startup probe's whole budget."""
+    spec = _deployment(objects)["spec"]
+    waited = pod.capacity_wait_s() + plan.startup_failure_threshold() * plan.PROBE_PERIOD_S
+    assert spec["progressDeadlineSeconds"] >= waited and waited > facts.COLD_BOOT_S > 600

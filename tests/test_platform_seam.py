@@ -15,6 +15,9 @@ ALLOWED = {
     # Validation of the config's own keys ([gke] only with platform = "gke", the TPU VM's zone
     # and run-end rules otherwise): upstream of the seam, which imports the validated config.
     "tpudeploy/config/loading.py": "which keys a config may set depends on its platform",
+    # The config's derived values: which stack holds the deadline, what it deletes, its role's
+    # id, the default run duration. Facts of the config, read by both platforms' code.
+    "tpudeploy/config/schema.py": "the config's derived names and durations",
     # GKE is not in the GitOps pipeline yet (its deploy identity's grants are the TPU VM's):
     # this skip goes when the pipeline learns GKE.
     "tpudeploy/gitops/deployments.py": "the pipeline skips GKE files (not built yet)",

@@ -51,6 +51,10 @@ class Platform(Protocol):
         """The cost and capacity lines `make synth`, `make check` and `make cost` end with."""
         ...
 
+    def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
+        """The guard rails' findings on `cfg` (tpudeploy.policy sorts and applies them)."""
+        ...
+
     def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
         """(secret id, the command that adds its version) for every secret the replicas read:
         the secrets stack declares them, preflight requires a version of each."""
@@ -121,6 +125,9 @@ class TpuVm:
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         return planner.synth_summary(cfg, today=today)
+
+    def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
+        return planner.check_settings(cfg)
 
     def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
         return ((cfg.hf_token_secret_id, "make secret"), (cfg.api_key_secret_id, "make api-key"))
@@ -222,6 +229,11 @@ class Gke:
         from tpudeploy.gke.scaleplan import configured
 
         return [*map(str, cache_findings(cfg)), *summary(cfg), *configured(cfg)]
+
+    def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
+        from tpudeploy.gke import routing, scaleplan
+
+        return routing.findings(cfg) + scaleplan.findings(cfg) + planner.check_settings(cfg)
 
     def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
         # One front-door certificate for every replica (tpudeploy/gke/tlscert.py).

@@ -13,11 +13,9 @@ from tpudeploy.config import ConfigError, DeployConfig
 
 def findings(cfg: DeployConfig) -> list[planner.Finding]:
     """Every guard-rail finding on `cfg`: errors first, then warnings and notes."""
-    if cfg.platform == "gke" or cfg.routing.gateway:
-        from tpudeploy.gke import routing, scaleplan
+    from tpudeploy.platform import platform_for
 
-        return routing.findings(cfg) + scaleplan.findings(cfg) + planner.check_settings(cfg)
-    return planner.check_settings(cfg)
+    return platform_for(cfg).findings(cfg)
 
 
 def warnings(cfg: DeployConfig) -> list[str]:

@@ -124,6 +124,7 @@ class ServingStack(TerraformStack):
                 DeploymentV1Spec,
                 {
                     "replicas": str(cfg.gke.min_replicas),
+                    "progress_deadline_seconds": pod.progress_deadline_s(),
                     "selector": {"match_labels": labels(cfg)},
                     # A new replica comes up before an old one goes: max one chip over.
                     "strategy": {

@@ -95,7 +95,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 'set platform = "gke", or remove the [gke] table',
             )
         )
-    if cfg.platform != "gke" and cfg.provisioning == "flex-start" and cfg.deadline.region:
+    if cfg.flex_start_node and cfg.deadline.region:
         # Nothing reads it there: a flex-start node has no deadline job (the TPU API ends its
         # queued resource at max_run_duration), so a set region would be silently ignored.
         problems.append(
@@ -108,11 +108,17 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 'remove [deadline] region, or choose provisioning = "spot" or "on-demand"',
             )
         )
-    if (
-        cfg.platform != "gke"
-        and cfg.provisioning == "flex-start"
-        and not cfg.allow_untested_flex_zone
-    ):
+    if cfg.platform != "gke" and cfg.routing.gateway:
+        problems.append(
+            problem(
+                "routing.gateway",
+                True,
+                "the Gateway and endpoint picker route between GKE replicas: one TPU VM has "
+                "nothing to route between",
+                'set platform = "gke", or remove [routing] gateway',
+            )
+        )
+    if cfg.flex_start_node and not cfg.allow_untested_flex_zone:
         known = facts.FLEX_START_ZONES.get(cfg.accelerator_type)
         if not known:
             # No zone to suggest: the accelerator type is what to change.

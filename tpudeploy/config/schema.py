@@ -307,9 +307,15 @@ class DeployConfig(Strict):
         """Spot and on-demand: how long after a deploy the deadline job deletes the node; GKE:
         the cluster. None for a flex-start TPU VM (its queued resource carries the run duration)
         and for "none"."""
-        if self.platform != "gke" and self.provisioning == "flex-start":
+        if self.flex_start_node:
             return None
         return self.max_run_duration_seconds
+
+    @property
+    def flex_start_node(self) -> bool:
+        """One flex-start TPU VM (its queued resource fixes the run's end when it is created);
+        GKE's flex-start pool is [gke] capacity, not this."""
+        return self.platform != "gke" and self.provisioning == "flex-start"
 
     @property
     def deadline_job_name(self) -> str:

@@ -190,3 +190,11 @@ def flex_recycle_lead_s() -> int:
 def capacity_wait_s() -> int:
     """The bounded wait for spot capacity before the ComputeClass moves on to flex-start."""
     return math.ceil(facts.WARM_BOOT_S / 60) * 60
+
+
+def progress_deadline_s() -> int:
+    """The Deployment's progressDeadlineSeconds. Kubernetes marks a rollout failed
+    (ProgressDeadlineExceeded; it rolls nothing back) when no new pod became available for this
+    long, and its default, 600 s, is shorter than one cold boot (857 s, build log): every cold
+    rollout would read as failed. The spot capacity wait, then the startup probe's budget."""
+    return capacity_wait_s() + plan.startup_budget_s()

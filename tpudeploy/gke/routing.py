@@ -256,9 +256,6 @@ def findings(cfg: DeployConfig) -> list[Finding]:
     if not r.gateway:
         return []
     out = []
-    if cfg.platform != "gke":
-        out.append(Finding("error", "routing.gateway", True, 'routing runs on GKE only; set '
-                           'platform = "gke" or routing.gateway = false'))  # fmt: skip
     if "@sha256:" not in r.picker_image:
         out.append(Finding("error", "routing.picker_image", r.picker_image, "not pinned by "
                            "digest: a tag can move to another build between two deploys; append "

@@ -21,7 +21,7 @@ from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 def extension_seconds(cfg: DeployConfig, by: str) -> int:
     """`BY` in seconds, or why extending does not apply: checked from the config and the
     argument alone, before any credential or API is asked for."""
-    if cfg.platform != "gke" and cfg.provisioning == "flex-start":
+    if cfg.flex_start_node:
         raise RecoverError(
             "provisioning = 'flex-start': the TPU API fixes a run's end when the queued resource "
             "is created and cannot move it; raise max_run_duration and `make deploy` after this "
