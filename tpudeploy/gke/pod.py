@@ -197,4 +197,4 @@ def progress_deadline_s() -> int:
     (ProgressDeadlineExceeded; it rolls nothing back) when no new pod became available for this
     long, and its default, 600 s, is shorter than one cold boot (857 s, build log): every cold
     rollout would read as failed. The spot capacity wait, then the startup probe's budget."""
-    return capacity_wait_s() + plan.startup_budget_s()
+    return capacity_wait_s() + plan.startup_failure_threshold() * plan.PROBE_PERIOD_S
