@@ -27,6 +27,8 @@ EMULATOR_ENV = {
     # tpudeploy.tpuvm.scheduler reads this one too (make status, make recover, make extend).
     "cloudscheduler": "CLOUD_SCHEDULER_EMULATOR_HOST",
     "cloudresourcemanager": "RESOURCEMANAGER_EMULATOR_HOST",
+    # platform = "gke": the GKE API (the stand-in provider only).
+    "container": "CONTAINER_EMULATOR_HOST",
 }
 
 
