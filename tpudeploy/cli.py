@@ -133,6 +133,10 @@ def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy.tpuvm import recover
     from tpudeploy.tpuvm.scheduler import SchedulerApi
 
+    note = platform_for(cfg).recover_note(cfg)
+    if note is not None:
+        print(f"tpudeploy: {note}", file=sys.stderr)
+        return 0
     project = require_project(cfg, source=str(config_path()))
     mode = recover.RECOVER if args.apply else recover.DEPLOY
     try:
