@@ -145,3 +145,20 @@ def test_the_data_sources_the_stacks_read_have_schemas() -> None:
     assert cluster["endpoint"] == {"type": "string", "computed": True}
     token = google["data_source_schemas"]["google_client_config"]["block"]["attributes"]
     assert token["access_token"]["computed"]
+
+
+def test_every_namespaced_custom_resource_waits_for_its_namespace(synth: Synthesizer) -> None:
+    """A kubernetes_manifest names its namespace as a literal: without depends_on Terraform
+    creates it beside the namespace, and the API server refuses it (namespace not found). The
+    GKE rehearsal's fake Kubernetes API refused the PodMonitoring and the SecretProviderClass so
+    on 24029fa."""
+    serving = synth(RAW)[CFG.serving_stack_name]
+    (ns_id,) = serving["resource"]["kubernetes_namespace_v1"]
+    namespaced = {
+        key: body
+        for key, body in serving["resource"]["kubernetes_manifest"].items()
+        if body["manifest"].get("metadata", {}).get("namespace")
+    }
+    assert namespaced  # the PodMonitoring and the SecretProviderClass
+    for key, body in namespaced.items():
+        assert f"kubernetes_namespace_v1.{ns_id}" in body.get("depends_on", []), key
