@@ -202,8 +202,16 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
 
     def UpgradeResourceState(self, request: Any, context: Any) -> Any:
         state = json.loads(request.raw_state.json) if request.raw_state.json else None
+        block = self._block(request.type_name)
+        if isinstance(state, dict):
+            for name, attr in block["attributes"].items():
+                value = state.get(name)
+                # State JSON keeps a dynamic value as {"value": ..., "type": ...}; msgpack wants
+                # [the type as JSON, the value] (kubernetes_manifest's manifest and object).
+                if attr["type"] == "dynamic" and isinstance(value, dict) and "type" in value:
+                    state[name] = [json.dumps(value["type"]).encode(), value.get("value")]
         return pb.UpgradeResourceState.Response(
-            upgraded_state=to_dynamic_value(conform(self._block(request.type_name), state))
+            upgraded_state=to_dynamic_value(conform(block, state))
         )
 
     # ---- lifecycle

@@ -11,6 +11,9 @@ from tools.rehearsal.resources.base import ApiError, DataSource, Resource, State
 # Repeated blocks: their Terraform name -> the API's list field (the rest of a one-element list
 # block is one object).
 _LISTS = {"taint": "taints", "cidr_blocks": "cidrBlocks", "node_pool": "nodePools"}
+# Blocks the provider sends under another API name (its expanders in resource_container_cluster.go:
+# monitoring_config.managed_prometheus -> monitoringConfig.managedPrometheusConfig).
+_RENAMES = {"managed_prometheus": "managedPrometheusConfig"}
 # Terraform-only arguments: the provider reads them, the API never sees them.
 _PROVIDER_ONLY = frozenset(
     {
@@ -34,7 +37,9 @@ def api_body(values: Any, key: str = "") -> Any:
             if name in _PROVIDER_ONLY or value is None or value == []:
                 continue
             head, *rest = name.split("_")
-            field = _LISTS.get(name) or head + "".join(w.title() for w in rest)
+            field = (
+                _LISTS.get(name) or _RENAMES.get(name) or head + "".join(w.title() for w in rest)
+            )
             out[field] = api_body(value, name)
         return out
     if isinstance(values, list):
