@@ -261,12 +261,9 @@ def test_terraform_blocks_map_to_api_fields_by_the_apis_schema() -> None:
     assert pod["tolerations"] == [{"key": "k", "operator": "Exists"}]
     assert obj["metadata"]["labels"] == {"app.kubernetes.io/name": "x"}
     assert "waitForRollout" not in json.dumps(obj)
-    assert k8s_shape.kind_for("kubernetes_horizontal_pod_autoscaler_v2", "1.33.0")[:2] == (
-        "autoscaling/v2",
-        "HorizontalPodAutoscaler",
-    )
-    assert k8s_shape.kind_for("kubernetes_cluster_role_binding_v1", "1.33.0")[:2] == (
-        "rbac.authorization.k8s.io/v1",
-        "ClusterRoleBinding",
-    )
+    hpa = k8s_shape.kind_for("kubernetes_horizontal_pod_autoscaler_v2", "1.33.0")
+    assert hpa is not None and hpa[:2] == ("autoscaling/v2", "HorizontalPodAutoscaler")
+    binding = k8s_shape.kind_for("kubernetes_cluster_role_binding_v1", "1.33.0")
+    assert binding is not None
+    assert binding[:2] == ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
     assert k8s_shape.kind_for("kubernetes_manifest", "1.33.0") is None
