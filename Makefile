@@ -238,8 +238,12 @@ test-all: test test-slow ## Both tiers, as CI runs them
 # in force (docs/gitops.md).
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
-rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|spot|on-demand|all
-	@$(PY) -m tools.rehearsal --provisioning $(PROVISIONING) --scenario $(SCENARIO) $(if $(KEEP),--keep)
+# PLATFORM=gke: the GKE lifecycle (cluster, pools, the serving objects) against fakes of the GKE
+# API and of the cluster's Kubernetes API (docs/rehearsal.md); PROVISIONING does not apply.
+PLATFORM ?= tpu-vm
+rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|spot|on-demand|all, PLATFORM=gke
+	@$(PY) -m tools.rehearsal --platform $(PLATFORM) --provisioning $(PROVISIONING) \
+	  --scenario $(SCENARIO) $(if $(KEEP),--keep)
 
 lint: $(VENV_STAMP) ## ruff and mypy
 	$(PY) -m ruff check .

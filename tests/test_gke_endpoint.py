@@ -12,7 +12,7 @@ import pytest
 from tests import test_gke_ops
 from tests.fake_boot_apis import FakeFrontDoor, LoopbackCertificate, chat_answer, weather_call
 from tests.test_gke_ops import CFG, NS, PROJECT, Cluster
-from tools.rehearsal.fakes import k8s
+from tools.rehearsal.fakes import k8s_ops as k8s
 from tpudeploy import smoke
 from tpudeploy.config import parse_config
 from tpudeploy.frontdoor import FrontDoorError

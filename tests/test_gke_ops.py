@@ -1,5 +1,5 @@
 """The ops commands on GKE against loopback fakes of the container API and of the cluster's
-Kubernetes API over HTTPS (tools/rehearsal/fakes/k8s.py): `make wait`, `make status`, the
+Kubernetes API over HTTPS (tools/rehearsal/fakes/k8s_ops.py): `make wait`, `make status`, the
 front door's address and pinned certificate for `make endpoint` / `make smoke`, and what
 `make destroy` says is left."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tools.rehearsal.fakes import k8s
+from tools.rehearsal.fakes import k8s_ops as k8s
 from tpudeploy import facts
 from tpudeploy.cli import main
 from tpudeploy.config import parse_config

@@ -92,6 +92,20 @@ SCENARIO_STAGES = {
 }
 
 
+# PLATFORM=gke (issue 25): one lifecycle, no boot (no pod runs: the fake cluster has no nodes).
+GKE_STAGES = [
+    "prepare",
+    "deploy-secrets",
+    "secret",
+    "api-key",
+    "deploy",
+    "deploy-again",
+    "destroy",
+    "destroy-all",
+    "no-secret-left",
+]
+
+
 @pytest.fixture(scope="module")
 def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iterator[Runner]:
     """Every run of this module, started together (three at a time on two cores)."""
@@ -105,6 +119,7 @@ def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iter
     runner.start(
         "pipeline", ["--provisioning", "spot", "--scenario", "pipeline"], root / "pipeline"
     )
+    runner.start("gke", ["--platform", "gke"], root / "gke")
     for label, (hook, _, _) in BREAKS.items():
         args = ["--provisioning", "flex-start", "--post-synth", f"tests.rehearsal_breaks:{hook}"]
         runner.start(f"break-{label}", args, root / label)
@@ -198,3 +213,24 @@ def test_a_vm_patched_in_place_fails_the_config_change(rehearsals: Runner, label
     report = run.output[run.output.index(f"  {stage} ") :]
     assert phrase in report, report
     assert f"rehearsal FAILED at stage {stage} ({model})" in run.output
+
+
+def check_gke_run(run: Run) -> None:
+    """What tests the GKE lifecycle's report (shared with whoever runs it alone)."""
+    assert run.returncode == 0, run.output
+    assert list(stage_lines(run)) == GKE_STAGES, run.output
+    assert set(stage_lines(run).values()) == {"ok"}
+    deploy = next(line for line in run.lines if line.startswith("  deploy "))
+    # The cluster, its three pools, and every serving object stored by the fake Kubernetes API.
+    assert "pools system, tpu-flex, tpu-spot" in deploy, deploy
+    assert "10 objects stored and validated" in deploy, deploy
+    assert run.lines[-1].startswith("rehearsal passed: gke lifecycle")
+    assert not run.workdir.exists()
+
+
+def test_the_gke_lifecycle_passes(rehearsals: Runner) -> None:
+    """make rehearse PLATFORM=gke: deploy-secrets to destroy-all through the cdktf CLI and
+    Terraform, the stand-in google-beta and kubernetes providers, the fake GKE and Kubernetes
+    APIs. On 24029fa make deploy failed (recover looked for the TPU VM's node stack), then the
+    namespaced custom resources were refused (created before their namespace)."""
+    check_gke_run(rehearsals.wait("gke", timeout=1200))

@@ -103,7 +103,6 @@ def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy.tpuvm import recover
     from tpudeploy.tpuvm.scheduler import SchedulerApi
 
-    project = require_project(cfg, source=str(config_path()))
     platform = platform_for(cfg)
     if not platform.replaces_dead_nodes:
         # GKE replaces a preempted replica itself (the Deployment and the autoscaler): the
@@ -113,7 +112,11 @@ def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
                 f"make recover replaces one dead TPU VM; on {platform.name} the Deployment "
                 "replaces a lost replica by itself (`make status` shows it)"
             )
+        note = platform.recover_note(cfg)
+        if note is not None:
+            print(f"tpudeploy: {note}", file=sys.stderr)
         return 0
+    project = require_project(cfg, source=str(config_path()))
     mode = recover.RECOVER if args.apply else recover.DEPLOY
     try:
         decision = recover.recover(

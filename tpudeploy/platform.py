@@ -47,6 +47,11 @@ class Platform(Protocol):
         """One line: what runs where."""
         ...
 
+    def recover_note(self, cfg: DeployConfig) -> str | None:
+        """None where `tpudeploy recover` (the first step of make deploy, and make recover)
+        applies; else why this platform has nothing for it to replace."""
+        ...
+
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         """The cost and capacity lines `make synth`, `make check` and `make cost` end with."""
         ...
@@ -122,6 +127,9 @@ class TpuVm:
 
     def describe(self, cfg: DeployConfig) -> str:
         return f"{cfg.provisioning} {cfg.accelerator_type} in {cfg.zone}"
+
+    def recover_note(self, cfg: DeployConfig) -> str | None:
+        return None
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         return planner.synth_summary(cfg, today=today)
@@ -221,6 +229,16 @@ class Gke:
         return (
             f"GKE: {g.min_replicas}-{g.max_replicas} replicas of {cfg.accelerator_type} "
             f"({g.capacity}) in {cfg.zone}"
+        )
+
+    def recover_note(self, cfg: DeployConfig) -> str | None:
+        # A preempted spot node or a recycled flex-start node is the node pool's: GKE's auto-repair
+        # and the cluster autoscaler replace it while the Deployment asks for the replica. There is
+        # no queued resource or VM in Terraform's state to replace (make rehearse PLATFORM=gke
+        # found make deploy failing here: recover looked for the TPU VM's node stack).
+        return (
+            f"{cfg.name} runs on GKE: the node pools replace preempted or recycled TPU nodes "
+            "themselves; nothing to recover"
         )
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:

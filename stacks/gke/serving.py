@@ -110,8 +110,11 @@ class ServingStack(TerraformStack):
             metadata=ConfigMapV1Metadata(name=f"{cfg.name}-frontdoor", **meta),
             data={**pod.scripts(cfg), **cache.scripts(cfg)},
         )
+        # The custom resources name their namespace as a literal, not through the namespace
+        # resource: without the dependency Terraform creates them beside the namespace and the
+        # API server refuses them (namespaces "tpudeploy" not found; make rehearse PLATFORM=gke).
         crs = {
-            key: Manifest(self, key, manifest=body)
+            key: Manifest(self, key, manifest=body, depends_on=[ns])
             for key, body in custom_resources(cfg, project=project).items()
         }
         deployment = DeploymentV1(

@@ -12,10 +12,16 @@ from tools.rehearsal.parallel import Runner
 from tools.rehearsal.schema import CACHE_DIR, SchemaError, ensure
 
 ALL = "all"
+PLATFORMS = ("tpu-vm", "gke")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make rehearse", description=__doc__)
+    parser.add_argument(
+        "--platform",
+        default="tpu-vm",
+        help="tpu-vm (the default) or gke (one lifecycle: --provisioning does not apply)",
+    )
     parser.add_argument(
         "--provisioning",
         default="flex-start",
@@ -31,12 +37,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy after a pass")
     args = parser.parse_args(argv)
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    if args.platform not in PLATFORMS:
+        print(
+            f"error: PLATFORM={args.platform!r} is not a platform: use one of "
+            f"{', '.join(PLATFORMS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.platform == "gke":
+        return _gke(args, stamp)
     if args.provisioning == ALL:
         return _all(args, stamp)
     workdir = args.workdir or CACHE_DIR / "runs" / f"{stamp}-{args.provisioning}"
     try:
         rehearsal = Rehearsal(
             provisioning=args.provisioning,
+            scenario=args.scenario,
+            post_synth=args.post_synth,
+            workdir=workdir.resolve(),
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        rc = rehearsal.run()
+    except SchemaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if rc == 0 and not args.keep:
+        rehearsal.cleanup()
+    return rc
+
+
+def _gke(args: argparse.Namespace, stamp: str) -> int:
+    from tools.rehearsal.gke import GkeRehearsal
+
+    workdir = args.workdir or CACHE_DIR / "runs" / f"{stamp}-gke"
+    try:
+        # The TPU pools' capacity comes from [gke] capacity; the VM provisioning model is unused.
+        rehearsal = GkeRehearsal(
+            provisioning="spot",
             scenario=args.scenario,
             post_synth=args.post_synth,
             workdir=workdir.resolve(),

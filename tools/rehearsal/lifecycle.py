@@ -4,7 +4,6 @@ in a scratch copy of the repository."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -19,11 +18,12 @@ from pathlib import Path
 from typing import TextIO
 
 from tools.rehearsal import schema
+from tools.rehearsal.bindings import GOOGLE_BETA, Binding
 from tools.rehearsal.fakes import FakeCloud
 from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_override
-from tools.rehearsal.resources import RESOURCES
+from tools.rehearsal.resources import DATA_SOURCES, RESOURCES
 from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
 from tools.rehearsal.scenarios import ScenarioStages, Stage, StageFailure
 from tools.rehearsal.scratch import (
@@ -32,11 +32,13 @@ from tools.rehearsal.scratch import (
     free_port,
     install_post_synth,
     write_config,
+    write_user_credentials,
 )
 from tpudeploy import terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.config.secretshape import HF_TOKEN_RE
 from tpudeploy.names import service_account_email
+from tpudeploy.platform import platform_for
 
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # lifecycle: deploy-secrets to destroy-all. preemption and deadline (spot, on-demand): the node
@@ -235,21 +237,19 @@ class Rehearsal(ScenarioStages, PipelineStages):
             folder.mkdir(parents=True, exist_ok=True)
         copy_repository(self.repo, self.scratch)
         port, proxy_port = free_port(), free_port()
-        config = write_config(
-            self.scratch,
-            provisioning=self.provisioning,
-            port=port,
-            proxy_port=proxy_port,
-            state_bucket=STATE_BUCKET if self.scenario == "pipeline" else "",
-        )
+        config = self._write_config(port, proxy_port)
         self._cfg = load_config(config)
         self._config_path = config
         python = str(self.scratch / ".venv" / "bin" / "python")
         if self.post_synth:
             install_post_synth(self.scratch, self.post_synth, python)
-        schema_file = schema.ensure(RESOURCES)
+        schema_file = schema.ensure(RESOURCES, data_sources=DATA_SOURCES)
         cli_config = write_mirror(
-            self.workdir / "terraform", python=python, repo=self.scratch, schema=schema_file
+            self.workdir / "terraform",
+            python=python,
+            repo=self.scratch,
+            schema=schema_file,
+            kubernetes_schema=self._kubernetes_schema(),
         )
         env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
         env = {k: v for k, v in env.items() if not k.startswith("TF_VAR_")}
@@ -283,8 +283,8 @@ class Rehearsal(ScenarioStages, PipelineStages):
         )
         self._env = env
         (self.workdir / "terraform" / "plugin-cache").mkdir(parents=True, exist_ok=True)
-        lock = lock_file(self.workdir / "terraform", env=env)
-        for stack in (self.cfg.secrets_stack_name, self.cfg.node_stack_name):
+        lock = lock_file(self.workdir / "terraform", env=env, bindings=self._bindings())
+        for stack in platform_for(self.cfg).stacks(self.cfg):
             folder = self.scratch / terraform.synth_outdir(self.cfg) / "stacks" / stack
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy(lock, folder / ".terraform.lock.hcl")
@@ -294,6 +294,24 @@ class Rehearsal(ScenarioStages, PipelineStages):
             f"scratch copy, stand-in google-beta from {schema_file.name}, vLLM on port {port} "
             f"behind the proxy on {proxy_port}"
         )
+
+    # ---- what a platform's rehearsal (tools/rehearsal/gke.py) changes
+
+    def _write_config(self, port: int, proxy_port: int) -> Path:
+        state_bucket = STATE_BUCKET if self.scenario == "pipeline" else ""
+        return write_config(
+            self.scratch,
+            provisioning=self.provisioning,
+            port=port,
+            proxy_port=proxy_port,
+            state_bucket=state_bucket,
+        )
+
+    def _kubernetes_schema(self) -> Path | None:
+        return None
+
+    def _bindings(self) -> tuple[Binding, ...]:
+        return (GOOGLE_BETA,)
 
     def _deploy_secrets(self) -> str:
         shown = self._make("deploy-secrets", approve=True)
@@ -460,23 +478,6 @@ def stack_output(text: str, stacks: Sequence[str]) -> dict[str, str]:
         else:
             current = None  # make's own lines, or another command's
     return {stack: "\n".join(lines) for stack, lines in out.items()}
-
-
-def write_user_credentials(workdir: Path) -> Path:
-    """An authorized-user credentials file of the kind gcloud writes (never sent anywhere)."""
-    path = workdir / "application_default_credentials.json"
-    path.write_text(
-        json.dumps(
-            {
-                "type": "authorized_user",
-                "client_id": "rehearsal.apps.googleusercontent.com",
-                "client_secret": "rehearsal-not-a-secret",
-                "refresh_token": "rehearsal-not-a-token",
-            }
-        )
-    )
-    path.chmod(0o600)
-    return path
 
 
 def _tail(log: Path, lines: int = 25) -> str:

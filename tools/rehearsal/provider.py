@@ -1,10 +1,13 @@
-"""A stand-in for registry.terraform.io/hashicorp/google-beta 6.50.0, run by Terraform itself.
+"""Stand-ins for registry.terraform.io/hashicorp/google-beta 6.50.0 and hashicorp/kubernetes
+2.38.0, run by Terraform itself (TPUDEPLOY_REHEARSAL_PROVIDER says which).
 
 The `tf` package speaks Terraform's plugin protocol (the go-plugin handshake, mTLS, gRPC,
 msgpack values); this module answers it with the real provider's schemas (generated from the
-bindings, tools/rehearsal/schema.py) and the CRUD of tools/rehearsal/resources.py against the
-loopback fakes. Terraform validates every configuration against those schemas before the
-provider sees it, so an attribute the real provider lacks is refused here too.
+bindings, tools/rehearsal/schema.py) and the CRUD of tools/rehearsal/resources/ against the
+loopback fakes: google-beta's per resource type, kubernetes's one generic object handler for
+every type its schema holds (tools/rehearsal/resources/kubernetes.py). Terraform validates
+every configuration against those schemas before the provider sees it, so an attribute the
+real provider lacks is refused here too.
 
 Terraform starts it from the provider mirror the rehearsal writes (tools/rehearsal/mirror.py);
 `TPUDEPLOY_REHEARSAL_SCHEMA` names the generated schema file.
@@ -27,7 +30,16 @@ from tf.runner import run_provider
 from tf.types import Unknown
 from tf.utils import Diagnostics, read_dynamic_value, to_dynamic_value
 
-from tools.rehearsal.resources import RESOURCES, ApiError, ProviderConfig, Resource
+from tools.rehearsal.bindings import BINDINGS, GOOGLE_BETA
+from tools.rehearsal.mirror import PROVIDER_ENV
+from tools.rehearsal.resources import (
+    DATA_SOURCES,
+    RESOURCES,
+    ApiError,
+    DataSource,
+    ProviderConfig,
+    Resource,
+)
 
 SCHEMA_ENV = "TPUDEPLOY_REHEARSAL_SCHEMA"
 Json = dict[str, Any]
@@ -94,6 +106,7 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
     """
 
     schema: ClassVar[Json] = {}
+    provider_name: ClassVar[str] = GOOGLE_BETA.name
 
     def __init__(self, app: Any) -> None:
         super().__init__(app)
@@ -108,12 +121,27 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
     def _pb_schema(self, entry: Json) -> Any:
         return pb.Schema(version=entry.get("version", 0), block=_pb_block(entry["block"]))
 
+    def _data_block(self, type_name: str) -> Json:
+        block: Json = self.schema["data_source_schemas"][type_name]["block"]
+        return block
+
+    def _resource_class(self, type_name: str) -> type[Resource] | None:
+        if self.provider_name == "kubernetes":
+            from tools.rehearsal.resources.kubernetes import handler
+
+            return handler(type_name, self.schema)
+        return RESOURCES.get(type_name)
+
     def GetMetadata(self, request: Any, context: Any) -> Any:
         return pb.GetMetadata.Response(
             server_capabilities=pb.ServerCapabilities(plan_destroy=True),
             resources=[
                 pb.GetMetadata.ResourceMetadata(type_name=t)
                 for t in self.schema["resource_schemas"]
+            ],
+            data_sources=[
+                pb.GetMetadata.DataSourceMetadata(type_name=t)
+                for t in self.schema.get("data_source_schemas", {})
             ],
         )
 
@@ -124,6 +152,10 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
                 name: self._pb_schema(entry)
                 for name, entry in self.schema["resource_schemas"].items()
             },
+            data_source_schemas={
+                name: self._pb_schema(entry)
+                for name, entry in self.schema.get("data_source_schemas", {}).items()
+            },
             server_capabilities=pb.ServerCapabilities(plan_destroy=True),
         )
 
@@ -132,9 +164,37 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
 
     def ValidateResourceConfig(self, request: Any, context: Any) -> Any:
         diags = Diagnostics()
-        if request.type_name not in RESOURCES:
-            diags.add_error(f"the stand-in google-beta has no fake for {request.type_name}")
+        if self._resource_class(request.type_name) is None:
+            diags.add_error(
+                f"the stand-in {self.provider_name} has no fake for {request.type_name}"
+            )
         return pb.ValidateResourceConfig.Response(diagnostics=diags.to_pb())
+
+    def ValidateDataResourceConfig(self, request: Any, context: Any) -> Any:
+        diags = Diagnostics()
+        if request.type_name not in DATA_SOURCES:
+            diags.add_error(
+                f"the stand-in {self.provider_name} has no fake for data source {request.type_name}"
+            )
+        return pb.ValidateDataResourceConfig.Response(diagnostics=diags.to_pb())
+
+    def ReadDataSource(self, request: Any, context: Any) -> Any:
+        """What the API reports for the data source's arguments: every computed value filled."""
+        diags = Diagnostics()
+        type_name = request.type_name
+        block = self._data_block(type_name)
+        config = conform(block, _decode(request.config))
+        source: DataSource = DATA_SOURCES[type_name](ProviderConfig(self.provider_config))
+        found = self._guard("reading", type_name, diags, lambda: source.read(known(config)))
+        if diags.has_errors():
+            return pb.ReadDataSource.Response(diagnostics=diags.to_pb())
+        state = {
+            name: value if value is not None and not is_unknown(value) else (found or {}).get(name)
+            for name, value in config.items()
+        }
+        return pb.ReadDataSource.Response(
+            state=to_dynamic_value(conform(block, state)), diagnostics=diags.to_pb()
+        )
 
     def ConfigureProvider(self, request: Any, context: Any) -> Any:
         self.provider_config = dict(_decode(request.config) or {})
@@ -142,14 +202,24 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
 
     def UpgradeResourceState(self, request: Any, context: Any) -> Any:
         state = json.loads(request.raw_state.json) if request.raw_state.json else None
+        block = self._block(request.type_name)
+        if isinstance(state, dict):
+            for name, attr in block["attributes"].items():
+                value = state.get(name)
+                # State JSON keeps a dynamic value as {"value": ..., "type": ...}; msgpack wants
+                # [the type as JSON, the value] (kubernetes_manifest's manifest and object).
+                if attr["type"] == "dynamic" and isinstance(value, dict) and "type" in value:
+                    state[name] = [json.dumps(value["type"]).encode(), value.get("value")]
         return pb.UpgradeResourceState.Response(
-            upgraded_state=to_dynamic_value(conform(self._block(request.type_name), state))
+            upgraded_state=to_dynamic_value(conform(block, state))
         )
 
     # ---- lifecycle
 
     def _resource(self, type_name: str) -> Resource:
-        return RESOURCES[type_name](ProviderConfig(self.provider_config))
+        cls = self._resource_class(type_name)
+        assert cls is not None  # ValidateResourceConfig refused the type otherwise
+        return cls(ProviderConfig(self.provider_config))
 
     def _guard(self, verb: str, type_name: str, diags: Diagnostics, call: Callable[[], Any]) -> Any:
         """Run one CRUD call; an API refusal or a stand-in bug becomes an error diagnostic."""
@@ -159,7 +229,7 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
             diags.add_error(f"Error {verb} {type_name}: {exc}")
         except Exception as exc:  # a bug here must read as one, never as a silent success
             traceback.print_exc(file=sys.stderr)
-            diags.add_error(f"stand-in google-beta failed {verb} {type_name}: {exc!r}")
+            diags.add_error(f"stand-in {self.provider_name} failed {verb} {type_name}: {exc!r}")
         return None
 
     def ReadResource(self, request: Any, context: Any) -> Any:
@@ -216,7 +286,8 @@ class StandInServicer(tf.provider.ProviderServicer):  # type: ignore[misc]
                     or _canonical(prior.get(name)) != _canonical(planned.get(name))
                 )
             ]
-            updatable = RESOURCES[type_name].updatable
+            cls = self._resource_class(type_name)
+            updatable = cls.updatable if cls is not None else frozenset()
             requires_replace = [
                 pb.AttributePath(steps=[pb.AttributePath.Step(attribute_name=name)])
                 for name in changed
@@ -299,7 +370,7 @@ class StandInProvider:
     """What tf's runner asks of a provider object; the servicer above does the rest."""
 
     def full_name(self) -> str:
-        return "registry.terraform.io/hashicorp/google-beta"
+        return BINDINGS[StandInServicer.provider_name].source
 
     def get_model_prefix(self) -> str:
         return ""
@@ -309,12 +380,13 @@ def main() -> None:
     path = os.environ.get(SCHEMA_ENV, "")
     if not path or not Path(path).is_file():
         print(
-            f"stand-in google-beta: {SCHEMA_ENV} must name the generated schema file "
+            f"stand-in provider: {SCHEMA_ENV} must name the generated schema file "
             "(make rehearse writes it)",
             file=sys.stderr,
         )
         sys.exit(1)
     StandInServicer.schema = json.loads(Path(path).read_text())
+    StandInServicer.provider_name = os.environ.get(PROVIDER_ENV) or GOOGLE_BETA.name
     # tf's runner builds `tf.provider.ProviderServicer(provider)` when it starts serving; this
     # subclass is that servicer for this process.
     tf.provider.ProviderServicer = StandInServicer

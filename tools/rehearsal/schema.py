@@ -1,8 +1,11 @@
-"""google-beta 6.50.0 resource schemas, generated from the installed bindings' jsii assembly.
+"""Provider schemas (google-beta 6.50.0, kubernetes 2.38.0), generated from the installed
+bindings' jsii assemblies.
 
-The stand-in provider must refuse what the real one refuses, so its schemas are not written by
-hand: they come from `cdktf-cdktf-provider-google-beta` 16.12.1, whose jsii assembly was generated
-from google-beta 6.50.0's own schema. Three parts of that one tarball are read:
+The stand-in providers must refuse what the real ones refuse, so their schemas are not written by
+hand: they come from `cdktf-cdktf-provider-google-beta` 16.12.1 and
+`cdktf-cdktf-provider-kubernetes` 12.1.1, whose jsii assemblies were generated from google-beta
+6.50.0's and kubernetes 2.38.0's own schemas (each class's docs link names the version). One
+generator reads both, parameterised by a `Binding`. Three parts of each tarball are read:
 
 - `.jsii`: every resource class (its Terraform type in the docs link), and the type of each of
   its properties (string, number, bool, list/map, nested list of objects);
@@ -12,8 +15,9 @@ from google-beta 6.50.0's own schema. Three parts of that one tarball are read:
   `new XList(this, "<name>", <wrapsSet>)`, which says list or set;
 - the same source's `*ToHclTerraform` tables (`isBlock`, `type: "struct"` for a single block).
 
-The output has the layout of `terraform providers schema -json` and is cached under
-build/rehearsal/, keyed by the tarball's hash: reading the 110 MB assembly takes seconds.
+The output has the layout of `terraform providers schema -json` (resource and data source
+schemas) and is cached under build/rehearsal/, keyed by the tarball's hash: reading the 110 MB
+assembly takes seconds.
 """
 
 from __future__ import annotations
@@ -30,13 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ASSEMBLY = "@cdktf/provider-google-beta"
-PROVIDER_SOURCE = "registry.terraform.io/hashicorp/google-beta"
-PROVIDER_VERSION = "6.50.0"
+from tools.rehearsal.bindings import GOOGLE_BETA, Binding
+
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 CACHE_DIR = REPO_ROOT / "build" / "rehearsal"
 
 Json = dict[str, Any]
+
+
+# The names the google-beta stand-in was built with (tools/rehearsal/mirror.py, tests).
+ASSEMBLY = GOOGLE_BETA.assembly
+PROVIDER_SOURCE = GOOGLE_BETA.source
+PROVIDER_VERSION = GOOGLE_BETA.version
 
 _FLAGS = re.compile(
     r"^  // (?P<snake>\w+) - computed: (?P<computed>true|false),"
@@ -87,19 +96,17 @@ class SchemaError(Exception):
     """The assembly does not hold what the generator expects; the message names the spot."""
 
 
-def assembly_tarball() -> Path:
-    """The installed bindings' jsii tarball (the 33 MB file jsii loads at every synth)."""
-    spec = importlib.util.find_spec("cdktf_cdktf_provider_google_beta")
+def assembly_tarball(binding: Binding = GOOGLE_BETA) -> Path:
+    """The installed bindings' jsii tarball (the file jsii loads at every synth)."""
+    spec = importlib.util.find_spec(binding.package)
+    distribution = binding.package.replace("_", "-")
     if spec is None or not spec.submodule_search_locations:
-        raise SchemaError(
-            "cdktf-cdktf-provider-google-beta is not installed: run `make install`, then rehearse"
-        )
+        raise SchemaError(f"{distribution} is not installed: run `make install`, then rehearse")
     folder = Path(next(iter(spec.submodule_search_locations))) / "_jsii"
-    found = sorted(folder.glob("provider-google-beta@*.jsii.tgz"))
+    stem = binding.assembly.removeprefix("@cdktf/")
+    found = sorted(folder.glob(f"{stem}@*.jsii.tgz"))
     if len(found) != 1:
-        raise SchemaError(
-            f"expected one provider-google-beta jsii tarball in {folder}, found {found}"
-        )
+        raise SchemaError(f"expected one {stem} jsii tarball in {folder}, found {found}")
     return found[0]
 
 
@@ -141,7 +148,7 @@ class _Assembly:
         return self.modules[filename]
 
 
-def _read(tarball: Path, folders: set[str]) -> _Assembly:
+def _read(tarball: Path, folders: set[str], binding: Binding) -> _Assembly:
     """One pass over the tarball (a gzip stream: random access would inflate it again for every
     file): the `.jsii` document and every compiled file under lib/<folder>/, keyed by the
     TypeScript path the jsii types point at (src/<folder>/....ts)."""
@@ -155,14 +162,14 @@ def _read(tarball: Path, folders: set[str]) -> _Assembly:
                 jsii = json.load(handle) if handle else None
             elif name.startswith("package/lib/") and name.endswith(".js"):
                 rel = name.removeprefix("package/lib/")
-                if rel.split("/", 1)[0] in folders:
+                if "*" in folders or rel.split("/", 1)[0] in folders:
                     handle = tar.extractfile(member)
                     if handle:
                         files["src/" + rel.removesuffix(".js") + ".ts"] = handle.read().decode()
     if jsii is None:
         raise SchemaError(f"{tarball} holds no package/.jsii")
-    if jsii.get("name") != ASSEMBLY:
-        raise SchemaError(f"{tarball} is {jsii.get('name')}, not {ASSEMBLY}")
+    if jsii.get("name") != binding.assembly:
+        raise SchemaError(f"{tarball} is {jsii.get('name')}, not {binding.assembly}")
     return _Assembly(jsii, files)
 
 
@@ -176,14 +183,15 @@ def _hcl_entries(text: str) -> dict[str, tuple[bool, str, str]]:
 def _fqn_parts(fqn: str) -> tuple[str, str]:
     """`@cdktf/provider-google-beta.googleTpuV2Vm.GoogleTpuV2VmNetworkConfigList` -> namespace,
     class name."""
-    rest = fqn.removeprefix(ASSEMBLY + ".")
+    rest = fqn.split(".", 1)[1]
     namespace, _, name = rest.rpartition(".")
     return namespace, name
 
 
 class _Generator:
-    def __init__(self, assembly: _Assembly) -> None:
+    def __init__(self, assembly: _Assembly, binding: Binding) -> None:
         self.a = assembly
+        self.prefix = binding.assembly + "."
         self.types: Json = assembly.jsii["types"]
 
     def _class(self, fqn: str) -> Json:
@@ -253,13 +261,13 @@ class _Generator:
     ) -> tuple[str, str] | None:
         """(nesting mode, element OutputReference fqn) for a List / OutputReference getter."""
         fqn = jtype.get("fqn", "")
-        if not fqn.startswith(ASSEMBLY + "."):
+        if not fqn.startswith(self.prefix):
             return None
         namespace, name = _fqn_parts(fqn)
         if name.endswith("OutputReference"):
             return "single", fqn
         if name.endswith("List"):
-            element = f"{ASSEMBLY}.{namespace}.{name.removesuffix('List')}OutputReference"
+            element = f"{self.prefix}{namespace}.{name.removesuffix('List')}OutputReference"
             if init is None or init["set"] is None:
                 raise SchemaError(f"{where}: no `new {name}(this, ..., wrapsSet)` initializer")
             return ("set" if init["set"] == "true" else "list"), element
@@ -281,7 +289,9 @@ class _Generator:
                 raise SchemaError(f"{where}: unsupported collection element {element}")
             etype = _PRIMITIVES[element["primitive"]]
             if coll["kind"] == "map":
-                return ["map", etype]
+                # cdktf renders a `dynamic` attribute (kubernetes_manifest's manifest and object)
+                # as a map of any; no provider declares a map whose elements may differ in type.
+                return "dynamic" if etype == "dynamic" else ["map", etype]
             is_set = hcl_type == "set" or "Fn.tolist(" in expr
             return ["set" if is_set else "list", etype]
         fqn = jtype.get("fqn", "")
@@ -348,57 +358,91 @@ def _object_type(block: Json) -> Json:
     return obj
 
 
-def resource_classes(jsii: Json) -> dict[str, str]:
-    """Terraform resource type -> jsii fqn of its class, from each class's docs link."""
+_BASES = {"resources": "cdktf.TerraformResource", "data-sources": "cdktf.TerraformDataSource"}
+
+
+def resource_classes(jsii: Json, kind: str = "resources") -> dict[str, str]:
+    """Terraform resource (or data source) type -> jsii fqn of its class, from each class's docs
+    link."""
     found: dict[str, str] = {}
     for fqn, t in jsii["types"].items():
-        if t.get("kind") != "class" or t.get("base") != "cdktf.TerraformResource":
+        if t.get("kind") != "class" or t.get("base") != _BASES[kind]:
             continue
-        match = re.search(r"docs/resources/(\w+)", t.get("docs", {}).get("summary", ""))
+        # "{@link https://registry.../docs/resources/deployment_v1 kubernetes_deployment_v1}":
+        # the link's text is the type (the kubernetes docs path drops the provider's prefix).
+        match = re.search(rf"docs/{kind}/\w+ (\w+)\}}", t.get("docs", {}).get("summary", ""))
         if match:
             found[match.group(1)] = fqn
     return found
 
 
-def generate(resource_types: Iterable[str], tarball: Path) -> Json:
-    """Schemas of the provider and of `resource_types`, read from the jsii tarball."""
-    types = sorted(set(resource_types))
-    # The bindings name each module after its resource: google_tpu_v2_vm -> lib/google-tpu-v2-vm.
-    assembly = _read(tarball, {t.replace("_", "-") for t in types} | {"provider"})
-    classes = resource_classes(assembly.jsii)
-    gen = _Generator(assembly)
-    resources: Json = {}
-    for rtype in types:
-        if rtype not in classes:
-            raise SchemaError(f"google-beta {PROVIDER_VERSION} has no resource type {rtype}")
-        resources[rtype] = {"version": 0, "block": gen.block(classes[rtype], rtype)}
+def generate(
+    resource_types: Iterable[str] | None,
+    tarball: Path,
+    *,
+    binding: Binding = GOOGLE_BETA,
+    data_sources: Iterable[str] = (),
+) -> Json:
+    """Schemas of the provider, of `resource_types` (None: every resource type the bindings
+    hold) and of `data_sources`, read from the jsii tarball."""
+    data_types = sorted(set(data_sources))
+    folders = {binding.folder(t, data=True) for t in data_types} | {"provider"}
+    if resource_types is None:
+        folders.add("*")
+    else:
+        folders |= {binding.folder(t) for t in resource_types}
+    assembly = _read(tarball, folders, binding)
+    gen = _Generator(assembly, binding)
+    out: dict[str, Json] = {}
+    for kind in ("resources", "data-sources"):
+        classes = resource_classes(assembly.jsii, kind)
+        if kind == "data-sources":
+            wanted = data_types
+        else:
+            wanted = sorted(classes if resource_types is None else set(resource_types))
+        schemas: Json = {}
+        for rtype in wanted:
+            if rtype not in classes:
+                what = "resource type" if kind == "resources" else "data source"
+                raise SchemaError(f"{binding.name} {binding.version} has no {what} {rtype}")
+            schemas[rtype] = {"version": 0, "block": gen.block(classes[rtype], rtype)}
+        out[kind] = schemas
     return {
         "format_version": "1.0",
-        "provider_source": PROVIDER_SOURCE,
-        "provider_version": PROVIDER_VERSION,
-        "assembly": f"{ASSEMBLY}@{assembly.jsii['version']}",
+        "provider_source": binding.source,
+        "provider_version": binding.version,
+        "assembly": f"{binding.assembly}@{assembly.jsii['version']}",
         "provider": {
             "version": 0,
-            "block": gen.provider(f"{ASSEMBLY}.provider.GoogleBetaProvider"),
+            "block": gen.provider(f"{binding.assembly}.{binding.provider_class}"),
         },
-        "resource_schemas": resources,
+        "resource_schemas": out["resources"],
+        "data_source_schemas": out["data-sources"],
     }
 
 
-def ensure(resource_types: Iterable[str], *, cache_dir: Path = CACHE_DIR) -> Path:
-    """The schema file for `resource_types`, generated unless the cache holds it already (keyed
-    by the tarball, the list and this generator)."""
-    types = sorted(set(resource_types))
-    tarball = assembly_tarball()
+def ensure(
+    resource_types: Iterable[str] | None,
+    *,
+    binding: Binding = GOOGLE_BETA,
+    data_sources: Iterable[str] = (),
+    cache_dir: Path = CACHE_DIR,
+) -> Path:
+    """The schema file for `resource_types` and `data_sources`, generated unless the cache holds
+    it already (keyed by the tarball, the lists and this generator). None: every resource type
+    (the Kubernetes stand-in serves them all, so a new object in a stack needs no change here)."""
+    types = None if resource_types is None else sorted(set(resource_types))
+    data_types = sorted(set(data_sources))
+    tarball = assembly_tarball(binding)
     digest = hashlib.sha256()
     with open(tarball, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
-    digest.update(json.dumps(types).encode())
+    digest.update(json.dumps([types, data_types]).encode())
     digest.update(Path(__file__).read_bytes())
-    path = cache_dir / f"google-beta-{PROVIDER_VERSION}-{digest.hexdigest()[:16]}.json"
+    path = cache_dir / f"{binding.name}-{binding.version}-{digest.hexdigest()[:16]}.json"
     if not path.exists():
-        schema = generate(types, tarball)
+        schema = generate(types, tarball, binding=binding, data_sources=data_types)
         cache_dir.mkdir(parents=True, exist_ok=True)
         # Several rehearsals may generate at once: write aside, then rename (atomic on one fs).
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -407,7 +451,14 @@ def ensure(resource_types: Iterable[str], *, cache_dir: Path = CACHE_DIR) -> Pat
     return path
 
 
-def load(resource_types: Iterable[str], *, cache_dir: Path = CACHE_DIR) -> Json:
-    """The schemas for `resource_types` (see `ensure`)."""
-    loaded: Json = json.loads(ensure(resource_types, cache_dir=cache_dir).read_text())
+def load(
+    resource_types: Iterable[str] | None,
+    *,
+    binding: Binding = GOOGLE_BETA,
+    data_sources: Iterable[str] = (),
+    cache_dir: Path = CACHE_DIR,
+) -> Json:
+    """The schemas for `resource_types` and `data_sources` (see `ensure`)."""
+    path = ensure(resource_types, binding=binding, data_sources=data_sources, cache_dir=cache_dir)
+    loaded: Json = json.loads(path.read_text())
     return loaded

@@ -101,3 +101,20 @@ def install_post_synth(dest: Path, hook: str, python: str) -> None:
     wrapper = f"{shlex.quote(python)} -m tools.rehearsal.post_synth {shlex.quote(hook)}"
     config["app"] = f"{wrapper} -- {config['app']}"
     config_path.write_text(json.dumps(config, indent=2) + "\n")
+
+
+def write_user_credentials(workdir: Path) -> Path:
+    """An authorized-user credentials file of the kind gcloud writes (never sent anywhere)."""
+    path = workdir / "application_default_credentials.json"
+    path.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "rehearsal.apps.googleusercontent.com",
+                "client_secret": "rehearsal-not-a-secret",
+                "refresh_token": "rehearsal-not-a-token",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path

@@ -6,8 +6,10 @@ from typing import Any
 
 from tools.rehearsal.fakes.cloudscheduler import FakeCloudScheduler
 from tools.rehearsal.fakes.compute import FakeCompute
+from tools.rehearsal.fakes.container import FakeContainer
 from tools.rehearsal.fakes.iam import FakeIam
 from tools.rehearsal.fakes.inventory import Inventory
+from tools.rehearsal.fakes.k8s import FakeKubernetes
 from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tools.rehearsal.fakes.secretmanager import FakeSecretManager
 from tools.rehearsal.fakes.serviceusage import FakeServiceUsage
@@ -27,6 +29,8 @@ EMULATOR_ENV = {
     # tpudeploy.tpuvm.scheduler reads this one too (make status, make recover, make extend).
     "cloudscheduler": "CLOUD_SCHEDULER_EMULATOR_HOST",
     "cloudresourcemanager": "RESOURCEMANAGER_EMULATOR_HOST",
+    # platform = "gke": the GKE API (the stand-in provider only).
+    "container": "CONTAINER_EMULATOR_HOST",
 }
 
 
@@ -52,7 +56,12 @@ class FakeCloud:
         # A deadline job's URL names tpu.googleapis.com: its runs go to the TPU fake.
         self.cloudscheduler = FakeCloudScheduler(inv, targets={"tpu.googleapis.com": self.tpu.host})
         self.resourcemanager = FakeResourceManager(inv)
+        # platform = "gke": the GKE API, and the Kubernetes API of the cluster it creates.
+        self.kubernetes = FakeKubernetes(inv)
+        self.container = FakeContainer(inv, self.kubernetes)
         self._servers: list[Any] = [
+            self.kubernetes,
+            self.container,
             self.tpu,
             self.secretmanager,
             self.storage,
@@ -83,6 +92,7 @@ class FakeCloud:
             EMULATOR_ENV["serviceusage"]: self.serviceusage.host,
             EMULATOR_ENV["cloudscheduler"]: self.cloudscheduler.host,
             EMULATOR_ENV["cloudresourcemanager"]: self.resourcemanager.host,
+            EMULATOR_ENV["container"]: self.container.host,
         }
 
     def billing(self) -> list[str]:

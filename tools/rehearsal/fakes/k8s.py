@@ -1,65 +1,48 @@
-"""Loopback fakes of a GKE cluster's two doors: the container API's clusters.get (endpoint and
-CA) and the cluster's Kubernetes API over HTTPS, serving stored objects by their REST paths.
+"""Loopback fake of a GKE cluster's Kubernetes API: it stores objects and validates each, as the
+API server would, against the schemas of the cluster's own version.
 
-Interface (tests, the GKE rehearsal):
-    with FakeKubernetes(tmp_dir) as kube, FakeContainer(kube) as container:
-        kube.put(deployment("demo", ...)); kube.put(pod(...)); kube.put(node(...))
-        CONTAINER_EMULATOR_HOST=container.host  -> `make wait/status/endpoint` find the cluster
-Objects are plain dicts in the shapes of the Kubernetes API reference (the builders below);
-`put` stores one by apiVersion, kind, namespace and name, as the API server's REST paths name
-it. What the real servers refuse, this refuses the same way (RULES).
+Interface (for any test or tool that needs a cluster):
+
+    k8s = FakeKubernetes(inventory)            # an ApiFake: start(), stop(), host
+    k8s.open_cluster(key, cluster)             # the container fake calls this on create
+    k8s.objects()                              # {"<apiVersion>/<plural>/<ns>/<name>": object}
+    k8s.close_cluster(key)                     # on delete: every object goes with the cluster
+
+REST paths are the API server's: /api/v1[/namespaces/NS]/PLURAL[/NAME] and
+/apis/GROUP/VERSION[/namespaces/NS]/PLURAL[/NAME]; POST creates, GET reads, PUT replaces,
+DELETE deletes. Every call needs a bearer token the fake cloud issued (the inventory's tokens).
+What it refuses is tools/rehearsal/fakes/k8s_rules.py: core kinds by kubernetes-validate at the
+cluster's minor (strict: an unknown field is refused, as a server-side field validation
+`Strict` does), custom resources by their schemas in ../shared/schemas, only for the CRDs the
+cluster's add-ons install; names by Kubernetes' naming rules; a namespaced object needs its
+namespace; a namespace's deletion deletes its objects.
 """
 
 from __future__ import annotations
 
-import base64
-import copy
 import re
-from pathlib import Path
+import uuid
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
-from tpudeploy.gke.tlscert import make_bundle
+from tools.rehearsal.fakes import k8s_rules as rules
+from tools.rehearsal.fakes.api import ApiFake
+from tools.rehearsal.fakes.base import Answer
+from tools.rehearsal.fakes.inventory import Inventory
 
-# Each rule this fake enforces, with where the real service says so.
-RULES: dict[str, str] = {
-    # An API server with webhook token authentication (GKE: Google OAuth access tokens) answers
-    # a request without a bearer token 401, as a Status object.
-    "no token -> 401 Status": "https://kubernetes.io/docs/reference/access-authn-authz/authentication/",
-    # Errors are Status objects: kind Status, status Failure, reason, code.
-    "errors are Status": "https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/status/",
-    # labelSelector: comma-separated requirements, AND-ed; key=value, key==value, key!=value,
-    # key (exists), !key (does not exist).
-    "labelSelector": "https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#api",
-    # Core group objects live under /api/v1, others under /apis/<group>/<version>; namespaced
-    # ones under namespaces/<ns>/<plural>/<name>.
-    "REST paths": "https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-uris",
-    # A list answers kind <Kind>List with items.
-    "lists": "https://kubernetes.io/docs/reference/using-api/api-concepts/#collections",
-    # clusters.get answers endpoint (an IP) and masterAuth.clusterCaCertificate (base64 PEM).
-    "clusters.get": "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster",
-}
-
-# kind -> (plural, namespaced), for the kinds the ops commands read.
-KINDS: dict[str, tuple[str, bool]] = {
-    "Pod": ("pods", True),
-    "Node": ("nodes", False),
-    "Service": ("services", True),
-    "Deployment": ("deployments", True),
-    "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True),
-}
-_PATH = re.compile(
-    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
-    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+_CORE = (
+    r"/api/(?P<version>v1)(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?"
+)
+_GROUP = (
+    r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?"
 )
 
 
-def _status(code: int, reason: str, message: str) -> Answer:
+def status(code: int, reason: str, message: str) -> Answer:
+    """The API server's Status object for a failure."""
     return code, {
         "kind": "Status",
         "apiVersion": "v1",
-        "metadata": {},
         "status": "Failure",
         "message": message,
         "reason": reason,
@@ -67,283 +50,143 @@ def _status(code: int, reason: str, message: str) -> Answer:
     }
 
 
-def _selected(labels: dict[str, str], selector: str) -> bool:
-    for requirement in filter(None, (r.strip() for r in selector.split(","))):
-        if requirement.startswith("!"):
-            if requirement[1:] in labels:
-                return False
-        elif "!=" in requirement:
-            key, value = requirement.split("!=", 1)
-            if labels.get(key) == value:
-                return False
-        elif "=" in requirement:
-            key, value = re.split("==?", requirement, maxsplit=1)
-            if labels.get(key) != value:
-                return False
-        elif requirement not in labels:
-            return False
-    return True
+class FakeKubernetes(ApiFake):
+    api = "k8s"
 
+    def __init__(self, inventory: Inventory | None = None) -> None:
+        self.cluster: str | None = None
+        self.version = ""
+        self.crds: dict[tuple[str, str], str | None] = {}
+        # Custom resources stored without a schema to check them by (none published): named in
+        # the rehearsal's report, never silently counted as validated.
+        self.unchecked: set[str] = set()
+        super().__init__(inventory)
 
-class FakeKubernetes(LoopbackServer):
-    """A cluster's API server: GET of a stored object or a list, by REST path, over HTTPS."""
+    def routes(self) -> None:
+        self.route("GET", r"/version", self._version)
+        for pattern in (_CORE, _GROUP):
+            self.route("POST", pattern, self._serve)
+            self.route("PUT", pattern, self._serve)
+            self.route("GET", pattern, self._serve)
+            self.route("DELETE", pattern, self._remove)
 
-    TOKEN_HEADER = "authorization"  # noqa: S105 - a header name
+    # ---- the cluster's lifetime
 
-    def __init__(self, directory: Path) -> None:
-        # GKE's CA signs the API server's certificate; here one self-signed leaf plays both.
-        bundle = make_bundle("kube-apiserver")
-        directory.mkdir(parents=True, exist_ok=True)
-        cert, key = directory / "kube-apiserver.crt", directory / "kube-apiserver.key"
-        cert.write_text(bundle.cert_pem)
-        key.write_text(bundle.key_pem)
-        key.chmod(0o600)
-        self.ca_pem = bundle.cert_pem
-        self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-        super().__init__(self._route, tls=(cert, key))
+    def open_cluster(self, key: str, cluster: dict[str, Any]) -> None:
+        self.cluster = key
+        self.version = rules.minor(str(cluster.get("currentMasterVersion", "")))
+        self.crds = rules.installed_crds(cluster)
 
-    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
-        kind = obj["kind"]
-        plural, namespaced = KINDS[kind]
-        meta = obj["metadata"]
-        ns = meta.get("namespace", "") if namespaced else ""
-        key = (obj["apiVersion"], plural, ns, meta["name"])
-        with self._lock:
-            self.objects[key] = copy.deepcopy(obj)
-        return obj
+    def close_cluster(self, key: str) -> None:
+        if self.cluster != key:
+            return
+        for name in self.inventory.names(self.api):
+            self.inventory.delete(self.api, name)
+        self.cluster = None
 
-    def delete(self, obj: dict[str, Any]) -> None:
-        plural, namespaced = KINDS[obj["kind"]]
-        ns = obj["metadata"].get("namespace", "") if namespaced else ""
-        with self._lock:
-            self.objects.pop((obj["apiVersion"], plural, ns, obj["metadata"]["name"]), None)
+    def objects(self) -> dict[str, dict[str, Any]]:
+        return {
+            n: obj
+            for n in self.inventory.names(self.api)
+            if (obj := self.inventory.get(self.api, n))
+        }
 
-    def _route(self, method: str, raw: str, body: Any, headers: dict[str, str]) -> Answer:
-        token = headers.get(self.TOKEN_HEADER, "")
-        if not token.startswith("Bearer ") or not token[7:].strip():
-            return _status(401, "Unauthorized", "Unauthorized")
-        if method != "GET":
-            return _status(405, "MethodNotAllowed", "this fake serves reads only")
-        parts = urlsplit(raw)
-        m = _PATH.match(unquote(parts.path))
-        if not m:
-            return _status(
-                404, "NotFound", f"the server could not find the requested resource ({parts.path})"
+    # ---- requests
+
+    def _version(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        if self.cluster is None:
+            return status(503, "ServiceUnavailable", "no cluster: its control plane is gone")
+        major, minor, _ = self.version.split(".")
+        return 200, {"major": major, "minor": minor, "gitVersion": f"v{self.version}"}
+
+    def _where(self, m: re.Match[str]) -> tuple[str, str, str | None, str | None]:
+        group = m.groupdict().get("group") or ""
+        api_version = f"{group}/{m['version']}" if group else m["version"]
+        return api_version, m["plural"], m["ns"], m["name"]
+
+    def _serve(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        """POST and PUT write `body`; GET reads one object."""
+        if self.cluster is None:
+            return status(503, "ServiceUnavailable", "no cluster: its control plane is gone")
+        api_version, plural, ns, name = self._where(m)
+        collection = f"{api_version}/{plural}/{ns or ''}"
+        if isinstance(body, dict):
+            return self._write(api_version, plural, ns, name, collection, body)
+        if name is None:
+            return status(405, "MethodNotAllowed", "the fake serves no lists")
+        found = self.inventory.get(self.api, f"{collection}/{name}")
+        if found is None:
+            return status(404, "NotFound", f'{plural} "{name}" not found')
+        return 200, found
+
+    def _remove(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        if self.cluster is None:
+            return status(503, "ServiceUnavailable", "no cluster: its control plane is gone")
+        api_version, plural, ns, name = self._where(m)
+        key = f"{api_version}/{plural}/{ns or ''}/{name}"
+        found = self.inventory.get(self.api, key)
+        if found is None:
+            return status(404, "NotFound", f'{plural} "{name}" not found')
+        return self._delete(key, found)
+
+    def _delete(self, key: str, found: dict[str, Any]) -> Answer:
+        self.inventory.delete(self.api, key)
+        if found.get("kind") == "Namespace":
+            name = found["metadata"]["name"]
+            for other in self.inventory.names(self.api):
+                if other.split("/")[-2] == name:
+                    self.inventory.delete(self.api, other)
+        return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+
+    def _write(
+        self,
+        api_version: str,
+        plural: str,
+        ns: str | None,
+        name: str | None,
+        collection: str,
+        body: dict[str, Any],
+    ) -> Answer:
+        kind = str(body.get("kind", ""))
+        if body.get("apiVersion") != api_version or rules.plural(kind) != plural:
+            return status(
+                400,
+                "BadRequest",
+                f"the object's apiVersion/kind {body.get('apiVersion')}/{kind} does not belong "
+                f"at {api_version}/{plural}",
             )
-        api_version = "v1" if m["core"] else f"{m['group']}/{m['version']}"
-        plural, ns, name = m["plural"], m["ns"] or "", m["name"]
-        if name:
-            obj = self.objects.get((api_version, plural, ns, name))
-            if obj is None:
-                return _status(404, "NotFound", f'{plural} "{name}" not found')
-            return 200, obj
-        selector = (parse_qs(parts.query).get("labelSelector") or [""])[0]
-        items = [
-            obj
-            for (version, kind_plural, obj_ns, _), obj in sorted(self.objects.items())
-            if version == api_version
-            and kind_plural == plural
-            and (not ns or obj_ns == ns)
-            and _selected(obj["metadata"].get("labels") or {}, selector)
-        ]
-        kind = next((k for k, (p, _) in KINDS.items() if p == plural), plural)
-        return 200, {
-            "kind": f"{kind}List",
-            "apiVersion": api_version,
-            "metadata": {"resourceVersion": "1"},
-            "items": items,
+        meta = body.get("metadata") or {}
+        object_name = str(meta.get("name", ""))
+        problem = rules.name_problem(kind, object_name)
+        if problem:
+            return status(422, "Invalid", f'{kind} "{object_name}" is invalid: {problem}')
+        if ns is not None and meta.get("namespace", ns) != ns:
+            return status(400, "BadRequest", "the namespace of the object does not match the URL")
+        if ns is not None and self.inventory.get(self.api, f"v1/namespaces//{ns}") is None:
+            return status(404, "NotFound", f'namespaces "{ns}" not found')
+        invalid = rules.validate(body, self.version, self.crds)
+        if invalid is rules.NO_KIND:
+            return status(
+                404, "NotFound", f"the server could not find the requested resource ({kind})"
+            )
+        if invalid is rules.UNCHECKED:
+            self.unchecked.add(f"{api_version}/{kind}")
+        elif invalid:
+            return status(422, "Invalid", f'{kind} "{object_name}" is invalid: {invalid}')
+        key = f"{collection}/{object_name}"
+        prior = self.inventory.get(self.api, key)
+        if name is None and prior is not None:
+            return status(409, "AlreadyExists", f'{plural} "{object_name}" already exists')
+        if name is not None and (prior is None or name != object_name):
+            return status(404, "NotFound", f'{plural} "{name}" not found')
+        stored = dict(body)
+        stored["metadata"] = {
+            **meta,
+            **({"namespace": ns} if ns else {}),
+            "uid": (prior or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()),
+            "resourceVersion": str(self.inventory.next_id()),
+            "generation": int((prior or {}).get("metadata", {}).get("generation", 0)) + 1,
+            "creationTimestamp": "2026-12-01T00:00:00Z",
         }
-
-
-class FakeContainer(LoopbackServer):
-    """The container API's clusters.get for every cluster `clusters` names (default: any),
-    answering the fake API server's address and CA. Plain HTTP, as the other *_EMULATOR_HOSTs."""
-
-    def __init__(self, kube: FakeKubernetes, *, clusters: set[str] | None = None) -> None:
-        self.kube = kube
-        self.clusters = clusters
-        super().__init__(self._route)
-
-    def _route(self, method: str, raw: str, body: Any, headers: dict[str, str]) -> Answer:
-        m = re.match(
-            r"^/v1/projects/(?P<p>[^/]+)/locations/(?P<l>[^/]+)/clusters/(?P<c>[^/?]+)$",
-            urlsplit(raw).path,
-        )
-        if method != "GET" or not m:
-            return api_error(404, f"no route for {method} {raw}")
-        if self.clusters is not None and m["c"] not in self.clusters:
-            name = f"projects/{m['p']}/locations/{m['l']}/clusters/{m['c']}"
-            return api_error(404, f"Not found: {name}.")
-        return 200, {
-            "name": m["c"],
-            "location": m["l"],
-            "status": "RUNNING",
-            "endpoint": self.kube.host,
-            "masterAuth": {
-                "clusterCaCertificate": base64.b64encode(self.kube.ca_pem.encode()).decode()
-            },
-        }
-
-
-# --- object builders in the API reference's shapes --------------------------------------------
-
-
-def deployment(
-    name: str,
-    namespace: str,
-    *,
-    replicas: int,
-    ready: int = 0,
-    updated: int | None = None,
-    available: int | None = None,
-    generation: int = 1,
-    observed: int | None = None,
-    labels: dict[str, str] | None = None,
-    total: int | None = None,
-) -> dict[str, Any]:
-    """apps/v1 Deployment with its status (DeploymentStatus: replicas, updatedReplicas,
-    readyReplicas, availableReplicas, observedGeneration; absent fields mean 0)."""
-    status: dict[str, Any] = {"observedGeneration": generation if observed is None else observed}
-    for key, value in (
-        ("replicas", replicas if total is None else total),
-        ("updatedReplicas", replicas if updated is None else updated),
-        ("readyReplicas", ready),
-        ("availableReplicas", ready if available is None else available),
-    ):
-        if value:
-            status[key] = value
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "generation": generation,
-            "labels": labels or {},
-        },
-        "spec": {"replicas": replicas, "selector": {"matchLabels": labels or {}}},
-        "status": status,
-    }
-
-
-def pod(
-    name: str,
-    namespace: str,
-    *,
-    labels: dict[str, str],
-    phase: str = "Pending",
-    node: str = "",
-    started_at: str = "2026-12-01T10:00:00Z",
-    unschedulable: str = "",
-    init_running: bool = False,
-    containers: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """v1 Pod: status.phase, conditions (PodScheduled False with reason Unschedulable while no
-    node fits), initContainerStatuses / containerStatuses with state waiting|running|terminated,
-    ready and started (ContainerStatus)."""
-    conditions: list[dict[str, Any]] = []
-    if unschedulable:
-        conditions.append(
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": unschedulable,
-            }
-        )
-    elif node:
-        conditions.append({"type": "PodScheduled", "status": "True"})
-    all_ready = bool(containers) and all(c.get("ready") for c in (containers or {}).values())
-    if node:
-        conditions.append({"type": "Ready", "status": "True" if all_ready else "False"})
-    status: dict[str, Any] = {"phase": phase, "conditions": conditions}
-    if node:
-        status["startTime"] = started_at
-    if init_running:
-        status["initContainerStatuses"] = [
-            {
-                "name": "frontdoor-prep",
-                "ready": False,
-                "state": {"running": {"startedAt": started_at}},
-            }
-        ]
-    if containers is not None:
-        status["containerStatuses"] = [
-            {
-                "name": cname,
-                "ready": bool(c.get("ready")),
-                "started": bool(c.get("started")),
-                "restartCount": int(c.get("restarts", 0)),
-                "state": c.get("state") or {"running": {"startedAt": started_at}},
-            }
-            for cname, c in containers.items()
-        ]
-    spec: dict[str, Any] = {"containers": [{"name": n} for n in (containers or {"vllm": {}})]}
-    if node:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels,
-            "creationTimestamp": started_at,
-        },
-        "spec": spec,
-        "status": status,
-    }
-
-
-def node(name: str, *, labels: dict[str, str], ready: bool = True) -> dict[str, Any]:
-    """v1 Node with its labels and the Ready condition."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
-
-
-def hpa(
-    name: str,
-    namespace: str,
-    *,
-    current: int,
-    desired: int,
-    metric: str,
-    average: str | None,
-    conditions: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
-) -> dict[str, Any]:
-    """autoscaling/v2 HorizontalPodAutoscaler status: currentReplicas, desiredReplicas,
-    currentMetrics[].pods.current.averageValue, conditions (AbleToScale, ScalingActive,
-    ScalingLimited) with status and reason."""
-    status: dict[str, Any] = {
-        "currentReplicas": current,
-        "desiredReplicas": desired,
-        "conditions": [{"type": t, "status": s, "reason": r} for t, s, r in conditions],
-    }
-    if average is not None:
-        status["currentMetrics"] = [
-            {
-                "type": "Pods",
-                "pods": {"metric": {"name": metric}, "current": {"averageValue": average}},
-            }
-        ]
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "status": status,
-    }
-
-
-def service(name: str, namespace: str, *, ingress_ip: str = "") -> dict[str, Any]:
-    """v1 Service of type LoadBalancer: status.loadBalancer.ingress[].ip once provisioned."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"type": "LoadBalancer"},
-        "status": {"loadBalancer": {"ingress": [{"ip": ingress_ip}] if ingress_ip else []}},
-    }
+        self.inventory.put(self.api, key, stored)
+        return (200 if prior else 201), stored

@@ -8,9 +8,16 @@ a fake; its schema is generated from the bindings like the others (tools/rehears
 
 from __future__ import annotations
 
-from tools.rehearsal.resources.base import ApiError, ProviderConfig, Resource
+from tools.rehearsal.resources.base import ApiError, DataSource, ProviderConfig, Resource
 from tools.rehearsal.resources.cloudscheduler import CloudSchedulerJob
 from tools.rehearsal.resources.compute import ComputeFirewall, ComputeRouter, ComputeRouterNat
+from tools.rehearsal.resources.container import (
+    ClientConfigData,
+    ContainerCluster,
+    ContainerClusterData,
+    ContainerNodePool,
+    ProjectData,
+)
 from tools.rehearsal.resources.iam import ServiceAccount
 from tools.rehearsal.resources.resourcemanager import ProjectIamCustomRole, ProjectIamMember
 from tools.rehearsal.resources.secretmanager import (
@@ -21,7 +28,7 @@ from tools.rehearsal.resources.serviceusage import ProjectService
 from tools.rehearsal.resources.storage import StorageBucket, StorageBucketIamMember
 from tools.rehearsal.resources.tpu import TpuV2Vm
 
-__all__ = ["RESOURCES", "ApiError", "ProviderConfig", "Resource"]
+__all__ = ["DATA_SOURCES", "RESOURCES", "ApiError", "DataSource", "ProviderConfig", "Resource"]
 
 RESOURCES: dict[str, type[Resource]] = {
     cls.type_name: cls
@@ -39,5 +46,11 @@ RESOURCES: dict[str, type[Resource]] = {
         CloudSchedulerJob,
         ProjectIamCustomRole,
         ProjectIamMember,
+        # platform = "gke"
+        ContainerCluster,
+        ContainerNodePool,
     )
+}
+DATA_SOURCES: dict[str, type[DataSource]] = {
+    cls.type_name: cls for cls in (ContainerClusterData, ClientConfigData, ProjectData)
 }

@@ -101,6 +101,8 @@ class ProviderConfig:
         self.region = str(config.get("region") or "")
         self.zone = str(config.get("zone") or "")
         self.default_labels: dict[str, str] = dict(config.get("default_labels") or {})
+        # Everything else the provider block says (the Kubernetes provider's host, token, CA).
+        self.raw: dict[str, Any] = dict(config)
 
 
 class Resource:
@@ -142,6 +144,24 @@ class Resource:
         raise ApiError(f"{self.type_name}: the stand-in updates nothing in place")
 
     def delete(self, state: State) -> None:
+        raise NotImplementedError
+
+
+class DataSource:
+    """One data source over one API: `read(config)` returns the values of its computed
+    attributes (what the real provider reads back for the arguments given)."""
+
+    type_name: ClassVar[str]
+    api: ClassVar[str]
+
+    def __init__(self, provider: ProviderConfig) -> None:
+        self.provider = provider
+
+    @property
+    def client(self) -> Client:
+        return Client(self.api)
+
+    def read(self, config: State) -> State:
         raise NotImplementedError
 
 

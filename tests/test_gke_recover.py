@@ -1,0 +1,36 @@
+"""`tpudeploy recover`, the first step of `make deploy`, on platform = "gke": nothing of the TPU
+VM's to inspect or replace, and it says so instead of failing the deploy (make rehearse
+PLATFORM=gke found `make deploy` exiting 1 here: recover ran `terraform init` in a <name>-node
+stack that a GKE deployment never has)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+
+def test_recover_on_gke_touches_no_api_and_passes() -> None:
+    env = {
+        **os.environ,
+        "DEPLOY_CONFIG": str(REPO_ROOT / "deployments" / "gke.toml"),
+        "GOOGLE_CLOUD_PROJECT": "my-proj-123",
+        # Any call would go to a closed loopback port and fail.
+        "TPU_EMULATOR_HOST": "127.0.0.1:9",
+        "CLOUD_SCHEDULER_EMULATOR_HOST": "127.0.0.1:9",
+    }
+    for extra in ([], ["--apply"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "tpudeploy", "recover", *extra],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "runs on GKE" in done.stderr and "nothing to recover" in done.stderr
+        assert "queued resource" not in done.stderr

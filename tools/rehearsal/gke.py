@@ -1,0 +1,154 @@
+"""`make rehearse PLATFORM=gke`: the GKE lifecycle, `make deploy-secrets` to `make destroy-all`,
+through the real cdktf CLI and Terraform, with the stand-in google-beta and kubernetes providers
+against the loopback fakes of the GKE API (tools/rehearsal/fakes/container.py) and of the
+cluster's Kubernetes API (tools/rehearsal/fakes/k8s.py), which stores every object the serving
+stack applies and validates each as the API server would. docs/rehearsal.md says what that
+proves and what only a real cluster can.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.rehearsal import schema
+from tools.rehearsal.bindings import GOOGLE_BETA, KUBERNETES, Binding
+from tools.rehearsal.fakes.inventory import OWNER
+from tools.rehearsal.lifecycle import Rehearsal, _plain, stack_output
+from tools.rehearsal.scenarios import Stage, StageFailure
+from tools.rehearsal.scratch import REHEARSAL_PROJECT
+from tpudeploy.gke import cluster as spec
+
+# The kinds the serving stack applies (stacks/gke/serving.py); the rehearsal checks each landed.
+SERVING_KINDS = (
+    "Namespace",
+    "ServiceAccount",
+    "ConfigMap",
+    "SecretProviderClass",
+    "ComputeClass",
+    "Deployment",
+    "PodDisruptionBudget",
+    "Service",
+    "PodMonitoring",
+    "HorizontalPodAutoscaler",
+)
+
+
+def write_gke_config(dest: Path) -> Path:
+    """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
+    path = dest / "deploy.toml"
+    path.write_text(
+        "# Written by `make rehearse PLATFORM=gke` for its scratch copy: deployments/gke.toml's\n"
+        "# deployment in the fake cloud's project.\n"
+        f'project = "{REHEARSAL_PROJECT}"\n'
+        'name = "gemma4-gke"\n'
+        'platform = "gke"\n'
+        'zone = "us-west4-a"\n'
+        "\n[network]\n"
+        'allowed_cidrs = ["127.0.0.1/32"]\n'
+        "\n[gke]\n"
+        "min_replicas = 1\n"
+        "max_replicas = 4\n"
+        'capacity = "spot,flex-start"\n'
+        'max_run_duration = "1d"\n'
+        'min_version = "1.33.0-gke.1712000"\n'
+    )
+    return path
+
+
+@dataclass
+class GkeRehearsal(Rehearsal):
+    """The TPU VM rehearsal's stages where they are the same (prepare, the secrets), GKE's own
+    checks where the platform differs."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # What the run's lines name; the VM provisioning model given to the base is unused.
+        self.provisioning = "gke"
+        if self.scenario != "lifecycle":
+            raise ValueError(f"SCENARIO={self.scenario} is rehearsed for PLATFORM=tpu-vm only")
+
+    def _stages(self) -> list[Stage]:
+        return [
+            Stage("prepare", self._prepare_gke),
+            Stage("deploy-secrets", self._deploy_secrets),
+            Stage("secret", self._secret),
+            Stage("api-key", self._api_key),
+            Stage("deploy", self._deploy_gke),
+            Stage("deploy-again", self._deploy_again_gke),
+            Stage("destroy", self._destroy_gke),
+            Stage("destroy-all", self._destroy_all),
+            Stage("no-secret-left", self._no_secret_left),
+        ]
+
+    # ---- hooks of the shared prepare
+
+    def _write_config(self, port: int, proxy_port: int) -> Path:
+        return write_gke_config(self.scratch)
+
+    def _kubernetes_schema(self) -> Path | None:
+        # Every resource type of the bindings: a new object in the serving stack needs nothing.
+        return schema.ensure(None, binding=KUBERNETES)
+
+    def _bindings(self) -> tuple[Binding, ...]:
+        return (GOOGLE_BETA, KUBERNETES)
+
+    def _prepare_gke(self) -> str:
+        note = self._prepare()
+        # The access token google_client_config reports (the real provider's access_token
+        # setting): the fake Kubernetes API takes only a token the fake cloud issued.
+        self._env["GOOGLE_OAUTH_ACCESS_TOKEN"] = self.cloud.inventory.mint_token(OWNER)
+        return note.split(", vLLM on port")[0] + ", stand-in kubernetes 2.38.0"
+
+    # ---- stages
+
+    def _cluster_key(self) -> str:
+        return f"projects/{REHEARSAL_PROJECT}/locations/{self.cfg.zone}/clusters/" + (
+            spec.cluster_name(self.cfg)
+        )
+
+    def _deploy_gke(self) -> str:
+        shown = self._make("deploy", approve=True)
+        inv, key = self.cloud.inventory, self._cluster_key()
+        if inv.get("container", key) is None:
+            raise StageFailure(f"`{shown}` passed but the fake GKE API has no cluster {key}")
+        pools = sorted(n.rsplit("/", 1)[-1] for n in inv.names("container", key + "/nodePools/"))
+        wanted = sorted(["system", *(spec.pool_name(c) for c in self.cfg.gke.capacity_order)])
+        if pools != wanted:
+            raise StageFailure(f"node pools {pools}, expected {wanted}")
+        kinds = sorted({obj["kind"] for obj in self.cloud.kubernetes.objects().values()})
+        missing = [k for k in SERVING_KINDS if k not in kinds]
+        if missing:
+            raise StageFailure(f"the cluster lacks {missing}; it holds {kinds}")
+        unchecked = sorted(self.cloud.kubernetes.unchecked)
+        return (
+            f"{shown}: cluster, pools {', '.join(pools)}; {len(self.cloud.kubernetes.objects())} "
+            f"objects stored and validated"
+            + (f" (no schema at hand for {', '.join(unchecked)})" if unchecked else "")
+        )
+
+    def _deploy_again_gke(self) -> str:
+        before = self.cloud.call_count()
+        shown = self._make("deploy", approve=True)
+        changed = self.cloud.mutations(before)
+        text = _plain((self.logs / f"{self._step:02d}-deploy.log").read_text())
+        stacks = (self.cfg.secrets_stack_name, self.cfg.gke_stack_name, self.cfg.serving_stack_name)
+        by_stack = stack_output(text, stacks)
+        unchanged = [s for s, out in by_stack.items() if re.search(r"^No changes\.", out, re.M)]
+        planned = [line.strip() for line in text.splitlines() if re.search(r"Plan: \d", line)]
+        if changed or planned or len(unchanged) != len(stacks):
+            raise StageFailure(
+                f"the second `{shown}` was not a no-op: plans {planned or 'none shown'}, "
+                f"'No changes.' for {unchanged or 'no stack'}, API changes {changed[:5] or 'none'}"
+            )
+        return f"{shown}: no changes planned for the three stacks, no API call changed anything"
+
+    def _destroy_gke(self) -> str:
+        shown = self._make("destroy", approve=True)
+        left = self.cloud.kubernetes.objects()
+        if left:
+            raise StageFailure(f"`{shown}` passed but the cluster still holds {sorted(left)[:5]}")
+        # With no pod asking for a TPU the autoscaler removes the TPU nodes (not rehearsed: the
+        # fake has no nodes); the cluster and its pools stay until make destroy-all.
+        return f"{shown}: no serving object left; the cluster stays for make destroy-all"
