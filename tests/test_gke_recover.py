@@ -21,8 +21,9 @@ def test_recover_on_gke_touches_no_api_and_passes() -> None:
         "TPU_EMULATOR_HOST": "127.0.0.1:9",
         "CLOUD_SCHEDULER_EMULATOR_HOST": "127.0.0.1:9",
     }
-    for extra in ([], ["--apply"]):
-        done = subprocess.run(
+
+    def recover(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [sys.executable, "-m", "tpudeploy", "recover", *extra],
             cwd=REPO_ROOT,
             env=env,
@@ -31,6 +32,14 @@ def test_recover_on_gke_touches_no_api_and_passes() -> None:
             timeout=60,
             check=False,
         )
-        assert done.returncode == 0, done.stderr
-        assert "runs on GKE" in done.stderr and "nothing to recover" in done.stderr
-        assert "queued resource" not in done.stderr
+
+    # make deploy's first step: nothing to do, said, and the deploy goes on
+    done = recover()
+    assert done.returncode == 0, done.stderr
+    assert "runs on GKE" in done.stderr and "nothing to recover" in done.stderr
+    assert "queued resource" not in done.stderr
+    # make recover, asked for by name: refused with what replaces a replica on GKE
+    done = recover("--apply")
+    assert done.returncode == 1
+    assert "the Deployment replaces a lost replica by itself" in done.stderr
+    assert "queued resource" not in done.stderr and "Traceback" not in done.stderr
