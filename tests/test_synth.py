@@ -402,7 +402,10 @@ def main_py_with_secrets_around(
         env.setenv("VLLM_API_KEY", api_key)
         env.setenv("HOME", str(home))
         env.setenv(EAGER_PROVIDERS_ENV, "1")
-        result, outdir = run_main(tmp_path, f"project = {json.dumps(MAIN_PY['project'])}\n")
+        # The eager import alone is ~20 s of CPU: 25 s idle, over 120 s on a loaded machine.
+        result, outdir = run_main(
+            tmp_path, f"project = {json.dumps(MAIN_PY['project'])}\n", timeout=600
+        )
     yield result, outdir, (token, api_key)
 
 
