@@ -132,9 +132,20 @@ class Node:
         )
         # python3 the real interpreter, not a version-manager shim: the stubs and the script's
         # JSON helpers start dozens of times per boot.
+        # The node's python3 is the image's, without this project's packages: the script may use
+        # the standard library only. A pyvenv.cfg one directory above the executable makes this
+        # folder an empty virtual environment ("If a file named pyvenv.cfg exists one directory
+        # above sys.executable, sys.prefix and sys.exec_prefix are set to that directory",
+        # https://docs.python.org/3/library/site.html): no site-packages and none of their .pth
+        # start-up hooks, which cost a Python with them 50 ms more per start (17 ms, not 68 ms,
+        # measured here), a dozen starts per boot.
         self.bin = root / "bin"
         self.bin.mkdir(exist_ok=True)
-        (self.bin / "python3").symlink_to(os.path.realpath(sys.executable))
+        real_python = Path(os.path.realpath(sys.executable))
+        (self.bin / "python3").symlink_to(real_python)
+        (root / "pyvenv.cfg").write_text(
+            f"home = {real_python.parent}\ninclude-system-site-packages = false\n"
+        )
         self.scripts = root / "scripts"
         self.scripts.mkdir(exist_ok=True)
         (self.scripts / "startup.sh").write_text(render_startup_script(cfg))

@@ -195,7 +195,9 @@ def boot(bootstrap_outdir: Path) -> dict[str, Any]:
     return doc
 
 
-def run_main(tmp_path: Path, config_text: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def run_main(
+    tmp_path: Path, config_text: str, *, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run `python main.py` (what `make synth` and `cdktf synth` run) on a config file written to
     tmp_path; return the result and the output directory it would synthesize into."""
     config = tmp_path / "deploy.toml"
@@ -207,7 +209,7 @@ def run_main(tmp_path: Path, config_text: str) -> tuple[subprocess.CompletedProc
         env={**os.environ, "DEPLOY_CONFIG": str(config), "CDKTF_OUTDIR": str(outdir)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     return result, outdir

@@ -12,13 +12,14 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tpudeploy import errors
 from tpudeploy import github_environments as ge
 from tpudeploy.bootstrap import load_bootstrap
 
@@ -130,23 +131,45 @@ def github() -> Iterator[tuple[FakeGitHub, str]]:
         server.server_close()
 
 
-def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """What `make bootstrap-check` runs, with a controlled environment (no inherited token, and
-    no Google credentials unless a test gives the Resource Manager fake: nothing leaves
-    loopback)."""
-    dropped = (ge.TOKEN_ENV, ge.API_URL_ENV, "RESOURCEMANAGER_EMULATOR_HOST")
-    base = {k: v for k, v in os.environ.items() if k not in dropped}
-    base["GOOGLE_APPLICATION_CREDENTIALS"] = "/nonexistent/adc.json"
-    base["NO_GCE_CHECK"] = "true"
+# What `make bootstrap-check` may not inherit: a token, an API URL, Google credentials. No Google
+# credentials unless a test gives the Resource Manager fake: nothing leaves loopback.
+DROPPED = (ge.TOKEN_ENV, ge.API_URL_ENV, "RESOURCEMANAGER_EMULATOR_HOST")
+NO_GOOGLE = {"GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/adc.json", "NO_GCE_CHECK": "true"}
+
+
+def run_process(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """What `make bootstrap-check` runs, in a process of its own, with a controlled environment."""
+    base = {k: v for k, v in os.environ.items() if k not in DROPPED}
     return subprocess.run(
         [sys.executable, "-m", "tpudeploy.github_environments"],
         cwd=REPO_ROOT,
-        env={**base, **env},
+        env={**base, **NO_GOOGLE, **env},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+Run = Callable[[dict[str, str]], subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
+    """The same command in this process (its `__main__` line: errors.run(main)), with the same
+    environment: a new Python per call cost ~1 s of CPU, and test_all_protected runs it as one."""
+
+    def run_here(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        for name in DROPPED:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in {**NO_GOOGLE, **env}.items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        code = errors.run(ge.main)
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(["make", "bootstrap-check"], code, out.out, out.err)
+
+    return run_here
 
 
 def test_all_protected(github: tuple[FakeGitHub, str]) -> None:
@@ -155,7 +178,7 @@ def test_all_protected(github: tuple[FakeGitHub, str]) -> None:
         fake.environments[env] = protected_env(env)
         fake.policies[env] = MAIN_ONLY
     token = _token()
-    result = run({ge.TOKEN_ENV: token, ge.API_URL_ENV: url})
+    result = run_process({ge.TOKEN_ENV: token, ge.API_URL_ENV: url})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok: environment gemma4-prod is protected" in result.stdout
     assert "ok: environment gemma4-staging is protected" in result.stdout
@@ -168,7 +191,7 @@ def test_all_protected(github: tuple[FakeGitHub, str]) -> None:
     assert token not in result.stdout + result.stderr
 
 
-def test_each_unprotected_environment_is_reported(github: tuple[FakeGitHub, str]) -> None:
+def test_each_unprotected_environment_is_reported(github: tuple[FakeGitHub, str], run: Run) -> None:
     fake, url = github
     staging = protected_env("gemma4-staging")
     staging["protection_rules"] = []  # no reviewers
@@ -198,7 +221,7 @@ def test_each_unprotected_environment_is_reported(github: tuple[FakeGitHub, str]
     )
 
 
-def test_missing_environment_is_reported(github: tuple[FakeGitHub, str]) -> None:
+def test_missing_environment_is_reported(github: tuple[FakeGitHub, str], run: Run) -> None:
     fake, url = github
     fake.environments["gemma4-prod"] = protected_env("gemma4-prod")
     fake.policies["gemma4-prod"] = MAIN_ONLY
@@ -207,7 +230,7 @@ def test_missing_environment_is_reported(github: tuple[FakeGitHub, str]) -> None
     assert "NOT PROTECTED: environment gemma4-staging: does not exist" in result.stdout
 
 
-def test_bad_token_is_one_line_and_never_echoed(github: tuple[FakeGitHub, str]) -> None:
+def test_bad_token_is_one_line_and_never_echoed(github: tuple[FakeGitHub, str], run: Run) -> None:
     fake, url = github
     fake.status = 401
     token = _token()
@@ -220,7 +243,7 @@ def test_bad_token_is_one_line_and_never_echoed(github: tuple[FakeGitHub, str]) 
     assert token not in result.stdout + result.stderr
 
 
-def test_unreachable_api_is_one_line() -> None:
+def test_unreachable_api_is_one_line(run: Run) -> None:
     # A loopback port nothing listens on (bound, then closed).
     import socket
 
@@ -233,14 +256,14 @@ def test_unreachable_api_is_one_line() -> None:
     assert result.stderr.startswith("bootstrap-check: cannot reach http://127.0.0.1:")
 
 
-def test_plain_http_to_another_host_is_refused_before_sending_the_token() -> None:
+def test_plain_http_to_another_host_is_refused_before_sending_the_token(run: Run) -> None:
     result = run({ge.TOKEN_ENV: _token(), ge.API_URL_ENV: "http://github.example.com/api/v3"})
     assert result.returncode == 2
     assert "plain http to another machine" in result.stderr
     assert "GITHUB_API_URL = 'http://github.example.com/api/v3'" in result.stderr
 
 
-def test_without_token_prints_the_settings_to_set_by_hand() -> None:
+def test_without_token_prints_the_settings_to_set_by_hand(run: Run) -> None:
     result = run({})
     assert result.returncode == 0
     assert "NOT CHECKED: GITHUB_TOKEN is not set" in result.stdout
@@ -293,7 +316,7 @@ def second_origin() -> Iterator[tuple[list[dict[str, str]], str]]:
 
 
 def test_a_redirect_to_another_origin_never_gets_the_token(
-    github: tuple[FakeGitHub, str], second_origin: tuple[list[dict[str, str]], str]
+    github: tuple[FakeGitHub, str], second_origin: tuple[list[dict[str, str]], str], run: Run
 ) -> None:
     """Issue 22, item 8: urllib follows a redirect with every header, Authorization included, to
     any host and scheme. The API's answer may send us elsewhere; the token must not follow."""
@@ -310,7 +333,7 @@ def test_a_redirect_to_another_origin_never_gets_the_token(
 
 
 def test_a_redirect_within_the_api_is_followed_with_the_token(
-    github: tuple[FakeGitHub, str],
+    github: tuple[FakeGitHub, str], run: Run
 ) -> None:
     """GitHub answers a renamed repository with 301 to /repositories/{id} on the same origin."""
     fake, url = github
@@ -328,7 +351,7 @@ def test_a_redirect_within_the_api_is_followed_with_the_token(
     assert ge.origin("https://api.github.com/x") != ge.origin("https://evil.example/x")
 
 
-def test_wrong_repository_ids_are_reported(github: tuple[FakeGitHub, str]) -> None:
+def test_wrong_repository_ids_are_reported(github: tuple[FakeGitHub, str], run: Run) -> None:
     """Issue 21, defect 6: the ids the federation pins are compared with GitHub's own."""
     fake, url = github
     for env in ("gemma4-staging", "gemma4-prod"):
@@ -346,7 +369,7 @@ def test_wrong_repository_ids_are_reported(github: tuple[FakeGitHub, str]) -> No
     assert "set github_repository_owner_id = 666" in lines[1]
 
 
-def test_the_compute_default_account_with_editor_is_a_warning() -> None:
+def test_the_compute_default_account_with_editor_is_a_warning(run: Run) -> None:
     """Issue 22, item 10: a deploy identity can create a TPU node with no service account,
     which then runs as the Compute Engine default account; with Editor that is a warning."""
     from tools.rehearsal.fakes.iamrules import PROJECT_NUMBER

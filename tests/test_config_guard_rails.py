@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, run_main
+from tests.conftest import REPO_ROOT, Synthesizer, run_main
 from tpudeploy import policy
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, parse_config
@@ -175,16 +175,33 @@ def test_status_of_a_refused_config_still_answers(
     assert "NOT_FOUND" in capsys.readouterr().out
 
 
-@pytest.mark.slow
 def test_cdktf_destroy_can_synthesize_a_refused_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    synth: Synthesizer,
 ) -> None:
     """`cdktf destroy` runs main.py first; with TPUDEPLOY_COMMAND=destroy (set by the Makefile)
-    a config the guard rails refuse still synthesizes, so its node can be destroyed."""
+    a config the guard rails refuse still synthesizes, so its node can be destroyed. main.main()
+    runs in this process, on the session's jsii load: the command, not the process, decides."""
+    import main
+
+    synth({})  # the jsii assembly is loaded once per session
+    config = tmp_path / "deploy.toml"
+    config.write_text(REFUSED_TOML)
+    outdir = tmp_path / "out"
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    monkeypatch.setenv("CDKTF_OUTDIR", str(outdir))
     monkeypatch.setenv("TPUDEPLOY_COMMAND", "destroy")
-    result, outdir = run_main(tmp_path, REFUSED_TOML)
-    assert result.returncode == 0, result.stderr
+    assert main.main() == 0, capsys.readouterr().err
     assert (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").is_file()
+    # Without the destroy switch, the same config is refused before anything is written.
+    monkeypatch.delenv("TPUDEPLOY_COMMAND")
+    monkeypatch.setenv("CDKTF_OUTDIR", str(tmp_path / "refused"))
+    capsys.readouterr()
+    assert main.main() == 2
+    assert "vllm.gpu_memory_utilization" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
 
 
 def test_every_guard_rail_names_a_key_the_config_has() -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from stacks import EAGER_PROVIDERS_ENV
 from tests.conftest import Synthesizer, resources, run_main
 from tpudeploy.config import IAP_SSH_RANGE, parse_config
 from tpudeploy.render import node_metadata
@@ -374,22 +377,44 @@ def test_no_token_in_the_synthesized_json(synth: Synthesizer, overrides: dict[st
             assert not found, (name, text[max(0, found.start() - 80) : found.end() + 80])
 
 
-def test_secrets_within_reach_of_the_synth_never_reach_its_output(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Synthesize with real-looking secrets everywhere a careless renderer could pick them up
-    (the environment, the Hugging Face token file) and find none of them in any output file.
-    Without them present, the scan above could never fail."""
+# What the subprocess synth below reads: a project, otherwise the default (flex-start) deployment.
+MAIN_PY = {"project": "my-proj-123"}
+
+
+@pytest.fixture(scope="module")
+def main_py_with_secrets_around(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[subprocess.CompletedProcess[str], Path, tuple[str, str]]]:
+    """`python main.py` as `make synth` runs it, once for the tests below, with real-looking
+    secrets everywhere a careless renderer could pick them up (the environment, the Hugging Face
+    token file), and with the provider packages imported the way they ship (eagerly, every
+    resource module: stacks/__init__.py's EAGER_PROVIDERS_ENV) where the session's synths
+    import them bare."""
     token = "hf_" + secrets.token_hex(17)
     api_key = secrets.token_urlsafe(32)
+    tmp_path = tmp_path_factory.mktemp("main-py")
     home = tmp_path / "home"
     (home / ".cache" / "huggingface").mkdir(parents=True)
     (home / ".cache" / "huggingface" / "token").write_text(token)
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        monkeypatch.setenv(var, token)
-    monkeypatch.setenv("VLLM_API_KEY", api_key)
-    monkeypatch.setenv("HOME", str(home))
-    result, outdir = run_main(tmp_path, 'project = "my-proj-123"\n')
+    with pytest.MonkeyPatch.context() as env:
+        for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+            env.setenv(var, token)
+        env.setenv("VLLM_API_KEY", api_key)
+        env.setenv("HOME", str(home))
+        env.setenv(EAGER_PROVIDERS_ENV, "1")
+        # The eager import alone is ~20 s of CPU: 25 s idle, over 120 s on a loaded machine.
+        result, outdir = run_main(
+            tmp_path, f"project = {json.dumps(MAIN_PY['project'])}\n", timeout=600
+        )
+    yield result, outdir, (token, api_key)
+
+
+def test_secrets_within_reach_of_the_synth_never_reach_its_output(
+    main_py_with_secrets_around: tuple[subprocess.CompletedProcess[str], Path, tuple[str, str]],
+) -> None:
+    """Synthesized with secrets within reach (the fixture above), none of them is in any output
+    file. Without them present, the scan above could never fail."""
+    result, outdir, (token, api_key) = main_py_with_secrets_around
     assert result.returncode == 0, result.stderr
     files = [p for p in outdir.rglob("*") if p.is_file()]
     assert any(p.name == "cdk.tf.json" for p in files)
@@ -398,6 +423,26 @@ def test_secrets_within_reach_of_the_synth_never_reach_its_output(
         assert token not in text and api_key not in text, path
     assert token not in result.stdout + result.stderr
     assert api_key not in result.stdout + result.stderr
+
+
+def test_the_bare_provider_import_synthesizes_what_the_eager_one_does(
+    main_py_with_secrets_around: tuple[subprocess.CompletedProcess[str], Path, tuple[str, str]],
+    synth: Synthesizer,
+) -> None:
+    """stacks/__init__.py registers the provider packages bare (12 s of CPU less per synth):
+    main.py with the packages' own eager import writes the same JSON as this process."""
+    result, outdir, _ = main_py_with_secrets_around
+    assert result.returncode == 0, result.stderr
+    ours = synth(MAIN_PY)
+    # This process imported the bindings bare: a module no stack uses was never loaded.
+    assert "cdktf_cdktf_provider_google_beta.google_workflows_workflow" not in sys.modules
+    # Same depth below the same temporary root: the flex-start provisioners' working_dir is the
+    # repository root relative to the output directory.
+    assert outdir.parents[1] == synth.outdir(MAIN_PY).parents[1]
+    assert sorted(ours) == sorted(p.parent.name for p in outdir.glob("stacks/*/cdk.tf.json"))
+    for name, stack in ours.items():
+        written = json.loads((outdir / "stacks" / name / "cdk.tf.json").read_text())
+        assert written == stack, name
 
 
 def test_token_patterns_would_catch_a_baked_in_token() -> None:

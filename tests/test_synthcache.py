@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_main
+from tests.conftest import Synthesizer, run_main
 from tpudeploy import synthcache
 
 
@@ -58,12 +58,45 @@ def test_edited_output_or_the_switch_means_a_new_synth(
     assert not synthcache.fresh(tmp_path, "k")
 
 
-def test_main_reuses_an_unchanged_synth_and_redoes_a_changed_one(tmp_path: Path) -> None:
-    first, outdir = run_main(tmp_path, 'project = "cache-test-1"\n')
-    assert first.returncode == 0, first.stderr
+def main_in_process(
+    tmp_path: Path,
+    config_text: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[int, str, Path]:
+    """main.main() in this process (sharing the session's jsii load; the synths are what the
+    test compares, not the process), with run_main's config file and output directory."""
+    import main
+
+    config = tmp_path / "deploy.toml"
+    config.write_text(config_text)
+    outdir = tmp_path / "out"
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    monkeypatch.setenv("CDKTF_OUTDIR", str(outdir))
+    capsys.readouterr()
+    code = main.main()
+    return code, capsys.readouterr().out, outdir
+
+
+def test_main_reuses_an_unchanged_synth_and_redoes_a_changed_one(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    synth: Synthesizer,
+) -> None:
+    synth({})  # the jsii assembly is loaded once per session
+    code, first, outdir = main_in_process(
+        tmp_path, 'project = "cache-test-1"\n', monkeypatch, capsys
+    )
+    assert code == 0
+    assert "synthesized deployment" in first
     written = (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").read_text()
     stamp = json.loads((outdir / synthcache.STAMP).read_text())
 
+    # The reuse runs as `make synth` and each cdktf command run it: a new process, which must
+    # not load the jsii assembly at all.
+    monkeypatch.delenv("DEPLOY_CONFIG")
+    monkeypatch.delenv("CDKTF_OUTDIR")
     start = time.monotonic()
     again, _ = run_main(tmp_path, 'project = "cache-test-1"\n')
     assert again.returncode == 0, again.stderr
@@ -73,13 +106,13 @@ def test_main_reuses_an_unchanged_synth_and_redoes_a_changed_one(tmp_path: Path)
     assert (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").read_text() == written
     assert "KV pool" in again.stdout  # the same summary as a synth
     # The seed's image is a moving tag: warned exactly once, by a synth and by its reuse.
-    for run in (first, again):
-        assert run.stdout.count("a tag, not a digest") == 1, run.stdout
-        assert run.stdout.count("`make pin`") == 1
+    for out in (first, again.stdout):
+        assert out.count("a tag, not a digest") == 1, out
+        assert out.count("`make pin`") == 1
 
-    changed, _ = run_main(tmp_path, 'project = "cache-test-2"\n')
-    assert changed.returncode == 0, changed.stderr
-    assert "unchanged since the last synth" not in changed.stdout
-    assert "synthesized deployment" in changed.stdout
+    code, changed, _ = main_in_process(tmp_path, 'project = "cache-test-2"\n', monkeypatch, capsys)
+    assert code == 0
+    assert "unchanged since the last synth" not in changed
+    assert "synthesized deployment" in changed
     assert "cache-test-2" in (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").read_text()
     assert json.loads((outdir / synthcache.STAMP).read_text()) != stamp
