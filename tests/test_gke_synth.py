@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from stacks.common import terraform_literal
 from tests.conftest import REPO_ROOT, Synthesizer
 from tools.k8s_manifests import manifests
 from tpudeploy import facts, render
@@ -66,7 +67,8 @@ def test_the_pod_runs_the_tpu_vms_serve_line(objects: dict[str, dict[str, Any]])
 def test_the_front_door_is_the_tpu_vms_nginx_config(serving: dict[str, Any]) -> None:
     (cm,) = serving["resource"]["kubernetes_config_map_v1"].values()
     conf = cm["data"][pod.NGINX_CONF]
-    assert conf == render.render_proxy_config(CFG, metrics_port=pod.METRICS_PORT)
+    # As Terraform reads it: $${ is a literal ${ (stacks/common.py terraform_literal).
+    assert conf == terraform_literal(render.render_proxy_config(CFG, metrics_port=pod.METRICS_PORT))
     # the VM's config is the same file without the metrics listener
     vm = render.render_proxy_config(CFG)
     assert conf.startswith(vm.rstrip().removesuffix("}"))
@@ -291,7 +293,7 @@ def test_the_cache_is_restored_before_vllm_and_saved_before_the_front_door_opens
     # no variable of the environment at all in the cache steps (the token is a file)
     assert "env" not in restore and "env" not in save
     (cm,) = serving["resource"]["kubernetes_config_map_v1"].values()
-    assert cm["data"][cache.SCRIPT] == cache.render_cache_script(CFG)
+    assert cm["data"][cache.SCRIPT] == terraform_literal(cache.render_cache_script(CFG))
 
 
 def test_the_replicas_get_the_tpu_vms_cache_grants_and_nothing_more(

@@ -95,7 +95,7 @@ def _misspell_cluster(doc: dict[str, Any]) -> str:
 
 
 def _misspell_container(doc: dict[str, Any]) -> str:
-    (deployment,) = doc["resource"]["kubernetes_deployment_v1"].values()
+    deployment = doc["resource"]["kubernetes_deployment_v1"]["deployment"]
     container = deployment["spec"]["template"]["spec"]["container"][0]
     container["startup_probes"] = container.pop("startup_probe")
     return "startup_probes"
@@ -155,7 +155,10 @@ def test_every_namespaced_custom_resource_waits_for_its_namespace(synth: Synthes
     GKE rehearsal's fake Kubernetes API refused the PodMonitoring and the SecretProviderClass so
     on 24029fa."""
     serving = synth(RAW)[CFG.serving_stack_name]
-    (ns_id,) = serving["resource"]["kubernetes_namespace_v1"]
+    ns_ids = {
+        body["metadata"]["name"]: key
+        for key, body in serving["resource"]["kubernetes_namespace_v1"].items()
+    }
     namespaced = {
         key: body
         for key, body in serving["resource"]["kubernetes_manifest"].items()
@@ -163,4 +166,5 @@ def test_every_namespaced_custom_resource_waits_for_its_namespace(synth: Synthes
     }
     assert namespaced  # the PodMonitoring and the SecretProviderClass
     for key, body in namespaced.items():
+        ns_id = ns_ids[body["manifest"]["metadata"]["namespace"]]
         assert f"kubernetes_namespace_v1.{ns_id}" in body.get("depends_on", []), key

@@ -53,7 +53,7 @@ from cdktf_cdktf_provider_kubernetes.service_v1 import (
 )
 from constructs import Construct
 
-from stacks.common import configure
+from stacks.common import configure, terraform_literal
 from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
@@ -108,7 +108,11 @@ class ServingStack(TerraformStack):
             self,
             "scripts",
             metadata=ConfigMapV1Metadata(name=f"{cfg.name}-frontdoor", **meta),
-            data={**pod.scripts(cfg), **cache.scripts(cfg)},
+            # Terraform would read the scripts' ${...} and %{...} as its own expressions.
+            data={
+                name: terraform_literal(text)
+                for name, text in {**pod.scripts(cfg), **cache.scripts(cfg)}.items()
+            },
         )
         # The custom resources name their namespace as a literal, not through the namespace
         # resource: without the dependency Terraform creates them beside the namespace and the
