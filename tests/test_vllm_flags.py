@@ -20,6 +20,7 @@ from tpudeploy.config.serveflags import (
     MODELLED_SERVE_FLAGS,
     VLLM_FLAGS,
     VLLM_VERSION,
+    served_model_name,
 )
 from tpudeploy.render import vllm_serve_args
 
@@ -248,3 +249,19 @@ def test_the_committed_flag_list_names_the_command_that_made_it() -> None:
     )
     assert document["generated_by"].startswith("python -m tools.vllm_flags ")
     assert len(document["flags"]) > 250
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "served"),
+    [
+        ((), "google/gemma-4-E2B-it"),
+        (("--served-model-name", "gemma"), "gemma"),
+        (("--served-model-name=gemma=v2",), "gemma=v2"),  # the name is all after the first =
+        (("--seed", "1", "--served-model-name", "a", "--served-model-name", "b"), "a"),
+        (("--served-model-name",), "google/gemma-4-E2B-it"),  # no value: vLLM's own name
+    ],
+)
+def test_the_name_clients_send_is_the_first_served_model_name(
+    extra_args: tuple[str, ...], served: str
+) -> None:
+    assert served_model_name("google/gemma-4-E2B-it", extra_args) == served
