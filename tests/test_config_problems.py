@@ -748,3 +748,23 @@ def test_a_speculative_flag_written_true_is_refused_by_its_kind() -> None:
 def test_an_ngram_spec_vllm_takes_is_kept_as_written(spec: dict[str, Any]) -> None:
     assert parse_config({"vllm": {"speculative_config": spec}}).vllm.speculative_config == spec
     assert parse_config({}).vllm.speculative_config is None
+
+
+@pytest.mark.parametrize(
+    ("region", "kept"), [("", ""), ("us-central1", "us-central1"), ("europe-west4", "europe-west4")]
+)
+def test_the_deadline_region_is_a_region_or_the_nodes_own(region: str, kept: str) -> None:
+    assert parse_config({"deadline": {"region": region}}).deadline.region == kept
+
+
+@pytest.mark.parametrize("region", ["us central1", "US-CENTRAL1", "us-central1-a", "-"])
+def test_a_deadline_region_that_is_not_a_region_is_refused(region: str) -> None:
+    assert problems({"deadline": {"region": region}}) == [
+        said(
+            "deadline.region",
+            region,
+            "not a region name",
+            "write a Cloud Scheduler location such as us-central1 (`gcloud scheduler locations "
+            "list` shows your project's), or leave it out for the node's region",
+        )
+    ]
