@@ -352,3 +352,14 @@ def test_each_refused_extra_arg_is_named_with_the_fix(
 )
 def test_what_vllm_takes_passes(extra_args: tuple[str, ...]) -> None:
     assert check_extra_args(extra_args) == extra_args
+
+
+def test_a_token_in_extra_args_is_refused_wherever_it_stands_and_never_shown() -> None:
+    token = "hf_" + "a" * 34
+    with pytest.raises(ValueError) as info:
+        check_extra_args(("--seed", token))
+    assert str(info.value) == (
+        "item 1, '<redacted: a Hugging Face token>': looks like a Hugging Face token, and "
+        "extra_args land in instance metadata, Terraform state and the process list (secrets "
+        "belong in Secret Manager); remove it from extra_args"
+    )
