@@ -654,6 +654,12 @@ ONE_ROUND = [
         id="a-union-at-the-top",
     ),
     pytest.param(
+        # An item of a list: the table holding the list stands at its defaults.
+        {"vllm": {"extra_args": [1]}, "zone": "europe-west4-a"},
+        ["vllm.extra_args[0]", "zone"],
+        id="an-item-of-a-list",
+    ),
+    pytest.param(
         {"vllm": "x", "zone": "europe-west4-a"},
         ["vllm", "zone"],
         id="a-table-written-as-a-value",
