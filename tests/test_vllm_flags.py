@@ -303,6 +303,8 @@ LOG_LEVELS = "critical, debug, error, info, trace, warning"
         (("--scheduling-policy=fifo",), f"item 0, '--scheduling-policy=fifo': {POLICY}"),
         (("--scheduling-policy", "fifo"), f"item 0, '--scheduling-policy': {POLICY}"),
         (("--async_scheduling", "--scheduling-policy", "fifo"), "item 1, '--scheduling-policy':"),
+        # A dot in the value is not a JSON config's key: the value is still checked.
+        (("--scheduling-policy=fcfs.x",), "takes one of fcfs, priority, not 'fcfs.x'"),
         (
             ("--scheduling-policy=fcfs=x",),
             "--scheduling-policy takes one of fcfs, priority, not 'fcfs=x'",
