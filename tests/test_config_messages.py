@@ -324,3 +324,43 @@ def config_problems(data: dict[str, Any]) -> list[str]:
 )
 def test_config_problems_in_toml_words(data: dict[str, Any], expected: str) -> None:
     assert config_problems(data) == [expected]
+
+
+class _Inner(Strict):
+    port: int = 1
+
+
+class _Middle(Strict):
+    inner: _Inner = Field(default_factory=_Inner)
+    size: int = 1
+
+
+class _Outer(Strict):
+    middle: _Middle = Field(default_factory=_Middle)
+    name: str = "n"
+
+
+def _unknown(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ValidationError) as info:
+        _Outer.model_validate(data)
+    return format_errors(info.value, _Outer)
+
+
+def test_a_key_outside_its_table_is_pointed_at_the_table_that_holds_it() -> None:
+    """Issue 23 item 10: a top-level `allowed_cidrs` gets "did you mean `[network] ...`", and
+    the same holds a table down, where the table is named by its whole dotted path."""
+    fix = "Fix: remove it or fix the spelling; did you mean"
+    assert _unknown({"size": 2}) == [f"size = 2: unknown key. {fix} `[middle] size`?"]
+    assert _unknown({"middle": {"port": 2}}) == [
+        f"middle.port = 2: unknown key. {fix} `[middle.inner] port`?"
+    ]
+    # A key no table holds gets the closest spelling instead.
+    assert _unknown({"nmae": "x"}) == [f"nmae = 'x': unknown key. {fix} 'name'?"]
+    (found,) = _problems_of({"allowed_cidrs": ["203.0.113.0/24"]})
+    assert found.endswith("did you mean `[network] allowed_cidrs`?")
+
+
+def _problems_of(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    return info.value.problems

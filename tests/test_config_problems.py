@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import os
 import subprocess
@@ -25,6 +26,7 @@ from tpudeploy.config.messages import toml_value
 from tpudeploy.config.secretshape import redact
 from tpudeploy.config.serveflags import DENIED_SERVE_FLAGS
 from tpudeploy.durations import MAX_DURATION_SECONDS
+from tpudeploy.errors import explain
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DURATION_EXAMPLES = "use e.g. '4h', '90m', '2d', '45s', '1h30m' or plain seconds '14400'"
@@ -625,3 +627,162 @@ def test_secrets_are_redacted_wherever_they_sit_in_a_value() -> None:
     assert redact(["--x", token]) == ["--x", shown]
     assert redact(("--x", token)) == ("--x", shown)
     assert redact({"token": token, "n": 1}) == {"token": shown, "n": 1}
+
+
+def test_the_cli_prints_a_config_error_with_each_problem_on_its_own_line() -> None:
+    """Every command's error path (tpudeploy.errors.explain) flattens a message to one line; a
+    config error keeps its list, each problem with its fix, and exits 2 (nothing attempted)."""
+    error = ConfigError("deploy.toml", ["a = 1: first. Fix: one", "b = 2: second. Fix: two"])
+    line, code = explain(error)
+    assert line.splitlines() == [
+        "deploy.toml: 2 problem(s) in the deployment config:",
+        "  - a = 1: first. Fix: one",
+        "  - b = 2: second. Fix: two",
+    ]
+    assert code == 2
+
+
+# Issue 23 item 6: one round. A refused key is judged at its default so the rest of the file
+# (cross-key checks, guard rails) is still judged, wherever the refused key sits.
+ONE_ROUND = [
+    pytest.param(
+        {"vllm": {"max_model_len": "x", "gpu_memory_utilization": 0.95}, "zone": "europe-west4-a"},
+        ["vllm.max_model_len", "zone", "error: vllm.gpu_memory_utilization"],
+        id="in-a-table",
+    ),
+    pytest.param(
+        {"vllm": {"limit_mm_per_prompt": {"image": "x"}, "gpu_memory_utilization": 0.95}},
+        ["vllm.limit_mm_per_prompt.image", "error: vllm.gpu_memory_utilization"],
+        id="in-a-table-of-a-table",
+    ),
+    pytest.param(
+        {"network": {"allowed_cidrs": ["nope"]}, "vllm": {"gpu_memory_utilization": 0.95}},
+        ["network.allowed_cidrs", "error: vllm.gpu_memory_utilization"],
+        id="in-a-list",
+    ),
+    pytest.param(
+        {"max_run_duration": 1.5, "vllm": {"gpu_memory_utilization": 0.95}},
+        ["max_run_duration", "error: vllm.gpu_memory_utilization"],
+        id="a-union-at-the-top",
+    ),
+    pytest.param(
+        # An item of a list: the table holding the list stands at its defaults.
+        {"vllm": {"extra_args": [1]}, "zone": "europe-west4-a"},
+        ["vllm.extra_args[0]", "zone"],
+        id="an-item-of-a-list",
+    ),
+    pytest.param(
+        {"vllm": "x", "zone": "europe-west4-a"},
+        ["vllm", "zone"],
+        id="a-table-written-as-a-value",
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "keys"), ONE_ROUND)
+def test_a_refused_key_does_not_hide_the_rest_of_the_file(
+    data: dict[str, Any], keys: list[str]
+) -> None:
+    written = copy.deepcopy(data)
+    assert [p.split(" = ", 1)[0] for p in problems(data)] == keys
+    assert data == written, "judging the rest must not change the caller's tables"
+
+
+SPECULATIVE_REFUSALS = [
+    pytest.param(
+        {"method": "eagle", "num_speculative_tokens": 3},
+        "method 'eagle' is not offered. Fix: use method = \"ngram\" (no draft checkpoint: other "
+        "methods download and run a second model)",
+        id="a-method-with-a-draft-model",
+    ),
+    pytest.param({"num_speculative_tokens": 3}, "method None is not offered", id="no-method"),
+    pytest.param(
+        {"method": "ngram", "num_speculative_tokens": 2, "model": "x/y"},
+        "unknown key 'model'. Fix: the n-gram method takes num_speculative_tokens, "
+        "prompt_lookup_max, prompt_lookup_min",
+        id="a-draft-model",
+    ),
+    pytest.param(
+        {"method": "ngram"},
+        "num_speculative_tokens is required. Fix: e.g. 5 (vLLM's n-gram example)",
+        id="no-token-count",
+    ),
+    pytest.param(
+        {"method": "ngram", "num_speculative_tokens": 0},
+        "num_speculative_tokens = 0 must be a whole number of at least 1",
+        id="zero-tokens",
+    ),
+    pytest.param(
+        {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": "2"},
+        "prompt_lookup_min = '2' must be a whole number of at least 1",
+        id="a-quoted-number",
+    ),
+    pytest.param(
+        {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 0},
+        "prompt_lookup_max = 0 must be a whole number of at least 1",
+        id="zero-lookup",
+    ),
+    pytest.param(
+        {
+            "method": "ngram",
+            "num_speculative_tokens": 2,
+            "prompt_lookup_min": 5,
+            "prompt_lookup_max": 2,
+        },
+        "prompt_lookup_min 5 is above prompt_lookup_max 2. Fix: swap them",
+        id="min-above-max",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "reason"), SPECULATIVE_REFUSALS)
+def test_speculative_decoding_is_ngram_with_whole_numbers(
+    spec: dict[str, Any], reason: str
+) -> None:
+    (found,) = problems({"vllm": {"speculative_config": spec}})
+    assert found.startswith(f"vllm.speculative_config = {toml_value(spec)}: {reason}"), found
+
+
+def test_a_speculative_flag_written_true_is_refused_by_its_kind() -> None:
+    (found,) = problems(
+        {"vllm": {"speculative_config": {"method": "ngram", "num_speculative_tokens": True}}}
+    )
+    assert found.startswith("vllm.speculative_config.num_speculative_tokens = true: true/false ")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"method": "ngram", "num_speculative_tokens": 1},
+        {
+            "method": "ngram",
+            "num_speculative_tokens": 5,
+            "prompt_lookup_min": 4,
+            "prompt_lookup_max": 4,
+        },
+        {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 1},
+    ],
+)
+def test_an_ngram_spec_vllm_takes_is_kept_as_written(spec: dict[str, Any]) -> None:
+    assert parse_config({"vllm": {"speculative_config": spec}}).vllm.speculative_config == spec
+    assert parse_config({}).vllm.speculative_config is None
+
+
+@pytest.mark.parametrize(
+    ("region", "kept"), [("", ""), ("us-central1", "us-central1"), ("europe-west4", "europe-west4")]
+)
+def test_the_deadline_region_is_a_region_or_the_nodes_own(region: str, kept: str) -> None:
+    assert parse_config({"deadline": {"region": region}}).deadline.region == kept
+
+
+@pytest.mark.parametrize("region", ["us central1", "US-CENTRAL1", "us-central1-a", "-"])
+def test_a_deadline_region_that_is_not_a_region_is_refused(region: str) -> None:
+    assert problems({"deadline": {"region": region}}) == [
+        said(
+            "deadline.region",
+            region,
+            "not a region name",
+            "write a Cloud Scheduler location such as us-central1 (`gcloud scheduler locations "
+            "list` shows your project's), or leave it out for the node's region",
+        )
+    ]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tools import mutants
 from tools.mutants import (
     EQUIVALENT_FILE,
     REPO_ROOT,
@@ -158,3 +159,76 @@ def test_make_mutants_runs_the_fast_tests_only() -> None:
     assert selection[-2:] == ["-m", "not slow"]
     for path in selection[:-2]:
         assert Path(REPO_ROOT / path).is_file(), path
+
+
+LOADED = "tpudeploy.render.x_hf_tmpfs_size__mutmut_2"  # timed out only because the runner was busy
+HANG = "tpudeploy.planner.guards.x__fitting_len__mutmut_4"  # hangs however often it runs
+KILL = "tpudeploy.render.x_hf_tmpfs_size__mutmut_3"
+
+
+def run_with_fake_mutmut(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, second: dict[str, str]
+) -> tuple[int, list[tuple[list[str], int]]]:
+    """tools.mutants.main over a stand-in for mutmut: the first run times out LOADED and HANG;
+    the verdicts a second run (of those two) gives are `second`."""
+    verdicts = {LOADED: "timeout", HANG: "timeout", KILL: "killed"}
+    runs: list[tuple[list[str], int]] = []
+
+    def run_mutmut(names: list[str], jobs: int) -> int:
+        runs.append((list(names), jobs))
+        (tmp_path / "mutants").mkdir(exist_ok=True)
+        if names:
+            verdicts.update(second)
+        return 0
+
+    def collect() -> tuple[list[Mutant], dict[str, int]]:
+        left = [
+            Mutant(name, status, readable_function(name), ("x",), ("y",), "")
+            for name, status in sorted(verdicts.items())
+            if status not in mutants.KILLED
+        ]
+        counts: dict[str, int] = {}
+        for status in verdicts.values():
+            counts[status] = counts.get(status, 0) + 1
+        return left, counts
+
+    monkeypatch.chdir(REPO_ROOT)  # main() changes into the repository; restored after the test
+    monkeypatch.setattr(mutants, "MUTANTS_DIR", tmp_path / "mutants")
+    monkeypatch.setattr(mutants, "load_equivalents", lambda: [])
+    monkeypatch.setattr(mutants, "run_mutmut", run_mutmut)
+    monkeypatch.setattr(mutants, "statuses", lambda: dict(verdicts))
+    monkeypatch.setattr(mutants, "collect", collect)
+    return mutants.main([]), runs
+
+
+def test_a_timeout_on_a_loaded_runner_is_run_again_alone_before_it_counts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Run alone, the loaded one finishes: it was a survivor, and make mutants fails on it.
+    code, runs = run_with_fake_mutmut(monkeypatch, tmp_path, {LOADED: "survived"})
+    assert runs == [([], 2), ([HANG, LOADED], 1)]
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"SURVIVED (survived): {LOADED}" in out and HANG not in out
+    assert "1 of 2 repeated alone (kills)" in out
+
+
+def test_a_mutant_that_hangs_again_alone_is_a_kill(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = run_with_fake_mutmut(monkeypatch, tmp_path, {})
+    assert code == 0
+    assert "2 of 2 repeated alone (kills)" in capsys.readouterr().out
+
+
+def test_what_is_run_again_is_every_timeout_and_crash_and_nothing_else() -> None:
+    found = {
+        "a": "timeout",
+        "b": "segfault",
+        "c": "suspicious",
+        "d": "killed",
+        "e": "survived",
+        "f": "no tests",
+        "g": "caught by type check",
+    }
+    assert mutants.to_recheck(found) == ["a", "b", "c"]

@@ -8,6 +8,7 @@ import pytest
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.planner import guards
 from tpudeploy.planner.capacity import kv_pool
 from tpudeploy.planner.geometry import GIB
 from tpudeploy.planner.guards import (
@@ -466,3 +467,23 @@ def test_flex_start_keys_on_a_vm_say_they_do_nothing() -> None:
     )
     # Only keys the file sets are judged: the default of the other says nothing.
     assert only(vm, "allow_untested_flex_zone") == []
+
+
+@pytest.mark.parametrize(
+    ("tokens", "fits"),
+    [
+        (0, "1"),
+        (1, "1"),
+        (2, "2"),
+        (3, "2"),
+        (32767, "16384"),
+        (32768, "32768"),
+        (250149, "131072"),
+    ],
+)
+def test_the_context_a_fix_suggests_is_the_largest_power_of_two_that_fits(
+    tokens: int, fits: str
+) -> None:
+    """Issue 23 item 3: "set vllm.max_model_len = N or less" names the build log's kind of
+    length (a power of two) and the largest one at or under the pool."""
+    assert guards._fitting_len(tokens) == fits

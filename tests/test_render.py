@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from tpudeploy import cacheguard, render
+from tpudeploy import cacheguard, facts, render
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.render import (
     compile_cache_key,
@@ -365,3 +365,15 @@ def test_the_cache_key_changes_with_what_shapes_a_program_only() -> None:
         {"proxy": {"port": 9443}},
     ):
         assert compile_cache_key(parse_config(same)) == base, same
+
+
+def test_the_checkpoint_tmpfs_holds_the_checkpoint_and_a_quarter_in_whole_gib() -> None:
+    """HF_HOME is a tmpfs (the token and checkpoint never touch disk): it must hold the seed's
+    checkpoint with a quarter to spare, and no more than the next whole GiB above that (a
+    tmpfs that large could fill the host's memory)."""
+    size = render.hf_tmpfs_size()
+    assert size.endswith("g")
+    gib = int(size.removesuffix("g"))
+    assert (
+        facts.CHECKPOINT_BYTES * 1.25 <= gib * facts.GIB < facts.CHECKPOINT_BYTES * 1.25 + facts.GIB
+    )

@@ -20,6 +20,8 @@ from tpudeploy.config.serveflags import (
     MODELLED_SERVE_FLAGS,
     VLLM_FLAGS,
     VLLM_VERSION,
+    check_extra_args,
+    served_model_name,
 )
 from tpudeploy.render import vllm_serve_args
 
@@ -248,3 +250,118 @@ def test_the_committed_flag_list_names_the_command_that_made_it() -> None:
     )
     assert document["generated_by"].startswith("python -m tools.vllm_flags ")
     assert len(document["flags"]) > 250
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "served"),
+    [
+        ((), "google/gemma-4-E2B-it"),
+        (("--served-model-name", "gemma"), "gemma"),
+        (("--served-model-name=gemma=v2",), "gemma=v2"),  # the name is all after the first =
+        (("--seed", "1", "--served-model-name", "a", "--served-model-name", "b"), "a"),
+        (("--served-model-name",), "google/gemma-4-E2B-it"),  # no value: vLLM's own name
+    ],
+)
+def test_the_name_clients_send_is_the_first_served_model_name(
+    extra_args: tuple[str, ...], served: str
+) -> None:
+    assert served_model_name("google/gemma-4-E2B-it", extra_args) == served
+
+
+NEEDS_FLAG = "put it right after the flag it belongs to (e.g. --max-num-seqs 128)"
+POLICY = "--scheduling-policy takes one of fcfs, priority, not 'fifo'; use one of the listed values"
+LOG_LEVELS = "critical, debug, error, info, trace, warning"
+
+
+@pytest.mark.parametrize(
+    ("extra_args", "said"),
+    [
+        (
+            ("--",),
+            "item 0, '--': ends vLLM's options: what follows is read as the model; remove it",
+        ),
+        (
+            ("--seed=1", "--"),
+            "item 1, '--': ends vLLM's options: what follows is read as the model",
+        ),
+        (
+            ("-x",),
+            "item 0, '-x': a short or bare option; write the flag's full --name from vLLM's CLI",
+        ),
+        (("--seed", "1", "-x"), "item 2, '-x': a short or bare option"),
+        (("-",), f"item 0, '-': a value with no flag before it; {NEEDS_FLAG}"),
+        (("-1",), f"item 0, '-1': a value with no flag before it; {NEEDS_FLAG}"),
+        (("--seed", "1", "2"), f"item 2, '2': a value with no flag before it; {NEEDS_FLAG}"),
+        (
+            ("--max-num-seq", "1"),
+            "item 0, '--max-num-seq': --max-num-seq is not a `vllm serve` flag in vLLM 0.33.0; "
+            "did you mean --max-num-seqs?",
+        ),
+        # The closest flag vLLM has, allowed here or not: the user learns the spelling first.
+        (("--enforce-eagr",), "vLLM 0.33.0; did you mean --enforce-eager?"),
+        (("--zzzzqqqq",), "flag in vLLM 0.33.0; remove it from extra_args"),
+        (("--scheduling-policy=fifo",), f"item 0, '--scheduling-policy=fifo': {POLICY}"),
+        (("--scheduling-policy", "fifo"), f"item 0, '--scheduling-policy': {POLICY}"),
+        (("--async_scheduling", "--scheduling-policy", "fifo"), "item 1, '--scheduling-policy':"),
+        # A dot in the value is not a JSON config's key: the value is still checked.
+        (("--scheduling-policy=fcfs.x",), "takes one of fcfs, priority, not 'fcfs.x'"),
+        (
+            ("--scheduling-policy=fcfs=x",),
+            "--scheduling-policy takes one of fcfs, priority, not 'fcfs=x'",
+        ),
+        (
+            ("--num-gpu-blocks-override=5", "--uvicorn-log-level=x=y"),
+            f"item 1, '--uvicorn-log-level=x=y': --uvicorn-log-level takes one of {LOG_LEVELS}, "
+            "not 'x=y'; use one of the listed values",
+        ),
+        (
+            ("--logprobs-mode=raw_logits", "--uvicorn-log-level", "loud"),
+            f"item 1, '--uvicorn-log-level': --uvicorn-log-level takes one of {LOG_LEVELS}, "
+            "not 'loud'",
+        ),
+        (
+            ("--no-disable-log-stats",),
+            "vLLM has no --no- form of --disable-log-stats; remove it, or write "
+            "--disable-log-stats",
+        ),
+        (("--no_disable-log-stats",), "vLLM has no --no- form of --disable-log-stats"),
+        (
+            ("--disable-log-stats=1",),
+            "--disable-log-stats takes no value; write --disable-log-stats alone",
+        ),
+        (("--seed",), "--seed needs a value; put its value in the next item (--seed VALUE)"),
+        (("--served-model-name", "a", "b", "--zzzzqqqq"), "item 3, '--zzzzqqqq':"),
+    ],
+)
+def test_each_refused_extra_arg_is_named_with_the_fix(
+    extra_args: tuple[str, ...], said: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        check_extra_args(extra_args)
+    assert said in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "extra_args",
+    [
+        ("--served-model-name", "a", "b", "--seed", "1"),  # nargs "+": both are names
+        ("--seed", "-1"),  # a negative number is a value
+        ("--no_async_scheduling",),  # vLLM reads _ as -
+        # One key of a JSON config: the value is the key's, not the flag's.
+        ("--override-generation-config.temperature=x", "--seed", "1"),
+        ("--override-generation-config.temperature", "x", "--seed", "1"),
+    ],
+)
+def test_what_vllm_takes_passes(extra_args: tuple[str, ...]) -> None:
+    assert check_extra_args(extra_args) == extra_args
+
+
+def test_a_token_in_extra_args_is_refused_wherever_it_stands_and_never_shown() -> None:
+    token = "hf_" + "a" * 34
+    with pytest.raises(ValueError) as info:
+        check_extra_args(("--seed", token))
+    assert str(info.value) == (
+        "item 1, '<redacted: a Hugging Face token>': looks like a Hugging Face token, and "
+        "extra_args land in instance metadata, Terraform state and the process list (secrets "
+        "belong in Secret Manager); remove it from extra_args"
+    )

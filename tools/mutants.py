@@ -10,6 +10,9 @@ survives unrelated edits and goes stale, loudly, when the line it explains chang
     python -m tools.mutants --report   # the verdict on the last run, without running
     python -m tools.mutants --again    # rerun only the last run's survivors (while killing them)
 
+A timeout or a crash counts as a kill only when it happens again with the mutant run alone
+(RECHECKED below): a loaded runner can make a run slower, not its verdict wrong.
+
 Exit 0 when every survivor is explained, 1 when one is not (or an entry explains nothing), 2
 when the run itself or the list is broken.
 """
@@ -33,9 +36,17 @@ MUTANTS_DIR = REPO_ROOT / "mutants"
 # Two workers: the machines this runs on (and CI runners) have two cores.
 DEFAULT_JOBS = 2
 
-# mutmut's verdicts. A timeout is a kill (the mutant hangs the tests); "caught by type check" is
-# mypy's kill (make lint runs it). Unfinished runs are an error, not a verdict.
-KILLED = frozenset({"killed", "timeout", "caught by type check"})
+# mutmut's verdicts. "caught by type check" is mypy's kill (make lint runs it). Unfinished runs
+# are an error, not a verdict.
+#
+# A timeout is a kill (the mutant hangs the tests), but mutmut's limit is wall-clock: it stops a
+# mutant's tests after 15 x (their clean duration + 1 s), so a runner loaded enough could stop a
+# survivor. A crash (mutmut's "segfault", a SIGKILL such as the CPU limit's or the OOM killer's,
+# and "suspicious", any other exit) can be the machine's doing too. Each of these is run again,
+# alone (one worker), before it counts: only one that repeats is a kill; one that finishes gets
+# the verdict it finishes with. So a slow runner costs minutes, never a wrong pass or fail.
+KILLED = frozenset({"killed", "timeout", "caught by type check", "segfault", "suspicious"})
+RECHECKED = frozenset({"timeout", "segfault", "suspicious"})
 SURVIVED = frozenset({"survived", "no tests"})
 UNFINISHED = frozenset({"not checked", "check was interrupted by user"})
 _ENTRY_KEYS = frozenset({"function", "removed", "added", "reason"})
@@ -240,6 +251,26 @@ def format_verdict(verdict: Verdict) -> str:
 # ---- mutmut (pinned in requirements.txt; everything below reads its mutants/ directory) -------
 
 
+def to_recheck(statuses: dict[str, str]) -> list[str]:
+    """The mutants whose verdict may be the machine's (a timeout, a crash), to run again alone."""
+    return sorted(name for name, status in statuses.items() if status in RECHECKED)
+
+
+def statuses() -> dict[str, str]:
+    """Every mutant of the last run and its verdict, by mutmut's name. Run from REPO_ROOT."""
+    from mutmut.mutation.data import SourceFileMutationData
+    from mutmut.stats import status_by_exit_code
+    from mutmut.utils.file_utils import walk_mutatable_files
+
+    result: dict[str, str] = {}
+    for path in walk_mutatable_files():
+        data = SourceFileMutationData(path=path)
+        data.load()
+        for name, exit_code in data.exit_code_by_key.items():
+            result[name] = status_by_exit_code[exit_code]
+    return result
+
+
 def collect() -> tuple[list[Mutant], dict[str, int]]:
     """The last run's mutants that were not killed, and a count by status. Run from REPO_ROOT."""
     from mutmut.mutation.data import SourceFileMutationData
@@ -255,12 +286,30 @@ def collect() -> tuple[list[Mutant], dict[str, int]]:
         for name, exit_code in sorted(data.exit_code_by_key.items()):
             status = status_by_exit_code[exit_code]
             counts[status] = counts.get(status, 0) + 1
-            if status in KILLED:
+            # An unfinished run is refused whole; its diffs (a parse each) would take minutes.
+            if status in KILLED or status in UNFINISHED:
                 continue
             diff = get_diff_for_mutant(name, path=path)
             removed, added = changed_lines(diff)
             survivors.append(Mutant(name, status, readable_function(name), removed, added, diff))
     return survivors, counts
+
+
+class RunError(Exception):
+    """mutmut itself failed (its output is above)."""
+
+
+def recheck(found: dict[str, str]) -> tuple[int, int]:
+    """Run each timeout and crash of `found` again with one worker (see RECHECKED): how many ran
+    again, and how many of them repeated (the kills)."""
+    names = to_recheck(found)
+    if not names:
+        return 0, 0
+    print(f"mutants: {len(names)} timeout(s) or crash(es); each runs again, alone, to count")
+    if run_mutmut(names, 1) != 0:
+        raise RunError
+    after = statuses()
+    return len(names), sum(1 for name in names if after.get(name) in RECHECKED)
 
 
 def run_mutmut(names: Sequence[str], jobs: int) -> int:
@@ -302,9 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not MUTANTS_DIR.is_dir():
         print("error: no mutants/ directory: run `make mutants` first", file=sys.stderr)
         return 2
-
-    survivors, counts = collect()
-    unfinished = sum(counts.get(s, 0) for s in UNFINISHED)
+    found = statuses()
+    unfinished = sum(1 for status in found.values() if status in UNFINISHED)
     if unfinished:
         print(
             f"error: {unfinished} mutant(s) were not checked (the run was interrupted); "
@@ -312,6 +360,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if not args.report:
+        try:
+            rechecked, repeated = recheck(found)
+        except RunError:
+            print("error: mutmut failed (its output is above)", file=sys.stderr)
+            return 2
+        if rechecked:
+            print(f"mutants: {repeated} of {rechecked} repeated alone (kills); the rest judged")
+
+    survivors, counts = collect()
     verdict = judge(survivors, equivalents)
     print()
     print(format_verdict(verdict))

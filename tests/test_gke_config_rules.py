@@ -1,0 +1,68 @@
+"""[gke] refusals as the user reads them, each with its fix (tpudeploy/config/gke.py, which make
+mutants mutates: a changed rule or fix fails here). Kept apart from test_gke_config.py, small."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tpudeploy import facts
+from tpudeploy.config import ConfigError, parse_config
+from tpudeploy.config.gke import version_tuple
+
+GKE = {"platform": "gke", "zone": "us-west4-a"}
+
+
+def problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**GKE, **data})
+    return info.value.problems
+
+
+def test_capacity_is_read_whatever_its_case_and_spaces() -> None:
+    cfg = parse_config({**GKE, "gke": {"capacity": "Spot , Flex-Start"}})
+    assert cfg.gke.capacity == "spot,flex-start"
+    assert cfg.gke.capacity_order == ("spot", "flex-start")
+
+
+def test_as_many_replicas_at_least_as_at_most_is_a_fixed_pool() -> None:
+    cfg = parse_config({**GKE, "gke": {"min_replicas": 3, "max_replicas": 3}})
+    assert (cfg.gke.min_replicas, cfg.gke.max_replicas) == (3, 3)
+    (found,) = problems({"gke": {"min_replicas": 4, "max_replicas": 3}})
+    assert found.startswith("gke.min_replicas = 4: is above [gke] max_replicas = 3")
+    assert found.endswith("Fix: raise max_replicas to at least 4, or lower min_replicas")
+
+
+def test_a_machine_type_gke_would_refuse_is_named_with_an_example() -> None:
+    assert problems({"gke": {"system_machine_type": "big"}}) == [
+        "gke.system_machine_type = 'big': not a Compute Engine machine type. Fix: write e.g. "
+        '"e2-standard-2"'
+    ]
+
+
+def test_a_replica_is_one_chip() -> None:
+    (found,) = problems({"accelerator_type": "v5litepod-4"})
+    assert found.startswith("accelerator_type = 'v5litepod-4': a GKE replica is one pod on one ")
+    assert found.endswith(
+        f'Fix: use accelerator_type = "{facts.ACCELERATOR_TYPE}" and raise [gke] max_replicas'
+    )
+
+
+def test_a_version_too_old_for_each_feature_names_the_version_it_needs() -> None:
+    compute_class = facts.GKE_COMPUTE_CLASS_MIN_VERSION
+    flex = facts.GKE_FLEX_START_TPU_MIN_VERSION
+    assert problems({"gke": {"min_version": "1.30"}}) == [
+        f"gke.min_version = '1.30': the ComputeClass that orders the pools requires GKE "
+        f'{compute_class} or later. Fix: set min_version = "{compute_class}" or later',
+        f"gke.min_version = '1.30': a flex-start TPU pool requires GKE {flex} or later. Fix: "
+        f'set min_version = "{flex}" or later',
+    ]
+
+
+def test_a_version_prefix_counts_as_the_first_version_it_names() -> None:
+    assert version_tuple("1.33") == (1, 33, 0, 0)
+    assert version_tuple("1.33.0") == (1, 33, 0, 0)
+    assert version_tuple(" 1.33.0-gke.1712000 ") == (1, 33, 0, 1712000)
+    with pytest.raises(ValueError, match=r"^'1\.x' is not a GKE version$"):
+        version_tuple("1.x")
