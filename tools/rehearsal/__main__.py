@@ -49,34 +49,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.provisioning == ALL:
         return _all(args, stamp)
     workdir = args.workdir or CACHE_DIR / "runs" / f"{stamp}-{args.provisioning}"
-    try:
-        rehearsal = Rehearsal(
-            provisioning=args.provisioning,
-            scenario=args.scenario,
-            post_synth=args.post_synth,
-            workdir=workdir.resolve(),
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        rc = rehearsal.run()
-    except SchemaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if rc == 0 and not args.keep:
-        rehearsal.cleanup()
-    return rc
+    return _run(Rehearsal, args, provisioning=args.provisioning, workdir=workdir)
 
 
 def _gke(args: argparse.Namespace, stamp: str) -> int:
     from tools.rehearsal.gke import GkeRehearsal
 
     workdir = args.workdir or CACHE_DIR / "runs" / f"{stamp}-gke"
+    # The TPU pools' capacity comes from [gke] capacity; the VM provisioning model is unused.
+    return _run(GkeRehearsal, args, provisioning="spot", workdir=workdir)
+
+
+def _run(
+    kind: type[Rehearsal], args: argparse.Namespace, *, provisioning: str, workdir: Path
+) -> int:
+    """One lifecycle of `kind`: its scratch copy kept when it fails (or with --keep)."""
     try:
-        # The TPU pools' capacity comes from [gke] capacity; the VM provisioning model is unused.
-        rehearsal = GkeRehearsal(
-            provisioning="spot",
+        rehearsal = kind(
+            provisioning=provisioning,
             scenario=args.scenario,
             post_synth=args.post_synth,
             workdir=workdir.resolve(),
