@@ -98,6 +98,7 @@ GKE_STAGES = [
     "deploy-secrets",
     "secret",
     "api-key",
+    "tls-cert",
     "deploy",
     "deploy-again",
     "destroy",

@@ -267,3 +267,21 @@ def test_terraform_blocks_map_to_api_fields_by_the_apis_schema() -> None:
     assert binding is not None
     assert binding[:2] == ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding")
     assert k8s_shape.kind_for("kubernetes_manifest", "1.33.0") is None
+
+
+def test_rbac_names_are_path_segments_and_other_names_dns_subdomains() -> None:
+    """Kubernetes validates RBAC names as path segments (Google's adapter manifest names a
+    binding custom-metrics:system:auth-delegator); a fake that refused it would be stricter
+    than the API server, one that took it for a Deployment kinder."""
+    from tools.rehearsal.fakes.k8s_rules import name_problem
+
+    assert name_problem("ClusterRoleBinding", "custom-metrics:system:auth-delegator") == ""
+    assert name_problem("ClusterRole", "a/b") and name_problem("Role", "..")
+    assert name_problem("Deployment", "a:b")
+
+
+def test_the_shape_maps_the_providers_tls_spelling_to_the_apis() -> None:
+    """The provider's insecure_skip_tls_verify is the API's insecureSkipTLSVerify."""
+    assert k8s_shape._field("insecure_skip_tls_verify", {"insecureSkipTLSVerify": {}}) == (
+        "insecureSkipTLSVerify"
+    )

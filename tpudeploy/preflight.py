@@ -269,7 +269,7 @@ def check_scheduler_location(cfg: DeployConfig, api: SchedulerApi) -> Check:
     return Check(
         False,
         f"Cloud Scheduler has no location {region} in project {cfg.project}, so the deadline "
-        f"job that stops the {cfg.provisioning} node's billing cannot be created there: set "
+        f"job that deletes {cfg.deadline_target} cannot be created there: set "
         f'[deadline] region = "{(near or sorted(locations) or ["us-central1"])[0]}" (one of: '
         f"{', '.join(sorted(locations)) or 'none listed'}) in {config_path()}",
     )

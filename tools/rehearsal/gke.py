@@ -35,6 +35,11 @@ SERVING_KINDS = (
 )
 
 
+# What a new project has enabled without asking, of what a GKE deploy reads (Service Usage,
+# "Services enabled by default": Cloud Logging API, Cloud Monitoring API, Cloud Storage, ...).
+DEFAULT_ENABLED = ("logging.googleapis.com", "monitoring.googleapis.com")
+
+
 def write_gke_config(dest: Path) -> Path:
     """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
     path = dest / "deploy.toml"
@@ -53,6 +58,8 @@ def write_gke_config(dest: Path) -> Path:
         'capacity = "spot,flex-start"\n'
         'max_run_duration = "1d"\n'
         'min_version = "1.33.0-gke.1712000"\n'
+        # As deployments/gke.toml: the fake Cloud Scheduler lists no us-west4, as its page.
+        '\n[deadline]\nregion = "us-central1"\n'
     )
     return path
 
@@ -75,6 +82,7 @@ class GkeRehearsal(Rehearsal):
             Stage("deploy-secrets", self._deploy_secrets),
             Stage("secret", self._secret),
             Stage("api-key", self._api_key),
+            Stage("tls-cert", self._tls_cert),
             Stage("deploy", self._deploy_gke),
             Stage("deploy-again", self._deploy_again_gke),
             Stage("destroy", self._destroy_gke),
@@ -99,9 +107,32 @@ class GkeRehearsal(Rehearsal):
         # The access token google_client_config reports (the real provider's access_token
         # setting): the fake Kubernetes API takes only a token the fake cloud issued.
         self._env["GOOGLE_OAUTH_ACCESS_TOKEN"] = self.cloud.inventory.mint_token(OWNER)
+        # A project made with the console or gcloud starts with Cloud Monitoring (and Logging)
+        # enabled (https://cloud.google.com/service-usage/docs/enabled-service#default); no
+        # stack enables it, and make preflight refuses a GKE deploy without it (the HPA's
+        # metric lives there).
+        for service in DEFAULT_ENABLED:
+            self.cloud.inventory.enable(REHEARSAL_PROJECT, service)
         return note.split(", vLLM on port")[0] + ", stand-in kubernetes 2.38.0"
 
     # ---- stages
+
+    def _tls_cert(self) -> str:
+        """`make tls-cert`: one certificate for every replica (the pods pin nothing of their
+        own). Its private key joins the values no file, log or state may hold."""
+        shown = self._make("tls-cert")
+        versions = self.cloud.secretmanager.values(REHEARSAL_PROJECT, self.cfg.tls_secret_id)
+        keys = [
+            k
+            for v in versions
+            for k in re.findall(rb"-----BEGIN PRIVATE KEY-----.+?-----", v, re.S)
+        ]
+        if not keys:
+            raise StageFailure(
+                f"`{shown}` stored no certificate and key in {self.cfg.tls_secret_id}"
+            )
+        self._api_keys = [*self._api_keys, *keys]
+        return f"{shown} (one certificate for every replica)"
 
     def _cluster_key(self) -> str:
         return f"projects/{REHEARSAL_PROJECT}/locations/{self.cfg.zone}/clusters/" + (

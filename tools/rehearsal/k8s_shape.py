@@ -66,9 +66,11 @@ def _resolve(node: Json, defs: Json) -> Json:
 def _field(name: str, properties: Json) -> str:
     head, *rest = name.split("_")
     camel = head + "".join(w.title() for w in rest)
+    # Case aside: the provider writes insecure_skip_tls_verify for insecureSkipTLSVerify.
+    by_lower = {key.lower(): key for key in properties}
     for candidate in (camel, camel + "s", camel + "es", camel[:-1] + "ies"):
-        if candidate in properties:
-            return candidate
+        if candidate.lower() in by_lower:
+            return by_lower[candidate.lower()]
     return camel
 
 

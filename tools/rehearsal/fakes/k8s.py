@@ -76,6 +76,12 @@ class FakeKubernetes(ApiFake):
         self.cluster = key
         self.version = rules.minor(str(cluster.get("currentMasterVersion", "")))
         self.crds = rules.installed_crds(cluster)
+        for name in rules.INITIAL_NAMESPACES:
+            self.inventory.put(
+                self.api,
+                f"v1/namespaces//{name}",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            )
 
     def close_cluster(self, key: str) -> None:
         if self.cluster != key:
@@ -85,10 +91,12 @@ class FakeKubernetes(ApiFake):
         self.cluster = None
 
     def objects(self) -> dict[str, dict[str, Any]]:
+        """What was created through the API (the cluster's initial namespaces left out)."""
+        initial = {f"v1/namespaces//{name}" for name in rules.INITIAL_NAMESPACES}
         return {
             n: obj
             for n in self.inventory.names(self.api)
-            if (obj := self.inventory.get(self.api, n))
+            if n not in initial and (obj := self.inventory.get(self.api, n))
         }
 
     # ---- requests

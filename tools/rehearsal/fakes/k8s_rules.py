@@ -26,6 +26,14 @@ DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
 RFC1035_LABEL = re.compile(names.GCE_NAME)
 DNS_LABEL = re.compile("[a-z0-9]" + names.GCE_NAME.removeprefix("[a-z]"))
 LABEL_KINDS = {"Namespace": DNS_LABEL, "Service": RFC1035_LABEL}
+# RBAC objects take any path segment name: not "." or "..", no "/" or "%" (Kubernetes'
+# ValidateRBACName is path.IsValidPathSegmentName, pkg/apis/rbac/validation); Google's own
+# adapter manifest names a binding custom-metrics:system:auth-delegator.
+PATH_SEGMENT = re.compile(r"(?!\.{1,2}$)[^/%]+")
+PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+# Every cluster starts with these (kubernetes.io/docs/concepts/overview/working-with-objects/
+# namespaces/#initial-namespaces): a RoleBinding in kube-system needs no namespace of its own.
+INITIAL_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 # The custom resource definitions a GKE Standard cluster holds, and what installs each: the
 # Secret Manager add-on's CSI driver (SecretProviderClass; cloud.google.com/secret-manager/docs/
@@ -85,6 +93,9 @@ def plural(kind: str) -> str:
 
 
 def name_problem(kind: str, name: str) -> str:
+    if kind in PATH_SEGMENT_KINDS:
+        ok = PATH_SEGMENT.fullmatch(name)
+        return "" if ok else f"metadata.name: Invalid value: {name!r}: not a path segment name"
     pattern = LABEL_KINDS.get(kind, DNS_SUBDOMAIN)
     if pattern.fullmatch(name):
         return ""
