@@ -119,6 +119,7 @@ class DiscoveryApi:
         log: TextIO | None = None,
     ) -> None:
         """`sleep` replaces the library's wait between retries (tests); `log` gets the notices."""
+        self._own_service = service is None
         self._service = service if service is not None else self._build()
         self._retries = max(0, num_retries)
         self._sleep = sleep
@@ -126,6 +127,13 @@ class DiscoveryApi:
 
     def _build(self) -> Any:
         return build_service()
+
+    def fresh_connection(self) -> None:
+        """A new HTTP connection for what follows an interrupted call: httplib2 keeps its
+        connection open between requests, and a signal that arrives mid-response leaves it
+        holding part of that answer (the cleanup's DELETE then failed on it now and then)."""
+        if self._own_service:
+            self._service = self._build()
 
     def _execute(self, request: Any, action: str, *, allow_404: bool = False) -> Any:
         import httplib2

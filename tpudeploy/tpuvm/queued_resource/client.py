@@ -94,6 +94,9 @@ class QueuedResourceClient:
         why = "interrupted" if isinstance(exc, (KeyboardInterrupt, Interrupted)) else "failed"
         self._say(f"create {why}; deleting the queued resource it requested so nothing bills")
         try:
+            fresh = getattr(self.api, "fresh_connection", None)
+            if fresh is not None:
+                fresh()
             self.delete(timeout=timeout)
         except BaseException as again:  # a second Ctrl-C, a timeout, an API error
             detail = str(again) or type(again).__name__
