@@ -8,6 +8,7 @@ proves and what only a real cluster can.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from tools.rehearsal.fakes.inventory import OWNER
 from tools.rehearsal.lifecycle import Rehearsal, _plain, stack_output
 from tools.rehearsal.scenarios import Stage, StageFailure
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
+from tpudeploy import terraform
 from tpudeploy.gke import cluster as spec
 
 # The kinds the serving stack applies (stacks/gke/serving.py); the rehearsal checks each landed.
@@ -152,12 +154,26 @@ class GkeRehearsal(Rehearsal):
         missing = [k for k in SERVING_KINDS if k not in kinds]
         if missing:
             raise StageFailure(f"the cluster lacks {missing}; it holds {kinds}")
+        stored, declared = len(self.cloud.kubernetes.objects()), self._declared_objects()
+        if stored != declared:
+            raise StageFailure(
+                f"the serving stack declares {declared} Kubernetes objects; the fake API holds "
+                f"{stored}: {sorted(self.cloud.kubernetes.objects())}"
+            )
         unchecked = sorted(self.cloud.kubernetes.unchecked)
         return (
-            f"{shown}: cluster, pools {', '.join(pools)}; {len(self.cloud.kubernetes.objects())} "
-            f"objects stored and validated"
+            f"{shown}: cluster, pools {', '.join(pools)}; {stored} objects stored and validated, "
+            f"all {declared} the serving stack declares"
             + (f" (no schema at hand for {', '.join(unchecked)})" if unchecked else "")
         )
+
+    def _declared_objects(self) -> int:
+        """How many Kubernetes objects the synthesized serving stack declares: each typed
+        kubernetes_* resource, and each kubernetes_manifest, is one object."""
+        stack = self.scratch / terraform.synth_outdir(self.cfg) / "stacks"
+        body = json.loads((stack / self.cfg.serving_stack_name / "cdk.tf.json").read_text())
+        resources = body.get("resource", {}).items()
+        return sum(len(v) for t, v in resources if t.startswith("kubernetes_"))
 
     def _deploy_again_gke(self) -> str:
         before = self.cloud.call_count()
