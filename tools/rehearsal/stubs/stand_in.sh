@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A stand-in docker, curl, gcloud or sleep (tests/stubs links here under each name); what it does
+# A stand-in docker, curl, gcloud, sleep or node system command (iptables, ip6tables, mount,
+# mountpoint, sshd, systemctl; tests/stubs links here under each name); what it does
 # is stand_in.py's. With STAND_IN_PORT set (tests/boot_sandbox.py starts stand_in_server.py), the
 # call goes to that long-lived server over loopback: a few ms of bash instead of ~70 ms of a new
 # Python. Without it, stand_in.py answers in a process of its own. Builtins only on the fast path:
