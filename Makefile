@@ -215,17 +215,19 @@ TEST_WORKERS ?= 2
 PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Two tiers (docs/development.md): `make test` is everything but the slow tier, in minutes;
-# `make test-slow` is the rehearsal matrix (full lifecycles, marker `rehearsal`); the mutation
-# tests join it once their survivors are explained. CI (.ci/run, the checks workflow) runs both.
+# `make test-slow` is the rehearsal matrix (full lifecycles, marker `rehearsal`) and the few
+# tests of tens of seconds of CPU each (marker `slow_tier`); the mutation tests join it once
+# their survivors are explained. CI (.ci/run, the checks workflow) runs both.
+SLOW_TIER = rehearsal or slow_tier
 test: install ## The offline test suite (minutes); the slow tier is make test-slow
-	$(PYTEST) -m "not rehearsal"
+	$(PYTEST) -m "not ($(SLOW_TIER))"
 
 test-fast: test ## The old name of make test
 
 # The mutation tests are not in it yet: after issues 21-27 they leave survivors that neither a
 # test kills nor tests/mutants_equivalent.toml explains (docs/development.md, "Tests: two tiers").
 test-slow: install ## The slow tier: the rehearsal matrix (CI runs it after make test)
-	$(PYTEST) -m rehearsal
+	$(PYTEST) -m "$(SLOW_TIER)"
 
 test-all: test test-slow ## Both tiers, as CI runs them
 

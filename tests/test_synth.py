@@ -381,15 +381,13 @@ def test_no_token_in_the_synthesized_json(synth: Synthesizer, overrides: dict[st
 MAIN_PY = {"project": "my-proj-123"}
 
 
-@pytest.fixture(scope="module")
-def main_py_with_secrets_around(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[subprocess.CompletedProcess[str], Path, tuple[str, str]]]:
-    """`python main.py` as `make synth` runs it, once for the tests below, with real-looking
-    secrets everywhere a careless renderer could pick them up (the environment, the Hugging Face
-    token file), and with the provider packages imported the way they ship (eagerly, every
-    resource module: stacks/__init__.py's EAGER_PROVIDERS_ENV) where the session's synths
-    import them bare."""
+def _main_py_with_secrets_around(
+    tmp_path_factory: pytest.TempPathFactory, *, eager: bool
+) -> tuple[subprocess.CompletedProcess[str], Path, tuple[str, str]]:
+    """`python main.py` as `make synth` runs it, with real-looking secrets everywhere a careless
+    renderer could pick them up (the environment, the Hugging Face token file). `eager` imports
+    the provider packages the way they ship (every resource module: stacks/__init__.py's
+    EAGER_PROVIDERS_ENV) where `make synth` and the session's synths import them bare."""
     token = "hf_" + secrets.token_hex(17)
     api_key = secrets.token_urlsafe(32)
     tmp_path = tmp_path_factory.mktemp("main-py")
@@ -401,12 +399,24 @@ def main_py_with_secrets_around(
             env.setenv(var, token)
         env.setenv("VLLM_API_KEY", api_key)
         env.setenv("HOME", str(home))
-        env.setenv(EAGER_PROVIDERS_ENV, "1")
-        # The eager import alone is ~20 s of CPU: 25 s idle, over 120 s on a loaded machine.
+        if eager:
+            env.setenv(EAGER_PROVIDERS_ENV, "1")
+        else:
+            env.delenv(EAGER_PROVIDERS_ENV, raising=False)
+        # The eager import alone is ~20 s of CPU (25 s idle, over 120 s on a loaded machine):
+        # the slow tier's; the bare one ~7 s.
         result, outdir = run_main(
             tmp_path, f"project = {json.dumps(MAIN_PY['project'])}\n", timeout=600
         )
-    yield result, outdir, (token, api_key)
+    return result, outdir, (token, api_key)
+
+
+@pytest.fixture(scope="module")
+def main_py_with_secrets_around(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path, tuple[str, str]]:
+    """`make synth`'s own run (bare provider import), once for the tests below."""
+    return _main_py_with_secrets_around(tmp_path_factory, eager=False)
 
 
 def test_secrets_within_reach_of_the_synth_never_reach_its_output(
@@ -425,13 +435,18 @@ def test_secrets_within_reach_of_the_synth_never_reach_its_output(
     assert api_key not in result.stdout + result.stderr
 
 
+@pytest.mark.slow_tier
 def test_the_bare_provider_import_synthesizes_what_the_eager_one_does(
-    main_py_with_secrets_around: tuple[subprocess.CompletedProcess[str], Path, tuple[str, str]],
-    synth: Synthesizer,
+    tmp_path_factory: pytest.TempPathFactory, synth: Synthesizer
 ) -> None:
     """stacks/__init__.py registers the provider packages bare (12 s of CPU less per synth):
-    main.py with the packages' own eager import writes the same JSON as this process."""
-    result, outdir, _ = main_py_with_secrets_around
+    main.py with the packages' own eager import writes the same JSON as this process, and,
+    secrets within reach, leaks none of them either. In the slow tier (make test-slow): the eager
+    import is 20 s of CPU, and what it guards changes only with the pinned bindings."""
+    result, outdir, (token, api_key) = _main_py_with_secrets_around(tmp_path_factory, eager=True)
+    for path in (p for p in outdir.rglob("*") if p.is_file()):
+        text = path.read_text(errors="replace")
+        assert token not in text and api_key not in text, path
     assert result.returncode == 0, result.stderr
     ours = synth(MAIN_PY)
     # This process imported the bindings bare: a module no stack uses was never loaded.
