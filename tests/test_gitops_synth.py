@@ -219,19 +219,6 @@ def test_bootstrap_outputs_name_the_repository_variables(boot: dict[str, Any]) -
     assert used <= set(boot["output"]), used - set(boot["output"])
 
 
-def test_checkov_passes_on_the_bootstrap(bootstrap_outdir: Path) -> None:
-    from tools.scan import BOOTSTRAP_SKIPS, SKIPS, scan, skips_for
-
-    assert skips_for(bootstrap_outdir) == {**SKIPS, **BOOTSTRAP_SKIPS}
-    assert all(reason.strip() for reason in BOOTSTRAP_SKIPS.values())
-    # Project-wide serviceAccountUser is gone, so its checks run again (and must pass).
-    assert not {"CKV_GCP_41", "CKV_GCP_49", "CKV_GCP_125"} & set(skips_for(bootstrap_outdir))
-    result = scan(bootstrap_outdir)
-    assert result.returncode == 0, result.stdout + result.stderr
-    m = re.search(r"Passed checks: (\d+), Failed checks: (\d+)", result.stdout)
-    assert m and int(m[1]) > 0 and int(m[2]) == 0, result.stdout
-
-
 def test_bootstrap_skips_do_not_reach_deployments(synth: Synthesizer) -> None:
     from tools.scan import SKIPS, skips_for
 

@@ -246,18 +246,6 @@ def test_the_tpu_vm_path_never_loads_the_kubernetes_bindings() -> None:
     assert Path(REPO_ROOT / "stacks" / "tpuvm" / "node.py").read_text().count("kubernetes") == 0
 
 
-def test_checkov_passes_on_the_gke_stacks(synth: Synthesizer) -> None:
-    """Its Kubernetes checks included; the GKE skips (tools/scan.py GKE_SKIPS) apply to GKE
-    outputs only, each with its reason."""
-    from tools.scan import GKE_SKIPS, SKIPS, scan, skips_for
-
-    outdir = synth.outdir(RAW)
-    assert skips_for(outdir) == {**SKIPS, **GKE_SKIPS}
-    result = scan(outdir)
-    assert result.returncode == 0, result.stdout[-4000:]
-    assert "CKV_K8S_" in result.stdout or "Passed checks" in result.stdout
-
-
 # ---- the compile cache (tpudeploy/gke/cache.py) --------------------------------------------
 
 

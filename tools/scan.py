@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Every skip needs its reason here; nothing else is skipped.
 SKIPS = {
@@ -93,33 +96,111 @@ def prepare(outdir: Path, scan_dir: Path) -> list[Path]:
     return copies
 
 
-def scan(outdir: Path) -> subprocess.CompletedProcess[str]:
+@dataclass(frozen=True)
+class Finding:
+    check_id: str
+    check_name: str
+    resource: str
+    file: str
+
+
+@dataclass(frozen=True)
+class Scan:
+    """checkov's verdict on one synthesized output directory, its own skips applied."""
+
+    outdir: Path
+    passed: int
+    failed: tuple[Finding, ...]
+    skipped: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.passed > 0
+
+    def report(self) -> str:
+        lines = [
+            f"checkov on {self.outdir}: Passed checks: {self.passed}, Failed checks: "
+            f"{len(self.failed)}, Skipped checks: {self.skipped} (reasons: tools/scan.py)"
+        ]
+        lines += [
+            f"  FAILED {f.check_id} {f.check_name}: {f.resource} ({f.file})" for f in self.failed
+        ]
+        return "\n".join(lines)
+
+
+class ScanError(Exception):
+    """checkov did not run to a verdict (a crash, a parse error): never a pass."""
+
+
+def _results(report: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for verdict in ("passed_checks", "failed_checks"):
+        for check in report.get("results", {}).get(verdict, []):
+            yield verdict, check
+
+
+def scan_all(outdirs: Sequence[Path]) -> list[Scan]:
+    """One checkov run over several output directories (its start-up, ~5 s of CPU, paid once),
+    each judged with its own skips: checkov's --skip-check applies to a whole run, so the skips
+    are applied here to each directory's results, which drops exactly what --skip-check would."""
     with tempfile.TemporaryDirectory() as tmp:
-        copies = prepare(outdir, Path(tmp))
-        if not copies:
-            raise SystemExit(f"no synthesized stacks under {outdir}: run `make synth` first")
+        for i, outdir in enumerate(outdirs):
+            (Path(tmp) / str(i)).mkdir()
+            if not prepare(outdir, Path(tmp) / str(i)):
+                raise SystemExit(f"no synthesized stacks under {outdir}: run `make synth` first")
         checkov = Path(sys.executable).with_name("checkov")
-        return subprocess.run(
+        done = subprocess.run(
             [
-                str(checkov),
-                "-d",
-                tmp,
-                "--framework",
-                "terraform_json",
-                "--skip-download",
-                "--compact",
-                "--quiet",
-                "--skip-check",
-                ",".join(skips_for(outdir)),
+                *(str(checkov), "-d", tmp, "--framework", "terraform_json", "--skip-download"),
+                *("--compact", "--output", "json"),
             ],
             capture_output=True,
             text=True,
             check=False,
         )
+    # checkov exits 1 when a check failed, 0 when none did; anything else is its own failure.
+    try:
+        parsed = json.loads(done.stdout) if done.returncode in (0, 1) else None
+    except json.JSONDecodeError:
+        parsed = None
+    if parsed is None:
+        raise ScanError(f"checkov exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr}")
+    reports = parsed if isinstance(parsed, list) else [parsed]
+    unparsed = [f for r in reports for f in r.get("results", {}).get("parsing_errors", [])]
+    if unparsed or any(r.get("summary", {}).get("parsing_errors") for r in reports):
+        names = [f.split("/")[-1] for f in unparsed]
+        raise ScanError(f"checkov could not parse {names or 'a stack'}: a synth to repeat")
+    return [judge(outdir, f"/{i}/", reports, skips_for(outdir)) for i, outdir in enumerate(outdirs)]
+
+
+def judge(outdir: Path, prefix: str, reports: list[dict[str, Any]], skips: Iterable[str]) -> Scan:
+    """The verdict on the results whose file path starts with `prefix` (one directory of the
+    run), without the checks in `skips`."""
+    skipped_ids = set(skips)
+    passed, failed, skipped = 0, [], 0
+    for report in reports:
+        for verdict, check in _results(report):
+            if not check["file_path"].startswith(prefix):
+                continue
+            if check["check_id"] in skipped_ids:
+                skipped += 1
+            elif verdict == "passed_checks":
+                passed += 1
+            else:
+                name = check["file_path"][len(prefix) :]
+                failed.append(
+                    Finding(check["check_id"], check["check_name"], check["resource"], name)
+                )
+    return Scan(outdir, passed, tuple(failed), skipped)
+
+
+def scan(outdir: Path) -> Scan:
+    return scan_all([outdir])[0]
 
 
 if __name__ == "__main__":
-    result = scan(Path(sys.argv[1] if len(sys.argv) > 1 else "cdktf.out"))
-    sys.stdout.write(result.stdout)
-    sys.stderr.write(result.stderr)
-    sys.exit(result.returncode)
+    try:
+        result = scan(Path(sys.argv[1] if len(sys.argv) > 1 else "cdktf.out"))
+    except ScanError as exc:
+        sys.exit(f"error: {exc}")
+    print(result.report())
+    sys.exit(0 if result.ok else 1)
