@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tools.rehearsal.fakes import FakeCloud
+from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import next_run
 from tpudeploy import deadline
 

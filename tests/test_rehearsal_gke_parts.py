@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tools.rehearsal import k8s_shape
-from tools.rehearsal.fakes import FakeCloud
+from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.container import FAKE_CA_PEM
 from tools.rehearsal.fakes.inventory import OWNER
 from tools.rehearsal.fakes.k8s_rules import CRD_SCHEMAS

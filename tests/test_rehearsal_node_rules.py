@@ -18,7 +18,7 @@ import pytest
 from tests.boot_sandbox import PROJECT as BOOT_PROJECT
 from tests.boot_sandbox import Node
 from tests.fake_tpu_api import FakeTpuApi
-from tools.rehearsal.fakes import FakeCloud
+from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import LOCATIONS, FakeCloudScheduler
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS

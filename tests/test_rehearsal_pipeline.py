@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.rehearsal.fakes import FakeCloud, iamrules
+from tools.rehearsal.fakes import iamrules
+from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.lifecycle import Rehearsal
 from tools.rehearsal.pipeline import STATE_BUCKET, bootstrap, local_state_override
 from tools.rehearsal.scratch import REHEARSAL_PROJECT

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, Binding
-from tools.rehearsal.fakes import FakeCloud
+from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_override

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from tools.rehearsal.fakes import FakeCloud, iamrules
+from tools.rehearsal.fakes import iamrules
+from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.inventory import API_TITLES
 from tools.rehearsal.scenarios import Stage, StageFailure
 from tools.rehearsal.scratch import REHEARSAL_PROJECT

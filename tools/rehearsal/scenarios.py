@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tools.rehearsal.fakes import FakeCloud
+from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy.config import DeployConfig, load_config
