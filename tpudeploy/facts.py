@@ -420,9 +420,17 @@ GKE_FLEX_START_MAX_RUN_S: Final = 7 * 24 * 3600
 # (cloud.google.com/kubernetes-engine/docs/how-to/tpus: tpu-v5-lite-podslice, 1x1).
 GKE_TPU_ACCELERATOR_LABEL: Final = "tpu-v5-lite-podslice"
 GKE_TPU_TOPOLOGY: Final = "1x1"
-# Spot VMs get about 30 s of notice before preemption (build log; GKE spot-vms page: "up to 30
-# seconds"): the pod's whole drain budget.
+# Spot VMs get about 30 s of notice before preemption (build log: "preempted with ~30s notice";
+# docs.cloud.google.com/kubernetes-engine/docs/concepts/spot-vms, "Termination and graceful
+# shutdown of Spot VMs": the VM shuts down 30 s after the preemption notice).
 SPOT_NOTICE_S: Final = 30
+# Of those 30 s, GKE's graceful node shutdown gives non-system Pods the first 15 s (best effort)
+# and system-critical Pods the last 15 s (same page; kubernetes-engine/docs/how-to/
+# preemptible-vms: a terminationGracePeriodSeconds above 15 "has no effect" on a preemption).
+# The window can be widened (up to 120 s) only by a node system configuration on control planes
+# of 1.35.0-gke.1171000 or later, which the pinned google-beta bindings (16.12.1) do not expose:
+# a replica's whole drain fits in these 15 s.
+GKE_SPOT_POD_SHUTDOWN_S: Final = 15
 
 
 @dataclass(frozen=True, slots=True)

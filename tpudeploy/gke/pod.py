@@ -34,30 +34,50 @@ SHM_DIR = "/dev/shm"  # noqa: S108 - the pod's own memory volume, not a shared t
 SHM_SIZE = "10Gi"
 # nginx's pid and temp files: the pod's own memory volume (the root filesystem is read-only).
 TMP_DIR = "/tmp"  # noqa: S108 - an emptyDir of the front door's container alone
-# Spot's notice is ~30 s (facts.SPOT_NOTICE_S). The pod's whole grace fits in it, with 5 s left
-# for the kubelet's own kill: first the Service drops the pod (endpoint removal takes a few
-# seconds), then nginx stops taking connections and lets in-flight requests finish; a stream
-# still running at the end of the grace is cut (the client sees the connection close, never a
-# half-written 200).
-KILL_MARGIN_S = 5
+# The drain, on a spot preemption (tests/test_gke_drain.py runs it on the real nginx): GKE
+# gives the pod the first 15 s of spot's 30 s notice (facts.GKE_SPOT_POD_SHUTDOWN_S; a longer
+# terminationGracePeriodSeconds has no effect there), so the grace is those 15 s, and a rollout
+# or scale-down follows the same timeline. First the load balancer drops the terminating pod
+# (ENDPOINT_REMOVAL_S, not measured here), then nginx quits gracefully: it closes its port and
+# idle keep-alive connections and lets in-flight requests finish for the drain window. When the
+# preStop ends the kubelet sends SIGTERM, nginx's fast shutdown closes what still runs (the
+# client sees a chunked response end without its last chunk, never a complete-looking 200), and
+# STOP_MARGIN_S later, the kubelet's minimum after a preStop hook, SIGKILL.
 ENDPOINT_REMOVAL_S = 5
+# The kubelet gives a container at least 2 s between the end of its preStop hook and SIGKILL
+# (minimumGracePeriodInSeconds in kubelet's kuberuntime killContainer; kubernetes.io/docs/
+# concepts/workloads/pods/pod-lifecycle, "Termination of Pods": a hook still running when the
+# grace expires gets a one-off 2 s extension): the hooks end this long before the grace does,
+# so SIGTERM and nginx's fast shutdown land inside GKE's 15 s, not in the system Pods' share.
+STOP_MARGIN_S = 2
 
 
 def termination_grace_s() -> int:
-    return facts.SPOT_NOTICE_S - KILL_MARGIN_S
+    return facts.GKE_SPOT_POD_SHUTDOWN_S
+
+
+def drain_window_s() -> int:
+    """How long in-flight requests may still finish after nginx stopped taking new ones."""
+    return termination_grace_s() - ENDPOINT_REMOVAL_S - STOP_MARGIN_S
+
+
+def nginx_signal(signal: str) -> list[str]:
+    """`nginx -s` finds the master by the pid file of the config it loads: without the pod's -p
+    and -c it reads the image's /etc/nginx/nginx.conf and a pid file the running front door never
+    wrote (its own is nginx.pid under TMP_DIR, the root filesystem being read-only)."""
+    return [*nginx_command(), "-s", signal]
 
 
 def frontdoor_pre_stop() -> list[str]:
-    """nginx: wait until the endpoint is gone, then quit gracefully (finishes in-flight)."""
-    # The last sleep only holds the hook open while nginx drains; nginx exiting ends the pod's
-    # container first, the grace ends it at the latest.
-    grace = termination_grace_s()
-    return ["/bin/sh", "-c", f"sleep {ENDPOINT_REMOVAL_S}; nginx -s quit; sleep {grace}"]
+    """nginx: wait until the endpoint is gone, quit gracefully (finishes in-flight), and hold the
+    hook open for the drain window (nginx exiting ends the container sooner)."""
+    quit_line = shlex.join(nginx_signal("quit"))
+    return ["/bin/sh", "-c", f"sleep {ENDPOINT_REMOVAL_S}; {quit_line}; sleep {drain_window_s()}"]
 
 
 def vllm_pre_stop() -> list[str]:
-    """vLLM keeps serving what the front door still forwards until the grace is over."""
-    return ["sleep", str(termination_grace_s())]
+    """vLLM keeps serving what the front door still forwards until the front door's hook ends."""
+    return ["sleep", str(ENDPOINT_REMOVAL_S + drain_window_s())]
 
 
 def serve_command(cfg: DeployConfig) -> list[str]:
