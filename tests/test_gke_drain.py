@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import shlex
 import shutil
 import signal
@@ -81,6 +82,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         self.send_response(200)
@@ -148,6 +154,7 @@ class PodDoor(Layout):
     tls_port: int
     context: ssl.SSLContext
     vllm: StreamingVllm
+    conf_text: str
 
 
 _SLEEP_SHIM = '#!/bin/sh\necho "sleep $*" >>"$DRAIN_LOG"\n'
@@ -238,7 +245,12 @@ def door(prepared: Prepared, layout: Layout) -> Iterator[PodDoor]:
         context = ssl.create_default_context(cafile=str(layout.frontdoor / "tls.crt"))
         context.check_hostname = False
         yield PodDoor(
-            **vars(layout), proc=proc, tls_port=tls_port, context=context, vllm=prepared.vllm
+            **vars(layout),
+            proc=proc,
+            tls_port=tls_port,
+            context=context,
+            vllm=prepared.vllm,
+            conf_text=prepared.conf_text,
         )
     finally:
         if proc.poll() is None:
@@ -267,16 +279,21 @@ def _start_stream(door: PodDoor) -> tuple[http.client.HTTPSConnection, http.clie
 def test_the_pid_file_is_on_the_pods_tmp_where_the_quit_looks(door: PodDoor) -> None:
     """The running front door wrote its pid under the pod's /tmp (the rendered config's `pid`
     against nginx's -p), and the hook's quit names the same -p and -c."""
-    assert (door.pod_tmp / "nginx.pid").read_text().strip() == str(door.proc.pid)
-    script = pod.frontdoor_pre_stop()[2]
-    assert shlex.join(pod.nginx_signal("quit")) in script
-    assert pod.nginx_signal("quit")[: len(pod.nginx_command())] == pod.nginx_command()
+    (pid,) = re.findall(r"^pid (\S+);$", door.conf_text, re.MULTILINE)
+    # Relative: under the -p prefix, the pod's /tmp emptyDir (the root filesystem is read-only).
+    assert not pid.startswith("/")
+    assert (door.pod_tmp / pid).read_text().strip() == str(door.proc.pid)
 
 
 def test_a_stream_in_flight_finishes_after_the_quit_and_new_connections_are_refused(
     door: PodDoor,
 ) -> None:
     conn, response = _start_stream(door)
+    # A client's idle keep-alive connection (a load balancer keeps some): after the quit nginx
+    # closes it, so the client's next request opens a connection to another replica.
+    idle = http.client.HTTPSConnection("127.0.0.1", door.tls_port, context=door.context, timeout=5)
+    idle.request("GET", "/health")
+    assert idle.getresponse().read() == b""
     started = time.monotonic()
     hook = door.run_hook(pod.frontdoor_pre_stop())
     assert hook.returncode == 0, hook.stderr
@@ -285,6 +302,9 @@ def test_a_stream_in_flight_finishes_after_the_quit_and_new_connections_are_refu
     while _accepts(door.tls_port):
         assert time.monotonic() < deadline, "the front door still accepts after the quit"
         time.sleep(0.02)
+    assert idle.sock is not None
+    assert idle.sock.recv(1) == b"", "the idle keep-alive connection was left open"
+    idle.close()
     assert door.proc.poll() is None, "nginx exited with a request in flight"
     # ... while the stream already in flight goes on to its end, intact.
     door.vllm.release.set()
