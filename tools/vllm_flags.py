@@ -17,10 +17,11 @@ BooleanOptionalAction, Literal -> choices unless str is allowed too, list/tuple/
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from tools.vllm_source import generator_main
 
 _SOURCES = ("vllm/config", "vllm/engine/arg_utils.py", "vllm/entrypoints/common/cli_args.py")
 _COLLECTIONS = {"list", "tuple", "set", "List", "Tuple", "Set", "Sequence"}
@@ -284,17 +285,8 @@ def flags(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
-    root, version = Path(argv[0]), argv[1]
-    document = {
-        "vllm_version": version,
-        "generated_by": f"python -m tools.vllm_flags <vllm {version} source> {version}",
-        "flags": flags(root),
-    }
-    print(json.dumps(document, indent=1, sort_keys=False))
-    return 0
+    usage = __doc__.strip().splitlines()[2].strip()
+    return generator_main(argv, usage, "tools.vllm_flags", "flags", flags)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ generator on a small tree, and the committed list against what the picker and HP
 from __future__ import annotations
 
 import ast
-import json
 import sys
 from pathlib import Path
+
+from tools.vllm_source import generator_main
 
 # Where vLLM 0.33.0 registers Prometheus metrics (grep -rl prometheus_client vllm/v1).
 _SOURCES = ("vllm/v1/metrics", "vllm/v1/spec_decode/metrics.py")
@@ -108,17 +109,8 @@ def metrics(root: Path) -> dict[str, dict[str, str]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
-    root, version = Path(argv[0]), argv[1]
-    document = {
-        "vllm_version": version,
-        "generated_by": f"python -m tools.vllm_metrics <vllm {version} source> {version}",
-        "metrics": metrics(root),
-    }
-    print(json.dumps(document, indent=1))
-    return 0
+    usage = __doc__.strip().splitlines()[2].strip()
+    return generator_main(argv, usage, "tools.vllm_metrics", "metrics", metrics)
 
 
 if __name__ == "__main__":
