@@ -19,29 +19,12 @@ from cdktf_cdktf_provider_kubernetes.api_service_v1 import (
     ApiServiceV1Spec,
     ApiServiceV1SpecService,
 )
-from cdktf_cdktf_provider_kubernetes.cluster_role_binding_v1 import (
-    ClusterRoleBindingV1,
-    ClusterRoleBindingV1Metadata,
-    ClusterRoleBindingV1RoleRef,
-    ClusterRoleBindingV1Subject,
-)
 from cdktf_cdktf_provider_kubernetes.cluster_role_v1 import (
     ClusterRoleV1,
     ClusterRoleV1Metadata,
     ClusterRoleV1Rule,
 )
-from cdktf_cdktf_provider_kubernetes.deployment_v1 import (
-    DeploymentV1,
-    DeploymentV1Metadata,
-    DeploymentV1Spec,
-)
 from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
-from cdktf_cdktf_provider_kubernetes.role_binding_v1 import (
-    RoleBindingV1,
-    RoleBindingV1Metadata,
-    RoleBindingV1RoleRef,
-    RoleBindingV1Subject,
-)
 from cdktf_cdktf_provider_kubernetes.service_account_v1 import (
     ServiceAccountV1,
     ServiceAccountV1Metadata,
@@ -53,10 +36,9 @@ from cdktf_cdktf_provider_kubernetes.service_v1 import (
     ServiceV1SpecPort,
 )
 
-from stacks.gke.typed import typed
+from stacks.gke.objects import bind_account, declare_deployment
 from tpudeploy.gke import adapter
 
-_RBAC = "rbac.authorization.k8s.io"
 _CERTS = "serving-cert"
 
 
@@ -71,24 +53,23 @@ def declare_adapter(stack: TerraformStack) -> None:
         "metrics-adapter-sa",
         metadata=ServiceAccountV1Metadata(name=adapter.SERVICE_ACCOUNT, namespace=namespace),
     )
-    subject = {"kind": "ServiceAccount", "name": sa.metadata.name, "namespace": namespace}
-    ClusterRoleBindingV1(
+    account = (sa.metadata.name, namespace)
+    bind_account(
         stack,
         "metrics-adapter-auth-delegator",
-        metadata=ClusterRoleBindingV1Metadata(name=f"{adapter.NAMESPACE}:{adapter.AUTH_DELEGATOR}"),
-        role_ref=ClusterRoleBindingV1RoleRef(
-            api_group=_RBAC, kind="ClusterRole", name=adapter.AUTH_DELEGATOR
-        ),
-        subject=[ClusterRoleBindingV1Subject(**subject)],
+        metadata={"name": f"{adapter.NAMESPACE}:{adapter.AUTH_DELEGATOR}"},
+        role=("ClusterRole", adapter.AUTH_DELEGATOR),
+        account=account,
     )
-    RoleBindingV1(
+    bind_account(
         stack,
         "metrics-adapter-auth-reader",
-        metadata=RoleBindingV1Metadata(
-            name=f"{adapter.NAMESPACE}-auth-reader", namespace=adapter.AUTH_READER_NAMESPACE
-        ),
-        role_ref=RoleBindingV1RoleRef(api_group=_RBAC, kind="Role", name=adapter.AUTH_READER),
-        subject=[RoleBindingV1Subject(**subject)],
+        metadata={
+            "name": f"{adapter.NAMESPACE}-auth-reader",
+            "namespace": adapter.AUTH_READER_NAMESPACE,
+        },
+        role=("Role", adapter.AUTH_READER),
+        account=account,
     )
     reader = ClusterRoleV1(
         stack,
@@ -101,32 +82,19 @@ def declare_adapter(stack: TerraformStack) -> None:
             for r in adapter.RESOURCE_READER_RULES
         ],
     )
-    ClusterRoleBindingV1(
+    bind_account(
         stack,
         "metrics-adapter-resource-reader-binding",
-        metadata=ClusterRoleBindingV1Metadata(name=adapter.RESOURCE_READER),
-        role_ref=ClusterRoleBindingV1RoleRef(
-            api_group=_RBAC, kind="ClusterRole", name=reader.metadata.name
-        ),
-        subject=[ClusterRoleBindingV1Subject(**subject)],
+        metadata={"name": adapter.RESOURCE_READER},
+        role=("ClusterRole", reader.metadata.name),
+        account=account,
     )
-    deployment = DeploymentV1(
+    deployment = declare_deployment(
         stack,
         "metrics-adapter",
-        metadata=DeploymentV1Metadata(
-            name=adapter.NAME, namespace=namespace, labels=dict(adapter.LABELS)
-        ),
-        spec=typed(
-            DeploymentV1Spec,
-            {
-                "replicas": "1",
-                "selector": {"match_labels": dict(adapter.LABELS)},
-                "template": {
-                    "metadata": {"labels": dict(adapter.LABELS)},
-                    "spec": _pod_spec(sa.metadata.name),
-                },
-            },
-        ),
+        metadata={"name": adapter.NAME, "namespace": namespace, "labels": dict(adapter.LABELS)},
+        labels=dict(adapter.LABELS),
+        pod=_pod_spec(sa.metadata.name),
     )
     ServiceV1(
         stack,

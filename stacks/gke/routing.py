@@ -11,30 +11,13 @@ import json
 from typing import Any
 
 from cdktf_cdktf_provider_google_beta.google_compute_subnetwork import GoogleComputeSubnetwork
-from cdktf_cdktf_provider_kubernetes.cluster_role_binding_v1 import (
-    ClusterRoleBindingV1,
-    ClusterRoleBindingV1Metadata,
-    ClusterRoleBindingV1RoleRef,
-    ClusterRoleBindingV1Subject,
-)
 from cdktf_cdktf_provider_kubernetes.cluster_role_v1 import (
     ClusterRoleV1,
     ClusterRoleV1Metadata,
     ClusterRoleV1Rule,
 )
 from cdktf_cdktf_provider_kubernetes.config_map_v1 import ConfigMapV1, ConfigMapV1Metadata
-from cdktf_cdktf_provider_kubernetes.deployment_v1 import (
-    DeploymentV1,
-    DeploymentV1Metadata,
-    DeploymentV1Spec,
-)
 from cdktf_cdktf_provider_kubernetes.manifest import Manifest
-from cdktf_cdktf_provider_kubernetes.role_binding_v1 import (
-    RoleBindingV1,
-    RoleBindingV1Metadata,
-    RoleBindingV1RoleRef,
-    RoleBindingV1Subject,
-)
 from cdktf_cdktf_provider_kubernetes.role_v1 import RoleV1, RoleV1Metadata, RoleV1Rule
 from cdktf_cdktf_provider_kubernetes.service_account_v1 import (
     ServiceAccountV1,
@@ -43,12 +26,12 @@ from cdktf_cdktf_provider_kubernetes.service_account_v1 import (
 from cdktf_cdktf_provider_kubernetes.service_v1 import ServiceV1, ServiceV1Metadata, ServiceV1Spec
 from constructs import Construct
 
+from stacks.gke.objects import bind_account, declare_deployment
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster, routing
 
 _READ = ["get", "list", "watch"]
-_RBAC = "rbac.authorization.k8s.io"
 # What the picker watches (its pool, the pods it picks among) in its own namespace.
 _NAMESPACED_RULES: list[dict[str, Any]] = [
     {"api_groups": [""], "resources": ["pods"], "verbs": _READ},
@@ -147,13 +130,13 @@ def add_routing(
         metadata=RoleV1Metadata(name=name, **meta),
         rule=[typed(RoleV1Rule, r) for r in _NAMESPACED_RULES],
     )
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": cluster.NAMESPACE}]
-    RoleBindingV1(
+    account = (name, cluster.NAMESPACE)
+    bind_account(
         scope,
         "epp-role-binding",
-        metadata=RoleBindingV1Metadata(name=name, **meta),
-        role_ref=typed(RoleBindingV1RoleRef, {"api_group": _RBAC, "kind": "Role", "name": name}),
-        subject=[typed(RoleBindingV1Subject, s) for s in subject],
+        metadata={"name": name, **meta},
+        role=("Role", name),
+        account=account,
     )
     ClusterRoleV1(
         scope,
@@ -161,15 +144,12 @@ def add_routing(
         metadata=ClusterRoleV1Metadata(name=f"{name}-auth", labels=picker_labels),
         rule=[typed(ClusterRoleV1Rule, r) for r in _CLUSTER_RULES],
     )
-    ClusterRoleBindingV1(
+    bind_account(
         scope,
         "epp-auth-binding",
-        metadata=ClusterRoleBindingV1Metadata(name=f"{name}-auth", labels=picker_labels),
-        role_ref=typed(
-            ClusterRoleBindingV1RoleRef,
-            {"api_group": _RBAC, "kind": "ClusterRole", "name": f"{name}-auth"},
-        ),
-        subject=[typed(ClusterRoleBindingV1Subject, s) for s in subject],
+        metadata={"name": f"{name}-auth", "labels": picker_labels},
+        role=("ClusterRole", f"{name}-auth"),
+        account=account,
     )
     ConfigMapV1(
         scope,
@@ -178,22 +158,13 @@ def add_routing(
         # JSON is YAML: the EPP reads the file as YAML.
         data={routing.PICKER_CONFIG_FILE: json.dumps(routing.picker_config(cfg), indent=1)},
     )
-    DeploymentV1(
+    # One picker: a small pool; it fails open, so its restart costs scoring only.
+    declare_deployment(
         scope,
         "epp",
-        metadata=DeploymentV1Metadata(name=name, **meta),
-        spec=typed(
-            DeploymentV1Spec,
-            {
-                # One picker: a small pool; it fails open, so its restart costs scoring only.
-                "replicas": "1",
-                "selector": {"match_labels": picker_labels},
-                "template": {
-                    "metadata": {"labels": picker_labels},
-                    "spec": _picker_pod(cfg, name),
-                },
-            },
-        ),
+        metadata={"name": name, **meta},
+        labels=picker_labels,
+        pod=_picker_pod(cfg, name),
     )
     ServiceV1(
         scope,
