@@ -788,3 +788,14 @@ def test_a_deadline_region_that_is_not_a_region_is_refused(region: str) -> None:
             "list` shows your project's), or leave it out for the node's region",
         )
     ]
+
+
+def test_a_table_where_a_union_value_belongs_is_one_problem_and_the_rest_still_judged() -> None:
+    """pydantic reports such a value once per type it tried (..., 'method', 'str') and (...,
+    'int'): locations below the value, which is itself a table here. Judging the rest of the
+    file without it must not trip over that (a KeyError is a traceback), and still reports the
+    file's other mistake in the same round (issue 23, item 6)."""
+    found = problems({"vllm": {"speculative_config": {"method": {"a": 1}}, "max_model_len": 0}})
+    method = [p for p in found if p.startswith("vllm.speculative_config.method = {a = 1}")]
+    assert len(method) == 1 and "Fix: write a string or a whole number" in method[0]
+    assert any(p.startswith("vllm.max_model_len = 0") for p in found), found
