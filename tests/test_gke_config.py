@@ -131,3 +131,17 @@ def test_the_tpu_vm_run_end_rules_do_not_apply_to_gke() -> None:
 def test_unknown_platform(tmp_path: Path) -> None:
     (line,) = _problems({"platform": "k8s"})
     assert line.startswith("platform = 'k8s'")
+
+
+@pytest.mark.parametrize("gke", [{}, {"max_replicas": 4, "min_replicas": 1}])
+def test_a_gke_table_that_sets_nothing_new_on_a_tpu_vm_is_accepted(gke: dict[str, Any]) -> None:
+    """Only a [gke] table that sets something is refused on a TPU VM: an empty one, one that
+    restates the defaults, or a whole config dumped and read back (which carries them) is not."""
+    assert parse_config({"gke": gke}).platform == "tpu-vm"
+    whole = parse_config({}).model_dump()
+    assert "gke" in whole and parse_config(whole).gke == parse_config({}).gke
+
+
+def test_a_gke_deployment_gets_the_shared_and_the_gke_problems_in_one_round() -> None:
+    found = _problems({"platform": "gke", "region": "europe-west4", "gke": {"min_replicas": 5}})
+    assert [line.split(" = ")[0] for line in found] == ["region", "gke.min_replicas"], found
