@@ -7,6 +7,7 @@ import datetime
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,41 @@ def said(key: str, value: object, reason: str, fix: str) -> str:
 
 # (the config, then the key, the value shown, the reason and the fix of its one problem)
 REFUSALS = [
+    # Cross-key rules (tpudeploy/config/loading.py, cross_check).
+    pytest.param(
+        {
+            "network": {
+                "network": "projects/host-proj-1/global/networks/vpc",
+                "enable_external_ip": False,
+            }
+        },
+        "network.nat",
+        True,
+        "a private node on a shared VPC gets its egress from the host project's Cloud NAT, which "
+        "the node stack cannot declare (the router lives in the host project)",
+        "set up Cloud NAT for the subnetwork in the host project, then set [network] nat = false; "
+        "or set enable_external_ip = true",
+        id="shared-vpc-nat",
+    ),
+    pytest.param(
+        {"state_bucket": "tfstate-bucket-1", "network": {"enable_external_ip": False}},
+        "network.nat",
+        True,
+        "a pipeline deployment's deploy identity holds no compute.routers.* permission "
+        "(tpudeploy/identities.py), so it cannot create the private node's Cloud NAT",
+        "create a Cloud NAT for the node's subnetwork once (e.g. with make deploy from an owner's "
+        "machine or the console), then set [network] nat = false",
+        id="pipeline-nat",
+    ),
+    pytest.param(
+        {"routing": {"gateway": True}},
+        "routing.gateway",
+        True,
+        "the Gateway and endpoint picker route between GKE replicas: one TPU VM has nothing to "
+        "route between",
+        'set platform = "gke", or remove [routing] gateway',
+        id="gateway-on-a-tpu-vm",
+    ),
     pytest.param(
         {"vllm": {"shm_size": "10 gb"}},
         "vllm.shm_size",
@@ -799,3 +835,10 @@ def test_a_table_where_a_union_value_belongs_is_one_problem_and_the_rest_still_j
     method = [p for p in found if p.startswith("vllm.speculative_config.method = {a = 1}")]
     assert len(method) == 1 and "Fix: write a string or a whole number" in method[0]
     assert any(p.startswith("vllm.max_model_len = 0") for p in found), found
+
+
+def test_a_gke_deployment_may_route_through_a_gateway() -> None:
+    """[routing] gateway is refused on one TPU VM only (the case above)."""
+    raw = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+    routed = {**raw, "routing": {"gateway": True, "certificate": "c", "proxy_subnet_exists": True}}
+    assert parse_config(routed).routing.gateway is True
