@@ -74,3 +74,9 @@ def test_a_project_that_starts_the_bucket_with_goog_is_refused() -> None:
     assert problem.startswith("project = 'googol-project': the compile-cache bucket")
     assert 'begins with "goog"' in problem
     assert parse_config({**VM, "project": "goofy-project"}).project == "goofy-project"
+
+
+def test_every_chip_with_data_has_its_tpu_vm_zone_list() -> None:
+    """The zone check reads facts.TPU_ZONES by the accelerator's chip generation: each chip the
+    config accepts (facts.CHIPS) must have one (tests/mutants_equivalent.toml relies on it)."""
+    assert {chip.generation for chip in facts.CHIPS.values()} <= set(facts.TPU_ZONES)

@@ -145,3 +145,13 @@ def test_a_gke_table_that_sets_nothing_new_on_a_tpu_vm_is_accepted(gke: dict[str
 def test_a_gke_deployment_gets_the_shared_and_the_gke_problems_in_one_round() -> None:
     found = _problems({"platform": "gke", "region": "europe-west4", "gke": {"min_replicas": 5}})
     assert [line.split(" = ")[0] for line in found] == ["region", "gke.min_replicas"], found
+
+
+def test_a_gke_zone_is_judged_by_gkes_list_only_whatever_the_provisioning_key_says() -> None:
+    """provisioning does not apply to GKE: with it set to spot, a zone outside GKE's v5e pools
+    is still one problem, GKE's, not the TPU VM's zone list as well."""
+    (line,) = _problems(
+        {"platform": "gke", "provisioning": "spot", "zone": "europe-west4-a",
+         "gke": {"capacity": "spot"}}
+    )  # fmt: skip
+    assert line.startswith("zone = 'europe-west4-a': GKE has no v5e single-host TPU pools here")
