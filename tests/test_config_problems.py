@@ -842,3 +842,25 @@ def test_a_gke_deployment_may_route_through_a_gateway() -> None:
     raw = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
     routed = {**raw, "routing": {"gateway": True, "certificate": "c", "proxy_subnet_exists": True}}
     assert parse_config(routed).routing.gateway is True
+
+
+def test_a_file_whose_rest_cannot_be_judged_still_names_its_source() -> None:
+    """When even the rest of the file fails (the refused value could not be taken out), the
+    error still says which file: the user may have several (deployments/*.toml)."""
+    with pytest.raises(ConfigError) as info:
+        parse_config({"vllm": {"speculative_config": {"method": {"a": 1}}}}, source="staging.toml")
+    assert info.value.source == "staging.toml"
+    assert str(info.value).startswith("staging.toml: 1 problem(s) in the deployment config:")
+
+
+def test_a_later_problem_about_a_refused_nested_keys_stand_in_is_not_said() -> None:
+    """vllm.max_model_len is refused; the rest is judged with its default standing in, and the
+    load check's "longer than vllm.max_model_len (32768)" would be about a value the user never
+    wrote: it is left out, the key matched by its dotted name."""
+    found = problems(
+        {
+            "vllm": {"max_model_len": "big"},
+            "load": {"expected_clients": 1, "expected_context": 40000},
+        }
+    )
+    assert len(found) == 1 and found[0].startswith("vllm.max_model_len = 'big': a string"), found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,11 @@ def test_a_gke_zone_is_judged_by_gkes_list_only_whatever_the_provisioning_key_sa
          "gke": {"capacity": "spot"}}
     )  # fmt: skip
     assert line.startswith("zone = 'europe-west4-a': GKE has no v5e single-host TPU pools here")
+
+
+def test_a_gke_deadline_too_short_to_create_its_job_says_it_is_the_clusters() -> None:
+    """The deadline job of a GKE deployment deletes the cluster, not a TPU VM (the TPU VM's
+    spot / on-demand wording would name a provisioning model GKE does not use)."""
+    raw = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+    (line,) = _problems({**raw, "provisioning": "spot", "max_run_duration": "10m"})
+    assert line.startswith("max_run_duration = '10m': a GKE cluster deadline under 15 minutes")
