@@ -216,18 +216,18 @@ PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Two tiers (docs/development.md): `make test` is everything but the slow tier, in minutes;
 # `make test-slow` is the rehearsal matrix (full lifecycles, marker `rehearsal`) and the few
-# tests of tens of seconds of CPU each (marker `slow_tier`); the mutation tests join it once
-# their survivors are explained. CI (.ci/run, the checks workflow) runs both.
+# tests of tens of seconds of CPU each (marker `slow_tier`), then the mutation tests (make
+# mutants). CI (.ci/run, the checks workflow) runs both tiers.
 SLOW_TIER = rehearsal or slow_tier
 test: install ## The offline test suite (minutes); the slow tier is make test-slow
 	$(PYTEST) -m "not ($(SLOW_TIER))"
 
 test-fast: test ## The old name of make test
 
-# The mutation tests are not in it yet: after issues 21-27 they leave survivors that neither a
-# test kills nor tests/mutants_equivalent.toml explains (docs/development.md, "Tests: two tiers").
-test-slow: install ## The slow tier: the rehearsal matrix (CI runs it after make test)
+# One after the other, not side by side: each takes both cores.
+test-slow: install ## The slow tier: the rehearsal matrix, then the mutation tests (CI runs it)
 	$(PYTEST) -m "$(SLOW_TIER)"
+	$(MUTANTS)
 
 test-all: test test-slow ## Both tiers, as CI runs them
 
@@ -255,10 +255,11 @@ lint: $(VENV_STAMP) ## ruff and mypy
 readme: $(VENV_STAMP) ## Regenerate the generated sections of README.md and docs/
 	$(PY) -m tools.readme
 
-# Minutes, not seconds: meant for `make test-slow` (not there yet: see above). Fails on a
-# survivor that neither a test kills nor tests/mutants_equivalent.toml explains. A timeout or a
-# crash counts as a kill only if it repeats with the mutant run alone, so a loaded runner makes
-# it slower, never wrongly green or red (tools/mutants.py). JOBS=n sets mutmut's workers (2).
+# Minutes, not seconds: the second half of `make test-slow`. Fails on a survivor that neither a
+# test kills nor tests/mutants_equivalent.toml explains, and on a run cut short (a mutant not
+# checked). A timeout or a crash counts as a kill only if it repeats with the mutant run alone,
+# so a loaded runner makes it slower, never wrongly green or red (tools/mutants.py). JOBS=n sets
+# mutmut's workers (2).
 MUTANTS = $(PY) -m tools.mutants $(if $(JOBS),--jobs $(JOBS))
 mutants: $(VENV_STAMP) ## Mutation-test config validation, guard rails, rendering, flex-start spec
 	$(MUTANTS)

@@ -7,6 +7,7 @@ import datetime
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,41 @@ def said(key: str, value: object, reason: str, fix: str) -> str:
 
 # (the config, then the key, the value shown, the reason and the fix of its one problem)
 REFUSALS = [
+    # Cross-key rules (tpudeploy/config/loading.py, cross_check).
+    pytest.param(
+        {
+            "network": {
+                "network": "projects/host-proj-1/global/networks/vpc",
+                "enable_external_ip": False,
+            }
+        },
+        "network.nat",
+        True,
+        "a private node on a shared VPC gets its egress from the host project's Cloud NAT, which "
+        "the node stack cannot declare (the router lives in the host project)",
+        "set up Cloud NAT for the subnetwork in the host project, then set [network] nat = false; "
+        "or set enable_external_ip = true",
+        id="shared-vpc-nat",
+    ),
+    pytest.param(
+        {"state_bucket": "tfstate-bucket-1", "network": {"enable_external_ip": False}},
+        "network.nat",
+        True,
+        "a pipeline deployment's deploy identity holds no compute.routers.* permission "
+        "(tpudeploy/identities.py), so it cannot create the private node's Cloud NAT",
+        "create a Cloud NAT for the node's subnetwork once (e.g. with make deploy from an owner's "
+        "machine or the console), then set [network] nat = false",
+        id="pipeline-nat",
+    ),
+    pytest.param(
+        {"routing": {"gateway": True}},
+        "routing.gateway",
+        True,
+        "the Gateway and endpoint picker route between GKE replicas: one TPU VM has nothing to "
+        "route between",
+        'set platform = "gke", or remove [routing] gateway',
+        id="gateway-on-a-tpu-vm",
+    ),
     pytest.param(
         {"vllm": {"shm_size": "10 gb"}},
         "vllm.shm_size",
@@ -788,3 +824,43 @@ def test_a_deadline_region_that_is_not_a_region_is_refused(region: str) -> None:
             "list` shows your project's), or leave it out for the node's region",
         )
     ]
+
+
+def test_a_table_where_a_union_value_belongs_is_one_problem_and_the_rest_still_judged() -> None:
+    """pydantic reports such a value once per type it tried (..., 'method', 'str') and (...,
+    'int'): locations below the value, which is itself a table here. Judging the rest of the
+    file without it must not trip over that (a KeyError is a traceback), and still reports the
+    file's other mistake in the same round (issue 23, item 6)."""
+    found = problems({"vllm": {"speculative_config": {"method": {"a": 1}}, "max_model_len": 0}})
+    method = [p for p in found if p.startswith("vllm.speculative_config.method = {a = 1}")]
+    assert len(method) == 1 and "Fix: write a string or a whole number" in method[0]
+    assert any(p.startswith("vllm.max_model_len = 0") for p in found), found
+
+
+def test_a_gke_deployment_may_route_through_a_gateway() -> None:
+    """[routing] gateway is refused on one TPU VM only (the case above)."""
+    raw = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+    routed = {**raw, "routing": {"gateway": True, "certificate": "c", "proxy_subnet_exists": True}}
+    assert parse_config(routed).routing.gateway is True
+
+
+def test_a_file_whose_rest_cannot_be_judged_still_names_its_source() -> None:
+    """When even the rest of the file fails (the refused value could not be taken out), the
+    error still says which file: the user may have several (deployments/*.toml)."""
+    with pytest.raises(ConfigError) as info:
+        parse_config({"vllm": {"speculative_config": {"method": {"a": 1}}}}, source="staging.toml")
+    assert info.value.source == "staging.toml"
+    assert str(info.value).startswith("staging.toml: 1 problem(s) in the deployment config:")
+
+
+def test_a_later_problem_about_a_refused_nested_keys_stand_in_is_not_said() -> None:
+    """vllm.max_model_len is refused; the rest is judged with its default standing in, and the
+    load check's "longer than vllm.max_model_len (32768)" would be about a value the user never
+    wrote: it is left out, the key matched by its dotted name."""
+    found = problems(
+        {
+            "vllm": {"max_model_len": "big"},
+            "load": {"expected_clients": 1, "expected_context": 40000},
+        }
+    )
+    assert len(found) == 1 and found[0].startswith("vllm.max_model_len = 'big': a string"), found

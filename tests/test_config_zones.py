@@ -74,3 +74,16 @@ def test_a_project_that_starts_the_bucket_with_goog_is_refused() -> None:
     assert problem.startswith("project = 'googol-project': the compile-cache bucket")
     assert 'begins with "goog"' in problem
     assert parse_config({**VM, "project": "goofy-project"}).project == "goofy-project"
+
+
+def test_every_chip_with_data_has_its_tpu_vm_zone_list() -> None:
+    """The zone check reads facts.TPU_ZONES by the accelerator's chip generation: each chip the
+    config accepts (facts.CHIPS) must have one (tests/mutants_equivalent.toml relies on it)."""
+    assert {chip.generation for chip in facts.CHIPS.values()} <= set(facts.TPU_ZONES)
+
+
+def test_a_zone_with_nothing_close_is_told_every_listed_zone() -> None:
+    """No near match: the fix is the whole list, in one readable line, and no empty hint."""
+    (problem,) = _problems({"provisioning": "on-demand", "zone": "asia-east1-c"})
+    listed = ", ".join(facts.TPU_ZONES["v5e"])
+    assert f"Fix: use one of {listed}; or set allow_unlisted_zone = true if the page" in problem

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,35 @@ def test_the_tpu_vm_run_end_rules_do_not_apply_to_gke() -> None:
 def test_unknown_platform(tmp_path: Path) -> None:
     (line,) = _problems({"platform": "k8s"})
     assert line.startswith("platform = 'k8s'")
+
+
+@pytest.mark.parametrize("gke", [{}, {"max_replicas": 4, "min_replicas": 1}])
+def test_a_gke_table_that_sets_nothing_new_on_a_tpu_vm_is_accepted(gke: dict[str, Any]) -> None:
+    """Only a [gke] table that sets something is refused on a TPU VM: an empty one, one that
+    restates the defaults, or a whole config dumped and read back (which carries them) is not."""
+    assert parse_config({"gke": gke}).platform == "tpu-vm"
+    whole = parse_config({}).model_dump()
+    assert "gke" in whole and parse_config(whole).gke == parse_config({}).gke
+
+
+def test_a_gke_deployment_gets_the_shared_and_the_gke_problems_in_one_round() -> None:
+    found = _problems({"platform": "gke", "region": "europe-west4", "gke": {"min_replicas": 5}})
+    assert [line.split(" = ")[0] for line in found] == ["region", "gke.min_replicas"], found
+
+
+def test_a_gke_zone_is_judged_by_gkes_list_only_whatever_the_provisioning_key_says() -> None:
+    """provisioning does not apply to GKE: with it set to spot, a zone outside GKE's v5e pools
+    is still one problem, GKE's, not the TPU VM's zone list as well."""
+    (line,) = _problems(
+        {"platform": "gke", "provisioning": "spot", "zone": "europe-west4-a",
+         "gke": {"capacity": "spot"}}
+    )  # fmt: skip
+    assert line.startswith("zone = 'europe-west4-a': GKE has no v5e single-host TPU pools here")
+
+
+def test_a_gke_deadline_too_short_to_create_its_job_says_it_is_the_clusters() -> None:
+    """The deadline job of a GKE deployment deletes the cluster, not a TPU VM (the TPU VM's
+    spot / on-demand wording would name a provisioning model GKE does not use)."""
+    raw = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+    (line,) = _problems({**raw, "provisioning": "spot", "max_run_duration": "10m"})
+    assert line.startswith("max_run_duration = '10m': a GKE cluster deadline under 15 minutes")

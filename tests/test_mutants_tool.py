@@ -232,3 +232,38 @@ def test_what_is_run_again_is_every_timeout_and_crash_and_nothing_else() -> None
         "g": "caught by type check",
     }
     assert mutants.to_recheck(found) == ["a", "b", "c"]
+
+
+def test_a_rerun_that_leaves_a_mutant_unchecked_fails_the_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A runner that runs out of time (or is stopped) mid-rerun leaves "not checked": no
+    verdict, so no pass on the mutants it did reach."""
+    code, _ = run_with_fake_mutmut(monkeypatch, tmp_path, {LOADED: "not checked"})
+    assert code == 2
+    assert "1 mutant(s) were not checked" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("status", sorted(mutants.UNFINISHED))
+def test_a_run_cut_short_fails_before_anything_is_judged(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, status: str
+) -> None:
+    runs: list[list[str]] = []
+    monkeypatch.chdir(REPO_ROOT)
+    (tmp_path / "mutants").mkdir()
+    monkeypatch.setattr(mutants, "MUTANTS_DIR", tmp_path / "mutants")
+    monkeypatch.setattr(mutants, "load_equivalents", lambda: [])
+
+    def run_mutmut(names: list[str], jobs: int) -> int:
+        runs.append(list(names))
+        return 0
+
+    monkeypatch.setattr(mutants, "run_mutmut", run_mutmut)
+    monkeypatch.setattr(mutants, "statuses", lambda: {KILL: "killed", LOADED: status})
+
+    def collect() -> tuple[list[Mutant], dict[str, int]]:
+        raise AssertionError("an unfinished run is never judged")
+
+    monkeypatch.setattr(mutants, "collect", collect)
+    assert mutants.main(["--report"]) == 2
+    assert runs == []

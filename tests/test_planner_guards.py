@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -487,3 +488,81 @@ def test_the_context_a_fix_suggests_is_the_largest_power_of_two_that_fits(
     """Issue 23 item 3: "set vllm.max_model_len = N or less" names the build log's kind of
     length (a power of two) and the largest one at or under the pool."""
     assert guards._fitting_len(tokens) == fits
+
+
+_FEWER = re.compile(r"^at most (?P<n>[\d,]+) client\(s\) at (?P<context>[\d,]+) tokens of context$")
+_SHORTER = re.compile(
+    r"^(?P<clients>\d+) client\(s\) at (?P<longest>[\d,]+) tokens of context or less$"
+)
+
+
+@pytest.mark.parametrize("safe", [1, 2, 3, 8_192, 8_193, 250_149])
+@pytest.mark.parametrize(("clients", "context"), [(1, 1), (1, 8_192), (2, 4_096), (64, 8_192)])
+def test_the_fixes_for_a_load_past_the_line_are_the_largest_that_stay_strictly_under_it(
+    safe: int, clients: int, context: int
+) -> None:
+    """The load warning's "Keep clients x context under SAFE: ..." (issue 23, item 3: every
+    capacity message names a change that fits): fewer clients at this context, or a shorter
+    context for these clients, each the most that stays strictly under the line, and only the
+    ones that exist; with neither, the key that makes the pool larger."""
+    text = guards._under_line(safe, clients, context)
+    fewer = (safe - 1) // context  # the most n with n x context < safe
+    shorter = (safe - 1) // clients
+    wanted = [bool(fewer), bool(shorter)]
+    parts = re.split(r" or (?=at most |\d)", text)  # "or less" ends a fix; " or " joins two
+    if not any(wanted):
+        key = re.fullmatch(r"a larger pool \(vllm\.(\w+)\)", text)
+        assert key and hasattr(SEED.vllm, key[1]), text
+        return
+    assert len(parts) == sum(wanted), text
+    for part in parts:
+        if m := _FEWER.fullmatch(part):
+            n, at = int(m["n"].replace(",", "")), int(m["context"].replace(",", ""))
+            assert at == context and n * context < safe <= (n + 1) * context and n >= 1
+            wanted[0] = False
+        elif m := _SHORTER.fullmatch(part):
+            longest = int(m["longest"].replace(",", ""))
+            assert int(m["clients"]) == clients and longest >= 1
+            assert clients * longest < safe <= clients * (longest + 1)
+            wanted[1] = False
+        else:
+            raise AssertionError(f"not a fix: {part!r} in {text!r}")
+    assert wanted == [False, False], text
+
+
+def test_a_pinned_pool_too_small_for_one_request_is_judged_as_pinned() -> None:
+    """With vllm.kv_cache_memory_bytes the pool is that many bytes at this max_model_len for
+    this model, not what gpu_memory_utilization would leave, and the message says so."""
+    pinned = 2_000_000_000
+    cfg = replace(
+        SEED,
+        geometry={"num_key_value_heads": 2},
+        max_model_len=131_072,
+        kv_cache_memory_bytes=pinned,
+    )
+    pool = kv_pool(max_model_len=131_072, kv_cache_memory_bytes=pinned, model=cfg.model_geometry)
+    # Each of the three shapes the pool (the max_model_len's block size, the model's KV bytes).
+    assert pool.tokens != kv_pool(kv_cache_memory_bytes=pinned, model=cfg.model_geometry).tokens
+    assert pool.tokens != kv_pool(max_model_len=131_072, kv_cache_memory_bytes=pinned).tokens
+    (finding,) = only(cfg, "vllm.max_model_len")
+    text = says(finding, "error", "vllm.max_model_len", 131_072)
+    assert f"does not fit the {pool.tokens:,}-token KV pool" in text
+    assert f"that kv_cache_memory_bytes {pinned} leaves: vLLM refuses to start. Set " in text
+
+
+@pytest.mark.parametrize(
+    ("context", "fix"),
+    [
+        # Within the model's own maximum: a longer max_model_len holds it.
+        (131_072, "Raise vllm.max_model_len to 131072 (block size scales"),
+        # Past it (issue 23, item 3): vLLM refuses any max_model_len that long at boot.
+        (131_073, "Shorten it to 32768 or less: the model's own maximum is 131,072 tokens"),
+    ],
+)
+def test_a_context_past_max_model_len_gets_the_fix_that_exists(context: int, fix: str) -> None:
+    cfg = replace(SEED, expected_clients=1, expected_context=context)
+    assert (
+        cfg.model_geometry.max_position_embeddings == 131_072 and cfg.vllm.max_model_len == 32_768
+    )
+    (finding,) = only(cfg, "load.expected_context")
+    assert fix in says(finding, "error", "load.expected_context", context)

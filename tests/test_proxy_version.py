@@ -24,6 +24,9 @@ def test_the_pin_is_a_release_nginx_history_proves() -> None:
     assert parse_config({}).proxy.image == facts.PROXY_IMAGE == "nginx:1.30.4"
 
 
+# A whole boot under bash with stand-ins: `make mutants` (which lists this file for its pure
+# tests) leaves it out, as it does every test of the `boot` fixture (tests/conftest.py).
+@pytest.mark.slow
 def test_the_boot_checks_the_running_nginx_and_publishes_it(
     tmp_path: Path, cfg: DeployConfig
 ) -> None:
@@ -39,6 +42,9 @@ def test_the_boot_checks_the_running_nginx_and_publishes_it(
     ) in node.guest_attributes()
 
 
+# A whole boot under bash with stand-ins: `make mutants` (which lists this file for its pure
+# tests) leaves it out, as it does every test of the `boot` fixture (tests/conftest.py).
+@pytest.mark.slow
 def test_an_image_that_is_not_its_tags_version_fails_the_boot_with_the_reason(
     tmp_path: Path, cfg: DeployConfig
 ) -> None:

@@ -900,3 +900,73 @@ def test_without_emulator_missing_adc_is_a_clear_error(
     err = capsys.readouterr().err
     assert err.startswith("error: no Google Cloud credentials")
     assert "gcloud auth application-default login" in err
+
+
+# --------------------------------------------------------------------------- make destroy's cleanup
+
+
+def test_make_destroys_cleanup_deletes_the_configs_queued_resource_whatever_the_state_says(
+    fake: FakeTpuApi, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make destroy` runs tpudeploy.tpuvm.flex.delete_queued_resource after `cdktf destroy`:
+    the queued resource is named from the config, so one Terraform lost track of is found."""
+    from tpudeploy.config import parse_config
+    from tpudeploy.tpuvm.flex import delete_queued_resource, queued_resource_spec
+
+    cfg = parse_config({"project": PROJECT})
+    spec = queued_resource_spec(cfg, PROJECT)
+    fake.add_queued_resource(spec.name, spec.to_body(), ["ACTIVE"])
+    monkeypatch.setenv(qr.POLL_ENV, "0.005")
+    assert delete_queued_resource(cfg, PROJECT, timeout=None) == 0
+    assert not fake.exists(spec.name)
+    assert [r.path.rsplit("/", 1)[-1] for r in fake.calls("DELETE")] == [spec.queued_resource_id]
+    # Nothing left: a second cleanup succeeds without deleting anything.
+    assert delete_queued_resource(cfg, PROJECT, timeout=None) == 0
+    assert len(fake.calls("DELETE")) == 1
+    assert "error" not in capsys.readouterr().err
+
+
+def test_a_cleanup_that_cannot_delete_says_so_and_fails(
+    fake: FakeTpuApi, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tpudeploy.config import parse_config
+    from tpudeploy.tpuvm.flex import delete_queued_resource, queued_resource_spec
+
+    cfg = parse_config({"project": PROJECT})
+    spec = queued_resource_spec(cfg, PROJECT)
+    fake.add_queued_resource(spec.name, spec.to_body(), ["PROVISIONING"])
+    fake.refuse_delete(spec.name, 400, "Cannot delete in PROVISIONING", times=1000)
+    monkeypatch.setenv(qr.POLL_ENV, "0.01")
+    assert delete_queued_resource(cfg, PROJECT, timeout=0.1) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith("error: ") and "It may still bill: run destroy again" in last
+
+
+def test_the_cleanup_waits_the_default_half_hour_and_polls_as_the_environment_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No timeout given (`make destroy` passes none) is qr.DEFAULT_DELETE_TIMEOUT; the poll
+    interval is TPUDEPLOY_QR_POLL_SECONDS, else qr.DEFAULT_POLL."""
+    from tpudeploy.config import parse_config
+    from tpudeploy.tpuvm.flex import delete_queued_resource, queued_resource_spec
+
+    seen: list[tuple[str, float, float]] = []
+
+    class Recording:
+        def __init__(self, spec: QueuedResourceSpec, *, poll: float) -> None:
+            self.spec, self.poll = spec, poll
+
+        def delete(self, *, timeout: float) -> None:
+            seen.append((self.spec.name, self.poll, timeout))
+
+    monkeypatch.setattr(qr, "QueuedResourceClient", Recording)
+    cfg = parse_config({"project": PROJECT})
+    name = queued_resource_spec(cfg, PROJECT).name
+    monkeypatch.delenv(qr.POLL_ENV, raising=False)
+    assert delete_queued_resource(cfg, PROJECT, timeout=None) == 0
+    monkeypatch.setenv(qr.POLL_ENV, "2.5")
+    assert delete_queued_resource(cfg, PROJECT, timeout=60.0) == 0
+    assert seen == [
+        (name, qr.DEFAULT_POLL, qr.DEFAULT_DELETE_TIMEOUT),
+        (name, 2.5, 60.0),
+    ]

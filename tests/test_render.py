@@ -10,12 +10,18 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from tpudeploy import cacheguard, facts, render
+from tpudeploy import bootcheck, cacheguard, facts, nodebuild, render
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.render import (
+    PROXY_BODY_TIMEOUT,
+    PROXY_CONNECTIONS_PER_ADDRESS,
+    PROXY_HEADER_TIMEOUT,
+    PROXY_TLS_SOCKET,
+    boot_check_source,
     compile_cache_key,
     image_repository,
     node_metadata,
+    render_login_gate,
     render_proxy_config,
     render_shutdown_script,
     render_startup_script,
@@ -377,3 +383,62 @@ def test_the_checkpoint_tmpfs_holds_the_checkpoint_and_a_quarter_in_whole_gib() 
     assert (
         facts.CHECKPOINT_BYTES * 1.25 <= gib * facts.GIB < facts.CHECKPOINT_BYTES * 1.25 + facts.GIB
     )
+
+
+@pytest.mark.parametrize("name", ["seed", "own"])
+def test_no_boot_setting_is_a_python_none(name: str, own: DeployConfig) -> None:
+    """A value the render forgot reaches bash as the word None (a tmpfs of size None, a DNS
+    port None): every `readonly` setting carries a value, numbers as numbers."""
+    found = settings(render_startup_script(own if name == "own" else parse_config({})))
+    assert found and all(value and "None" not in value for value in found.values()), found
+    for key in ("METADATA_DNS_PORT", "CACHE_MAX_BYTES"):
+        assert found[key].isdigit(), (key, found[key])
+    assert found["HF_TMPFS_SIZE"] == render.hf_tmpfs_size()
+    assert found["RESTORE_TIMEOUT"] == f"${{TPUDEPLOY_RESTORE_TIMEOUT:-{RESTORE_TIMEOUT}}}"
+
+
+RESTORE_TIMEOUT = render.RESTORE_TIMEOUT_SECONDS
+
+
+def test_the_boot_checks_what_this_configuration_expects(own: DeployConfig) -> None:
+    """BOOT_EXPECTED is the JSON the node's boot check compares vLLM's own report with."""
+    found = settings(render_startup_script(own))
+    expected = nodebuild.boot_expectations(own, vllm_serve_args(own.vllm))
+    assert json.loads(found["BOOT_EXPECTED"]) == expected
+
+
+def test_the_boot_check_and_the_login_gate_run_from_their_own_source(own: DeployConfig) -> None:
+    source = boot_check_source()
+    assert source == Path(bootcheck.__file__).read_text(encoding="utf-8")
+    assert source.isascii()  # so any locale reads it the same
+    script = render_startup_script(own)
+    assert source in script
+    gate = render_login_gate(own)
+    assert f"<<'LOGIN_GATE_SH'\n{gate}LOGIN_GATE_SH\n" in script
+    # The gate names this node and the port `make tunnel` forwards.
+    assert "the agents node" in gate and "localhost:9443" in gate and "None" not in gate
+
+
+def test_the_proxys_limits_and_inner_socket_reach_nginx(own: DeployConfig) -> None:
+    conf = render_proxy_config(own)
+    assert f"limit_conn per_address {PROXY_CONNECTIONS_PER_ADDRESS};" in conf
+    assert f"client_header_timeout {PROXY_HEADER_TIMEOUT};" in conf
+    assert f"client_body_timeout {PROXY_BODY_TIMEOUT};" in conf
+    assert conf.count(f"unix:{PROXY_TLS_SOCKET}") == 2  # the TLS hop's two ends
+    assert "None" not in conf
+
+
+def test_a_metrics_port_adds_a_listener_and_none_adds_none(own: DeployConfig) -> None:
+    """The GKE pod's plain /metrics listener (render_proxy_config's metrics_port)."""
+    assert "listen 9400;" in render_proxy_config(own, metrics_port=9400)
+    assert "listen 9400;" not in render_proxy_config(own)
+
+
+def test_a_speculative_config_reaches_vllm_as_one_json_argument() -> None:
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    cfg = parse_config({"vllm": {"speculative_config": spec}})
+    args = vllm_serve_args(cfg.vllm)
+    at = args.index("--speculative-config")
+    assert json.loads(args[at + 1]) == spec and " " not in args[at + 1]
+    # Added to the seed's line, nothing of it lost.
+    assert args[:at] + args[at + 2 :] == SEED_SERVE

@@ -13,7 +13,7 @@ import pytest
 from tools import vllm_flags
 from tpudeploy.bench.__main__ import _settings
 from tpudeploy.bench.commands import Cell, bench_argv
-from tpudeploy.config import ConfigError, parse_config
+from tpudeploy.config import ConfigError, parse_config, serveflags
 from tpudeploy.config.serveflags import (
     ALLOWED_EXTRA_FLAGS,
     DENIED_SERVE_FLAGS,
@@ -331,6 +331,19 @@ LOG_LEVELS = "critical, debug, error, info, trace, warning"
         ),
         (("--seed",), "--seed needs a value; put its value in the next item (--seed VALUE)"),
         (("--served-model-name", "a", "b", "--zzzzqqqq"), "item 3, '--zzzzqqqq':"),
+        # A dotted key is one key of a JSON table, one value (vllm/utils/argparse_utils.py):
+        # vLLM passes --x '{"key": v}' on, which no option with choices takes.
+        (
+            ("--scheduling-policy.x=fcfs",),
+            "item 0, '--scheduling-policy.x=fcfs': --scheduling-policy takes one of fcfs, "
+            "priority, and vLLM reads --scheduling-policy.x as a JSON table, which is none of "
+            "them; write --scheduling-policy VALUE",
+        ),
+        (("--uvicorn-log-level.a", "info"), "item 0, '--uvicorn-log-level.a': "),
+        (
+            ("--served-model-name.alias", "a", "b"),
+            f"item 2, 'b': a value with no flag before it; {NEEDS_FLAG}",
+        ),
     ],
 )
 def test_each_refused_extra_arg_is_named_with_the_fix(
@@ -354,6 +367,21 @@ def test_each_refused_extra_arg_is_named_with_the_fix(
 )
 def test_what_vllm_takes_passes(extra_args: tuple[str, ...]) -> None:
     assert check_extra_args(extra_args) == extra_args
+
+
+def test_a_flag_of_fixed_arity_takes_exactly_its_number_of_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """tools/vllm_flags.py writes nargs N for an option typed as a tuple of N (none in vLLM
+    0.33.0's CLI: its multi-value options are all nargs "+"); argparse takes exactly N values
+    and refuses fewer. A flag table of one such option, as a regenerated list could hold."""
+    monkeypatch.setattr(serveflags, "VLLM_FLAGS", {"--pair": {"value": True, "nargs": 2}})
+    monkeypatch.setattr(serveflags, "ALLOWED_EXTRA_FLAGS", frozenset({"--pair"}))
+    assert check_extra_args(("--pair", "1", "2")) == ("--pair", "1", "2")
+    with pytest.raises(ValueError, match=r"item 3, '3': a value with no flag before it"):
+        check_extra_args(("--pair", "1", "2", "3"))
+    with pytest.raises(ValueError, match=r"item 0, '--pair': --pair takes 2 values, not 1; give"):
+        check_extra_args(("--pair", "1"))
 
 
 def test_a_token_in_extra_args_is_refused_wherever_it_stands_and_never_shown() -> None:

@@ -312,6 +312,19 @@ def recheck(found: dict[str, str]) -> tuple[int, int]:
     return len(names), sum(1 for name in names if after.get(name) in RECHECKED)
 
 
+def unfinished_error(found: dict[str, str]) -> bool:
+    """Say so, and be true, when some mutant has no verdict: a run cut short (a runner out of
+    time, a Ctrl-C) must fail, never pass on the mutants it happened to reach."""
+    unfinished = sum(1 for status in found.values() if status in UNFINISHED)
+    if unfinished:
+        print(
+            f"error: {unfinished} mutant(s) were not checked (the run was interrupted); "
+            "run `make mutants` again",
+            file=sys.stderr,
+        )
+    return bool(unfinished)
+
+
 def run_mutmut(names: Sequence[str], jobs: int) -> int:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     mutmut = Path(sys.executable).parent / "mutmut"
@@ -352,13 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: no mutants/ directory: run `make mutants` first", file=sys.stderr)
         return 2
     found = statuses()
-    unfinished = sum(1 for status in found.values() if status in UNFINISHED)
-    if unfinished:
-        print(
-            f"error: {unfinished} mutant(s) were not checked (the run was interrupted); "
-            "run `make mutants` again",
-            file=sys.stderr,
-        )
+    if unfinished_error(found):
         return 2
     if not args.report:
         try:
@@ -368,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if rechecked:
             print(f"mutants: {repeated} of {rechecked} repeated alone (kills); the rest judged")
+            # The rerun rewrites verdicts: one it left unchecked is no verdict either.
+            if unfinished_error(statuses()):
+                return 2
 
     survivors, counts = collect()
     verdict = judge(survivors, equivalents)

@@ -203,17 +203,26 @@ def _flag_problems(v: tuple[str, ...]) -> tuple[int, str, str] | None:
         if negated and not spec.get("negatable"):
             return i, f"vLLM has no --no- form of {name}", f"remove it, or write {name}"
         takes = bool(spec.get("value")) and not negated
+        # --x.key=v and --x.key v set one key of a JSON table: vLLM's FlexibleArgumentParser
+        # takes the one value after it and passes --x '{"key": v}' on to argparse
+        # (vllm/utils/argparse_utils.py, parse_args), which no option with choices accepts.
+        dotted = "." in spelled
+        if dotted and spec.get("choices"):
+            return (
+                i,
+                f"{name} takes one of {', '.join(spec['choices'])}, and vLLM reads {spelled} as a "
+                "JSON table, which is none of them",
+                f"write {name} VALUE",
+            )
         if "=" in arg:
             if not takes:
                 return i, f"{name} takes no value", f"write {name} alone"
-            dotted = "." in spelled  # --x.key=v sets one key of a JSON config
-            problem = "" if dotted else _value_problem(name, spec, [arg.partition("=")[2]])
+            problem = _value_problem(name, spec, [arg.partition("=")[2]])
             if problem:
                 return i, problem, "use one of the listed values"
             i += 1
             continue
-        # --x.key v: one value for one key of a JSON config (vLLM's FlexibleArgumentParser).
-        nargs = None if "." in spelled else spec.get("nargs")
+        nargs = None if dotted else spec.get("nargs")
         values: list[str] = []
         j = i + 1
         while j < len(v) and _is_value(v[j]) and takes:
@@ -223,6 +232,10 @@ def _flag_problems(v: tuple[str, ...]) -> tuple[int, str, str] | None:
                 break
         if takes and not values:
             return i, f"{name} needs a value", f"put its value in the next item ({name} VALUE)"
+        # tools/vllm_flags.py writes a whole number for an option of fixed arity (a tuple of
+        # N); argparse refuses it with fewer ("expected N arguments").
+        if isinstance(nargs, int) and len(values) < nargs:
+            return i, f"{name} takes {nargs} values, not {len(values)}", f"give it {nargs}"
         problem = _value_problem(name, spec, values)
         if problem:
             return i, problem, "use one of the listed values"

@@ -145,7 +145,7 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
     if pool.tokens < cfg.vllm.max_model_len:
         # The fix that fits: a context the pool holds, or a larger pool while one can be had
         # (never "use 0.92" to a config that already says 0.92).
-        fixes = [f"set vllm.max_model_len = {_fitting_len(pool.tokens)} or less"]
+        fixes = [f"Set vllm.max_model_len = {_fitting_len(pool.tokens)} or less"]
         if pinned is not None:
             needed = pool.bytes_per_token * cfg.vllm.max_model_len
             fixes.append(f"raise vllm.kv_cache_memory_bytes to {needed} or more")
@@ -159,7 +159,7 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
                 cfg.vllm.max_model_len,
                 f"one request does not fit the {pool.tokens:,}-token KV pool "
                 f"({pool.pool_bytes / GIB:.2f} GiB) that {sized_by} leaves: vLLM refuses to "
-                "start. " + ", or ".join(fixes).replace("set", "Set", 1),
+                "start. " + ", or ".join(fixes),
             )
         ]
     if ceiling is None or value <= ceiling:

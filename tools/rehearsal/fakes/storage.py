@@ -28,6 +28,9 @@ BUCKET_NAME = "projects/_/buckets/{bucket}"
 OBJECT_TYPE = "storage.googleapis.com/Object"
 BUCKET_TYPE = "storage.googleapis.com/Bucket"
 CONDITIONS_MIN_POLICY_VERSION = 3
+# A condition's fields: "The condition's title is required, but the description is optional ...
+# The expression field is required" (https://cloud.google.com/iam/docs/conditions-overview).
+CONDITION_REQUIRED_FIELDS = ("title", "expression")
 # The CEL the fake reads: comparisons of resource.name / .type / .service joined by && or ||
 # (&& binds tighter, as in CEL). Anything else it cannot read grants nothing: a fake must never
 # be kinder than the service.
@@ -166,6 +169,13 @@ class FakeStorage(ApiFake):
                 return api_error(
                     400, "A policy with IAM conditions must have version 3 or greater."
                 )
+            for binding in bindings:
+                condition = binding.get("condition") or {}
+                missing = [
+                    f for f in CONDITION_REQUIRED_FIELDS if condition and not condition.get(f)
+                ]
+                if missing:
+                    return api_error(400, f"An IAM condition needs a {missing[0]}.")
         policy = self.inventory.policy(self.api, f"b/{m['bucket']}")
         policy[:] = bindings
         (self._bucket(m["bucket"]) or {})["_policy_version"] = int((body or {}).get("version") or 1)
