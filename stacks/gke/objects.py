@@ -42,22 +42,24 @@ def bind_account(
     RoleBinding when `metadata` names a namespace, a ClusterRoleBinding when it does not."""
     role_ref = {"api_group": RBAC, "kind": role[0], "name": role[1]}
     subject = {"kind": "ServiceAccount", "name": account[0], "namespace": account[1]}
-    if "namespace" in metadata:
-        RoleBindingV1(
-            scope,
-            construct_id,
-            metadata=typed(RoleBindingV1Metadata, metadata),
-            role_ref=typed(RoleBindingV1RoleRef, role_ref),
-            subject=[typed(RoleBindingV1Subject, subject)],
+    kinds: tuple[Any, Any, Any, Any] = (
+        (RoleBindingV1, RoleBindingV1Metadata, RoleBindingV1RoleRef, RoleBindingV1Subject)
+        if "namespace" in metadata
+        else (
+            ClusterRoleBindingV1,
+            ClusterRoleBindingV1Metadata,
+            ClusterRoleBindingV1RoleRef,
+            ClusterRoleBindingV1Subject,
         )
-    else:
-        ClusterRoleBindingV1(
-            scope,
-            construct_id,
-            metadata=typed(ClusterRoleBindingV1Metadata, metadata),
-            role_ref=typed(ClusterRoleBindingV1RoleRef, role_ref),
-            subject=[typed(ClusterRoleBindingV1Subject, subject)],
-        )
+    )
+    binding, meta_cls, ref_cls, subject_cls = kinds
+    binding(
+        scope,
+        construct_id,
+        metadata=typed(meta_cls, metadata),
+        role_ref=typed(ref_cls, role_ref),
+        subject=[typed(subject_cls, subject)],
+    )
 
 
 def declare_deployment(
