@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_gke_frontdoor import KEY, _prep
-from tests.test_proxy import NGINX, free_port, loopback_config
+from tests.test_proxy import NGINX, free_port, loopback_config, stop_nginx
 from tpudeploy import facts, render
 from tpudeploy.config import parse_config
 from tpudeploy.gke import pod, routing
@@ -234,6 +234,7 @@ def door(prepared: Prepared, layout: Layout) -> Iterator[PodDoor]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 15
@@ -253,9 +254,7 @@ def door(prepared: Prepared, layout: Layout) -> Iterator[PodDoor]:
             conf_text=prepared.conf_text,
         )
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+        stop_nginx(proc)
 
 
 def _start_stream(door: PodDoor) -> tuple[http.client.HTTPSConnection, http.client.HTTPResponse]:

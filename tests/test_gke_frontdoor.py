@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_proxy import NGINX, FakeVllm, free_port, loopback_config
+from tests.test_proxy import NGINX, FakeVllm, free_port, loopback_config, stop_nginx
 from tpudeploy.config import parse_config
 from tpudeploy.gke import pod, tlscert
 
@@ -84,6 +84,7 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
         try:
             import socket
@@ -102,8 +103,7 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
             context.check_hostname = False
             yield Door(tls, metrics, context, vllm, out)
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            stop_nginx(proc)
             shutil.rmtree(sockets, ignore_errors=True)
 
 

@@ -8,6 +8,7 @@ so there a missing nginx fails instead of skipping.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import io
@@ -15,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -133,6 +135,26 @@ def loopback_config(text: str, port: int, socket_path: Path) -> str:
     return text
 
 
+def stop_nginx(proc: subprocess.Popen[str]) -> None:
+    """Stop an nginx started with start_new_session=True, and prove nothing of it is left.
+
+    SIGTERM is nginx's fast shutdown: the master stops its workers and then exits. A SIGKILL
+    to the master alone orphans its workers, which keep the listening sockets and outlive the
+    suite (one was found doing so), so SIGKILL goes to the whole session, and only as a last
+    resort."""
+    if proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    else:
+        proc.wait(timeout=10)
+        raise AssertionError(f"nginx (session {proc.pid}) left a process behind after SIGTERM")
+
+
 def start_nginx(conf: Path, prefix: Path, sockets: Path) -> tuple[subprocess.Popen[str], int]:
     """nginx on a free loopback port; another port when someone took it in between. SOCKETS is
     a directory nginx's unprivileged worker can traverse (the node's is the container's /tmp)."""
@@ -149,6 +171,7 @@ def start_nginx(conf: Path, prefix: Path, sockets: Path) -> tuple[subprocess.Pop
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 15
         while proc.poll() is None and time.monotonic() < deadline:
@@ -157,7 +180,7 @@ def start_nginx(conf: Path, prefix: Path, sockets: Path) -> tuple[subprocess.Pop
                 return proc, port
             except OSError:
                 time.sleep(0.05)
-        proc.kill()
+        stop_nginx(proc)
         errors.append(proc.communicate()[1])
     raise AssertionError(f"nginx did not start: {errors}")
 
@@ -178,8 +201,7 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FrontDoor]:
             context = ssl.create_default_context(cafile=str(node.proxy_dir / "tls.crt"))
             yield FrontDoor(cfg, node, vllm, port, context)
         finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            stop_nginx(proc)
             shutil.rmtree(sockets, ignore_errors=True)
 
 
