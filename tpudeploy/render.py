@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -85,6 +86,10 @@ def _argv_lines(argv: list[str]) -> list[str]:
     return [" ".join(line) for line in lines]
 
 
+# One environment per process: jinja2 caches each compiled template in its environment, and a
+# new environment per render compiled every template again (the boot script's templates are
+# most of a synth's and of each render's CPU). Nothing changes it after it is made.
+@functools.cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
