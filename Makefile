@@ -215,10 +215,10 @@ TEST_WORKERS ?= 2
 PYTEST = $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Two tiers (docs/development.md): `make test` is everything but the slow tier, in minutes;
-# `make test-slow` is the rehearsal matrix (full lifecycles, marker `rehearsal`) and the few
-# tests of tens of seconds of CPU each (marker `slow_tier`), then the mutation tests (make
-# mutants). CI (.ci/run, the checks workflow) runs both tiers.
-SLOW_TIER = rehearsal or slow_tier
+# `make test-slow` is the rehearsal matrix (full lifecycles, marker `rehearsal`), the flex-start
+# node stack's Terraform lifecycles (marker `lifecycle`) and the few tests of tens of seconds of
+# CPU each (marker `slow_tier`), then the mutation tests (make mutants). CI (.ci/run, the checks workflow) runs both tiers.
+SLOW_TIER = rehearsal or lifecycle or slow_tier
 test: install ## The offline test suite (minutes); the slow tier is make test-slow
 	$(PYTEST) -m "not ($(SLOW_TIER))"
 

@@ -30,6 +30,11 @@ from tpudeploy.tpuvm import recover
 from tpudeploy.tpuvm.addresses import QUEUED_RESOURCE_ADDRESS
 from tpudeploy.tpuvm.flex import queued_resource_spec
 
+# A whole Terraform lifecycle whose provisioners run the queued-resource client against the
+# fake (three to ten seconds each, 51 s in all): the slow tier (`make test-slow`, which CI
+# runs), as the rehearsal's lifecycles are.
+lifecycle = pytest.mark.lifecycle
+
 PROJECT = "tf-flex-proj-1"
 OK = {"project": PROJECT}
 # Capacity never comes within this: the create gives up after 3 s.
@@ -128,6 +133,7 @@ def assert_nothing_queued(fake: FakeTpuApi, name: str) -> None:
     assert not fake.exists(name), f"{name} is still queued in the fake TPU API: it would bill"
 
 
+@lifecycle
 def test_success_then_destroy_leaves_nothing(
     terraform: str, synth: Synthesizer, fake: FakeTpuApi, tmp_path: Path
 ) -> None:
@@ -143,6 +149,7 @@ def test_success_then_destroy_leaves_nothing(
     assert_nothing_queued(fake, qr_name(OK))
 
 
+@lifecycle
 @pytest.mark.parametrize(
     ("overrides", "states", "said"),
     [
@@ -178,6 +185,7 @@ def test_a_failed_create_deletes_what_it_requested(
     assert_nothing_queued(fake, name)
 
 
+@lifecycle
 def test_an_interrupted_apply_leaves_nothing_after_make_destroys_cleanup(
     terraform: str, synth: Synthesizer, fake: FakeTpuApi, tmp_path: Path
 ) -> None:
@@ -235,6 +243,7 @@ def test_the_client_cleans_up_when_terminated(fake: FakeTpuApi, tmp_path: Path) 
     assert_nothing_queued(fake, spec.name)
 
 
+@lifecycle
 def test_a_suspended_queued_resource_is_replaced_by_the_next_deploy(
     terraform: str,
     synth: Synthesizer,
@@ -273,6 +282,7 @@ def test_a_suspended_queued_resource_is_replaced_by_the_next_deploy(
     assert ws.run("plan", "-detailed-exitcode").returncode == 0
 
 
+@lifecycle
 def test_the_first_deploy_has_no_state_and_nothing_to_recover(
     terraform: str,
     synth: Synthesizer,
@@ -301,6 +311,7 @@ def test_the_first_deploy_has_no_state_and_nothing_to_recover(
 
 
 @pytest.mark.parametrize(("state", "replaced"), [("FAILED", True), ("SUSPENDED", False)])
+@lifecycle
 def test_make_recover_replaces_a_failed_queued_resource_but_never_restarts_an_ended_run(
     terraform: str,
     synth: Synthesizer,
