@@ -82,10 +82,29 @@ SLOW_FIXTURES = frozenset(
 )
 
 
+# The modules that take longest (junit times of `make test`, 2026-12-01), run first: xdist's
+# --dist loadfile hands out whole modules in collection order, so one of these started last
+# (they sort late by name) kept one worker busy while the other had nothing left to do.
+LONGEST_FIRST = (
+    "test_startup_script.py",
+    "test_preflight.py",
+    "test_no_traceback.py",
+    "test_scans.py",
+    "test_synth.py",
+    "test_proxy.py",
+    "test_rehearsal_parts.py",
+    "test_failure_messages.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # A stable sort: each module keeps its own order, the rest keep theirs. Every worker
+    # computes the same order, as xdist requires.
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def _key(overrides: dict[str, Any] | None) -> str:

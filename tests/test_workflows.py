@@ -310,6 +310,19 @@ def _recipe(target: str) -> list[str]:
     return [line.strip() for line in body.group(1).splitlines()]
 
 
+def test_the_modules_run_first_exist() -> None:
+    """conftest.LONGEST_FIRST schedules by file name: a renamed module would silently drop out."""
+    from tests.conftest import LONGEST_FIRST
+
+    assert [name for name in LONGEST_FIRST if not (ROOT / "tests" / name).is_file()] == []
+
+
+def test_the_test_targets_keep_bytecode_caches() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    line = re.search(r"^([\w -]+): export PYTHONDONTWRITEBYTECODE =$", makefile, re.M)
+    assert line and set(line[1].split()) >= {"test", "test-slow", "mutants"}
+
+
 def test_the_slow_tier_is_out_of_make_test_but_never_out_of_ci() -> None:
     """Issue 23, item 9: `make test` runs in minutes without the slow tiers; `.ci/run` and the
     checks workflow run `make test-slow` after it: the rehearsal matrix and the slow_tier tests,
