@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli_fork
 from tpudeploy.config import (
     CONFIG_ENV,
     IAP_SSH_RANGE,
@@ -334,28 +335,20 @@ def test_deploying_requires_a_project() -> None:
 
 def test_check_deploy_exits_2_without_a_project(tmp_path: Path) -> None:
     path = _write(tmp_path, "")
-    result = subprocess.run(
-        [sys.executable, "-m", "tpudeploy", "check", "--deploy"],
-        cwd=REPO_ROOT,
+    result = cli_fork.run(
+        ["check", "--deploy"],
         env=_hermetic_env(DEPLOY_CONFIG=str(path)),
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert result.returncode == 2, result
     assert "project = ''" in result.stderr
     assert "GOOGLE_CLOUD_PROJECT" in result.stderr
     assert "Traceback" not in result.stderr
     # Synthesizing needs no project: the same file passes `check` without --deploy.
-    ok = subprocess.run(
-        [sys.executable, "-m", "tpudeploy", "check"],
-        cwd=REPO_ROOT,
+    ok = cli_fork.run(
+        ["check"],
         env=_hermetic_env(DEPLOY_CONFIG=str(path)),
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert ok.returncode == 0, ok.stderr
     assert "v5litepod-1" in ok.stdout

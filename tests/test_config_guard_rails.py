@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import datetime
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Synthesizer, run_main
+from tests import cli_fork
+from tests.conftest import Synthesizer, run_main
 from tpudeploy import policy
 from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, parse_config
@@ -127,21 +126,13 @@ REFUSED_TOML = 'project = "policy-proj-1"\n[vllm]\ngpu_memory_utilization = 0.95
 
 def _cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Any:
     import os
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO_ROOT
 
     config = tmp_path / "deploy.toml"
     config.write_text(REFUSED_TOML)
-    return subprocess.run(
-        [sys.executable, "-m", "tpudeploy", *args],
-        cwd=REPO_ROOT,
+    return cli_fork.run(
+        [*args],
         env={**os.environ, "DEPLOY_CONFIG": str(config), **(env or {})},
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
 
 
@@ -256,14 +247,10 @@ def test_make_check_prints_the_synth_summary_and_its_warnings(tmp_path: Path) ->
     8,192 tokens overflow the KV pool: it now ends as `make synth` does, without cdktf."""
     config = tmp_path / "deploy.toml"
     config.write_text("[load]\nexpected_clients = 64\nexpected_context = 8192\n")
-    result = subprocess.run(
-        [sys.executable, "-m", "tpudeploy", "check"],
-        cwd=REPO_ROOT,
+    result = cli_fork.run(
+        ["check"],
         env={**os.environ, "DEPLOY_CONFIG": str(config)},
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     cfg = parse_config({"load": {"expected_clients": 64, "expected_context": 8192}})

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from google.auth.exceptions import DefaultCredentialsError
 
+from tests import cli_fork
 from tests.conftest import REPO_ROOT
 from tests.test_no_traceback import run
 from tests.test_readme import _user_strings
@@ -74,7 +75,6 @@ def test_extend_says_it_does_not_apply_before_asking_for_anything(
 
 def run_with(tmp_path: Path, config: str, args: list[str]) -> subprocess.CompletedProcess[str]:
     import os
-    import sys
 
     path = tmp_path / "only.toml"
     path.write_text(config)
@@ -86,14 +86,10 @@ def run_with(tmp_path: Path, config: str, args: list[str]) -> subprocess.Complet
         GCE_METADATA_HOST="127.0.0.1:9",
         NO_GCE_CHECK="true",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "tpudeploy", *args],
-        cwd=REPO_ROOT,
+    return cli_fork.run(
+        [*args],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
+from tests import cli_fork
 from tests.conftest import REPO_ROOT
 
 
@@ -23,14 +23,10 @@ def test_recover_on_gke_touches_no_api_and_passes() -> None:
     }
 
     def recover(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tpudeploy", "recover", *extra],
-            cwd=REPO_ROOT,
+        return cli_fork.run(
+            ["recover", *extra],
             env=env,
-            capture_output=True,
-            text=True,
             timeout=60,
-            check=False,
         )
 
     # make deploy's first step: nothing to do, said, and the deploy goes on

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +21,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.conftest import REPO_ROOT
+from tests import cli_fork
 from tpudeploy import errors
 
 PROJECT = "no-trace-proj-1"
@@ -141,15 +140,11 @@ def run(
     )
     if credentials is not None:
         env["GOOGLE_APPLICATION_CREDENTIALS"] = str(credentials)
-    return subprocess.run(
-        [sys.executable, "-m", "tpudeploy", *args],
-        cwd=REPO_ROOT,
+    return cli_fork.run(
+        [*args],
         env=env,
         input=stdin,
-        capture_output=True,
-        text=True,
         timeout=120,
-        check=False,
     )
 
 
@@ -210,14 +205,10 @@ def test_on_gke_refused_credentials_are_one_line(
 
 def test_a_region_without_prices_is_one_line_naming_the_key(tmp_path: Path) -> None:
     (tmp_path / "deploy.toml").write_text('zone = "europe-west4-b"\nprovisioning = "spot"\n')
-    result = subprocess.run(
-        [sys.executable, "-m", "tpudeploy", "cost"],
-        cwd=REPO_ROOT,
+    result = cli_fork.run(
+        ["cost"],
         env={**os.environ, "DEPLOY_CONFIG": str(tmp_path / "deploy.toml")},
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert result.returncode == 1
     assert result.stdout == ""

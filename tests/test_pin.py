@@ -7,15 +7,12 @@ import datetime
 import io
 import json
 import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests import boot_logs
-from tests.conftest import REPO_ROOT
+from tests import boot_logs, cli_fork
 from tests.fake_boot_apis import FakeTpu
 from tpudeploy import bootcheck, cli, facts
 from tpudeploy.config import parse_config
@@ -182,14 +179,10 @@ def test_make_pin_reads_the_running_node(
 def check_output(tmp_path: Path, text: str) -> str:
     config = tmp_path / "deploy.toml"
     config.write_text(text)
-    result = subprocess.run(
-        [sys.executable, "-m", "tpudeploy", "check"],
-        cwd=REPO_ROOT,
+    result = cli_fork.run(
+        ["check"],
         env={**os.environ, "DEPLOY_CONFIG": str(config)},
-        capture_output=True,
-        text=True,
         timeout=60,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     return result.stdout

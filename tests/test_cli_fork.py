@@ -1,0 +1,72 @@
+"""tests/cli_fork.py forks commands from an interpreter that imported the CLI: each must give what
+a new `python -m tpudeploy` gives, status, stdout and stderr alike, including a traceback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests import cli_fork
+
+SPOT = 'project = "fork-proj-123"\nprovisioning = "spot"\n'
+BAD = 'project = "fork-proj-123"\nprovisioning = "sometimes"\n[vllm]\nmax_model_len = -1\n'
+
+
+@pytest.mark.parametrize(
+    ("args", "config", "stdin"),
+    [
+        (["check"], SPOT, ""),
+        (["check"], BAD, ""),
+        (["cost"], SPOT, ""),
+        (["plan-scale", "--clients", "64", "--context", "8192"], SPOT, ""),
+        (["no-such-command"], SPOT, ""),
+        (["--help"], SPOT, ""),
+        # Reads its stdin first (the token), then stops for want of credentials.
+        (["secret"], SPOT, "hf_" + "ForkTestToken0123456789abcdef"),
+    ],
+    ids=["check", "refused", "cost", "plan-scale", "unknown", "help", "secret"],
+)
+def test_a_forked_command_is_what_a_new_interpreter_gives(
+    tmp_path: Path, args: list[str], config: str, stdin: str
+) -> None:
+    (tmp_path / "deploy.toml").write_text(config)
+    env = {
+        **os.environ,
+        "DEPLOY_CONFIG": str(tmp_path / "deploy.toml"),
+        "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "none.json"),
+        "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
+    }
+    forked = cli_fork.run(args, env=env, input=stdin, timeout=60)
+    fresh = cli_fork.fresh(args, env=env, input=stdin, timeout=60)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (
+        fresh.returncode,
+        fresh.stdout,
+        fresh.stderr,
+    )
+
+
+def test_an_uncaught_exception_prints_its_traceback_and_exits_1(tmp_path: Path) -> None:
+    """The child runs the module as `python -m` does: what escapes it is Python's to report.
+    With TPUDEPLOY_DEBUG=1 the CLI lets a failure through (a config path that is a directory);
+    the frames above the module's differ (the server's, runpy's), the rest may not."""
+    (tmp_path / "deploy.toml").mkdir()
+    env = {**os.environ, "DEPLOY_CONFIG": str(tmp_path / "deploy.toml"), "TPUDEPLOY_DEBUG": "1"}
+    forked = cli_fork.run(["check"], env=env, timeout=60)
+    fresh = cli_fork.fresh(["check"], env=env, timeout=60)
+    assert forked.returncode == fresh.returncode == 1
+    assert forked.stdout == fresh.stdout
+    for result in (forked, fresh):
+        assert result.stderr.startswith("Traceback (most recent call last):\n")
+    last = fresh.stderr.splitlines()[-1]
+    assert last.startswith("IsADirectoryError") and forked.stderr.splitlines()[-1] == last
+    tail = fresh.stderr[fresh.stderr.index('File "' + str(cli_fork.REPO_ROOT / "tpudeploy")) :]
+    assert forked.stderr.endswith(tail)
+
+
+def test_a_start_up_variable_sends_the_command_to_a_new_interpreter() -> None:
+    server = cli_fork._get_server()
+    assert server.compatible(dict(os.environ))
+    assert not server.compatible({**os.environ, "PYTHONPATH": "/elsewhere"})
+    assert not server.compatible({**os.environ, "PYTHONHASHSEED": "7"})
