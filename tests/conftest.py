@@ -89,7 +89,6 @@ LONGEST_FIRST = (
     "test_startup_script.py",
     "test_preflight.py",
     "test_no_traceback.py",
-    "test_scans.py",
     "test_synth.py",
     "test_proxy.py",
     "test_rehearsal_parts.py",

@@ -30,9 +30,14 @@ TARGET = NodeTarget(CFG.node_id, CFG.zone, CFG.project)
 NO_ACCOUNT = "You do not currently have an active account selected"
 
 GCLOUD = shutil.which("gcloud")
-pytestmark = pytest.mark.skipif(
-    GCLOUD is None, reason="gcloud is not on PATH: these tests need the real Cloud SDK's parser"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        GCLOUD is None, reason="gcloud is not on PATH: these tests need the real Cloud SDK's parser"
+    ),
+    # Each starts the Cloud SDK's own Python (1.2 s of CPU before it parses): the slow tier,
+    # which CI runs.
+    pytest.mark.slow_tier,
+]
 
 
 def gcloud_parse(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -58,6 +58,11 @@ def _public_firewall(synth: Synthesizer) -> dict[str, dict[str, Any]]:
     return stacks
 
 
+# A checkov run (its start-up alone is ~5 s of CPU; the scan of the synthesized stacks, the
+# bootstrap and the GKE stacks ~10 s more, and the synths it scans): the slow tier, which CI runs.
+checkov_run = pytest.mark.slow_tier
+
+
 @pytest.fixture(scope="module")
 def scans(
     synth: Synthesizer, bootstrap_outdir: Path, tmp_path_factory: pytest.TempPathFactory
@@ -87,12 +92,14 @@ def test_every_skip_is_justified() -> None:
         assert reason.strip(), check
 
 
+@checkov_run
 def test_checkov_passes_on_the_synthesized_stacks(scans: dict[str, Scan]) -> None:
     result = scans["vm"]
     assert result.failed == (), result.report()
     assert result.passed > 0 and result.ok, result.report()
 
 
+@checkov_run
 def test_checkov_fails_on_a_public_firewall(scans: dict[str, Scan]) -> None:
     # Negative control: the same scan must be able to fail, in the run the others pass in.
     result = scans["public-firewall"]
@@ -100,6 +107,7 @@ def test_checkov_fails_on_a_public_firewall(scans: dict[str, Scan]) -> None:
     assert "CKV_GCP_2" in {f.check_id for f in result.failed}  # "unrestricted ssh access"
 
 
+@checkov_run
 def test_checkov_passes_on_the_bootstrap(scans: dict[str, Scan], bootstrap_outdir: Path) -> None:
     assert skips_for(bootstrap_outdir) == {**SKIPS, **BOOTSTRAP_SKIPS}
     assert all(reason.strip() for reason in BOOTSTRAP_SKIPS.values())
@@ -109,6 +117,7 @@ def test_checkov_passes_on_the_bootstrap(scans: dict[str, Scan], bootstrap_outdi
     assert result.ok, result.report()
 
 
+@checkov_run
 def test_checkov_passes_on_the_gke_stacks(scans: dict[str, Scan], synth: Synthesizer) -> None:
     """Its Kubernetes checks included; the GKE skips (tools/scan.py GKE_SKIPS) apply to GKE
     outputs only, each with its reason."""
@@ -145,6 +154,7 @@ def test_a_skip_applies_to_its_own_output_directory_only() -> None:
     assert judge(Path("x"), "/10/", [report], SKIPS).passed == 1
 
 
+@checkov_run
 def test_what_checkov_cannot_parse_is_an_error_never_a_pass(tmp_path: Path) -> None:
     """A stack checkov cannot read is ScanError, not a verdict of zero failures; no stack at
     all is refused before checkov runs."""
