@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -125,6 +126,7 @@ class _Server:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def compatible(self, env: dict[str, str]) -> bool:
         return all(env.get(k) == self.env.get(k) for k in STARTUP_ENV)

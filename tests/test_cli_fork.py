@@ -70,3 +70,12 @@ def test_a_start_up_variable_sends_the_command_to_a_new_interpreter() -> None:
     assert server.compatible(dict(os.environ))
     assert not server.compatible({**os.environ, "PYTHONPATH": "/elsewhere"})
     assert not server.compatible({**os.environ, "PYTHONHASHSEED": "7"})
+
+
+def test_a_closed_server_leaves_no_process_and_no_folder() -> None:
+    server = cli_fork._Server()
+    folder, proc = Path(server.folder), server.proc
+    assert (folder / "socket").exists()
+    server.close()
+    assert proc.poll() is not None
+    assert not folder.exists()
