@@ -66,12 +66,25 @@ import array, json, os, runpy, socket, sys
 
 import tpudeploy.cli  # the import every command pays; the children inherit it
 
+import shutil
+
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(sys.argv[1])
 listener.listen(1)
+# Ends with the process that started it, however that one ends (a forked test runner such as
+# mutmut's leaves by os._exit, with no atexit): the parent's death re-parents this process.
+owner = os.getppid()
+listener.settimeout(1)
 print("ready", flush=True)
 while True:
-    conn, _ = listener.accept()
+    try:
+        conn, _ = listener.accept()
+    except TimeoutError:
+        if os.getppid() != owner:
+            shutil.rmtree(os.path.dirname(sys.argv[1]), ignore_errors=True)
+            raise SystemExit(0)
+        continue
+    conn.settimeout(None)
     fds = array.array("i")
     msg, ancdata, _, _ = conn.recvmsg(1 << 20, socket.CMSG_LEN(3 * fds.itemsize))
     for level, kind, data in ancdata:
@@ -120,9 +133,12 @@ class _Server:
         ready = self.proc.stdout.readline()
         assert ready == "ready\n", f"the CLI fork server did not start: {ready!r}"
         self.lock = threading.Lock()
+        self.owner = os.getpid()
         atexit.register(self.close)
 
     def close(self) -> None:
+        if os.getpid() != self.owner:
+            return  # a forked copy: the server is its parent's to stop
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -135,9 +151,19 @@ class _Server:
 _server: _Server | None = None
 
 
+def _alive(server: _Server) -> bool:
+    # Popen.poll answers only in the process that started the server: a forked copy of it (a
+    # test runner that forks per test) would read "exited" and start a server of its own.
+    try:
+        os.kill(server.proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return os.path.exists(server.path)
+
+
 def _get_server() -> _Server:
     global _server
-    if _server is None or _server.proc.poll() is not None:
+    if _server is None or not _alive(_server):
         _server = _Server()
     return _server
 

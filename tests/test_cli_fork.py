@@ -4,6 +4,7 @@ a new `python -m tpudeploy` gives, status, stdout and stderr alike, including a 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,42 @@ def test_a_closed_server_leaves_no_process_and_no_folder() -> None:
     server.close()
     assert proc.poll() is not None
     assert not folder.exists()
+
+
+def test_a_forked_runner_reuses_the_server_and_a_dead_owner_ends_it() -> None:
+    """mutmut forks the test process per mutant and leaves by os._exit (no atexit): the fork
+    must reuse its parent's server, not start one that nothing stops; and a server whose owner
+    died that way stops by itself, its folder removed."""
+    server = cli_fork._get_server()
+    child = os.fork()
+    if child == 0:
+        same = cli_fork._get_server() is server
+        os._exit(0 if same and cli_fork.run(["--help"], timeout=60).returncode == 0 else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # An owner that dies without atexit: its server must not outlive it.
+    read, write = os.pipe()
+    owner = os.fork()
+    if owner == 0:
+        os.close(read)
+        orphan = cli_fork._Server()
+        os.write(write, f"{orphan.proc.pid} {orphan.folder}".encode())
+        os._exit(0)
+    os.close(write)
+    pid_text, folder = os.read(read, 4096).decode().split()
+    os.close(read)
+    os.waitpid(owner, 0)
+    deadline = time.monotonic() + 10
+    while Path(folder).exists() or _running(int(pid_text)):
+        assert time.monotonic() < deadline, "the orphaned server is still running"
+        time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone but for its exit status (its parent, init, reaps it).
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(") ", 1)[1][0] != "Z"
