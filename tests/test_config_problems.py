@@ -841,6 +841,8 @@ def test_a_gke_deployment_may_route_through_a_gateway() -> None:
     """[routing] gateway is refused on one TPU VM only (the case above)."""
     raw = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
     routed = {**raw, "routing": {"gateway": True, "certificate": "c", "proxy_subnet_exists": True}}
+    # On a cluster new enough to have the InferencePool kind (facts.GKE_INFERENCE_CRDS_*).
+    routed["gke"] = {**raw["gke"], "min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION}
     assert parse_config(routed).routing.gateway is True
 
 

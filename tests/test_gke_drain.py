@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_gke_frontdoor import KEY, _prep
+from tests.test_gke_frontdoor import KEY, _prep, loopback_pod_ports
 from tests.test_proxy import NGINX, free_port, loopback_config, stop_nginx
 from tpudeploy import facts, render
 from tpudeploy.config import parse_config
@@ -219,8 +219,8 @@ def layout(prepared: Prepared, tmp_path: Path) -> Iterator[Layout]:
 def door(prepared: Prepared, layout: Layout) -> Iterator[PodDoor]:
     prepared.vllm.release.clear()
     prepared.vllm.sent_all.clear()
-    text = prepared.conf_text.replace(
-        f"listen {pod.METRICS_PORT};", f"listen 127.0.0.1:{free_port()};"
+    text, _, _ = loopback_pod_ports(
+        prepared.conf_text, Path(layout.in_layout(render.PROXY_POOL_SOCKET))
     )
     tls_port = free_port()
     socket_path = layout.in_layout(render.PROXY_TLS_SOCKET)

@@ -8,18 +8,29 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import re
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.test_proxy import NGINX, FakeVllm, free_port, loopback_config, stop_nginx
+from tests.test_proxy import (
+    NGINX,
+    PATHS,
+    FakeVllm,
+    free_port,
+    loopback_config,
+    stop_nginx,
+)
+from tpudeploy import facts, render
 from tpudeploy.config import parse_config
 from tpudeploy.gke import pod, tlscert
 
@@ -29,10 +40,19 @@ KEY = "k" * 43
 BUNDLE = tlscert.make_bundle("demo")
 
 
+# With [routing] gateway on, so the front door has all three listeners: TLS, metrics, the pool's.
+ROUTED = {
+    "platform": "gke",
+    "gke": {"min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION},
+    "routing": {"gateway": True, "certificate": "gemma4-gateway", "proxy_subnet_exists": True},
+}
+
+
 @dataclass
 class Door:
     tls_port: int
     metrics_port: int
+    pool_port: int
     context: ssl.SSLContext
     vllm: FakeVllm
     out: Path
@@ -42,7 +62,7 @@ def _prep(
     tmp: Path, key: str, cfg_port: int, bundle: str = BUNDLE.text
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run the pod's init script with its paths moved under tmp."""
-    cfg = parse_config({"platform": "gke", "vllm": {"port": cfg_port}})
+    cfg = parse_config({**ROUTED, "vllm": {"port": cfg_port}})
     secrets, out, scripts = tmp / "secrets", tmp / "frontdoor", tmp / "scripts"
     for d in (secrets, out, scripts):
         d.mkdir()
@@ -61,6 +81,17 @@ def _prep(
     return result, out
 
 
+def loopback_pod_ports(text: str, pool_socket: Path) -> tuple[str, int, int]:
+    """The pod's metrics and pool listeners on free loopback ports and the pool relay's socket
+    at POOL_SOCKET (what loopback_config does for the TLS port): (text, metrics, pool)."""
+    metrics, pool = free_port(), free_port()
+    for port, free in ((pod.METRICS_PORT, metrics), (pod.POOL_PORT, pool)):
+        assert text.count(f"listen {port};") == 1, port
+        text = text.replace(f"listen {port};", f"listen 127.0.0.1:{free};")
+    assert text.count(render.PROXY_POOL_SOCKET) == 2  # the pool relay's two ends
+    return text.replace(render.PROXY_POOL_SOCKET, str(pool_socket)), metrics, pool
+
+
 @pytest.fixture(scope="module")
 def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
     tmp = tmp_path_factory.mktemp("pod-door")
@@ -68,11 +99,11 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
         result, out = _prep(tmp, KEY, vllm.port)
         assert result.returncode == 0, result.stderr
         text = (out / pod.NGINX_CONF).read_text()
-        tls, metrics = free_port(), free_port()
-        text = text.replace(f"listen {pod.METRICS_PORT};", f"listen 127.0.0.1:{metrics};")
+        tls = free_port()
         # The same relay and TLS socket as the node's front door (tests/test_proxy.py).
         sockets = Path(tempfile.mkdtemp(prefix="pod-door-"))
         sockets.chmod(0o711)
+        text, metrics, pool = loopback_pod_ports(text, sockets / "pool.sock")
         text = loopback_config(text, tls, sockets / "tls.sock")
         conf = out / "nginx.loopback.conf"
         conf.write_text(text)
@@ -87,9 +118,6 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
             start_new_session=True,
         )
         try:
-            import socket
-            import time
-
             deadline = time.monotonic() + 15
             while True:
                 try:
@@ -101,7 +129,7 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
                     time.sleep(0.05)
             context = ssl.create_default_context(cafile=str(out / "tls.crt"))
             context.check_hostname = False
-            yield Door(tls, metrics, context, vllm, out)
+            yield Door(tls, metrics, pool, context, vllm, out)
         finally:
             stop_nginx(proc)
             shutil.rmtree(sockets, ignore_errors=True)
@@ -186,3 +214,96 @@ def test_a_missing_or_malformed_certificate_stops_the_pod_with_the_fix(
     assert "make tls-cert" in result.stderr
     assert BUNDLE.key_pem not in result.stderr
     assert not (out / "tls.key").exists() or not (out / "tls.key").read_text()
+
+
+# ---- the InferencePool's plain listener ([routing] gateway) ------------------------------------
+
+
+def _pool(
+    door: Door,
+    method: str,
+    path: str,
+    key: str | None = None,
+    body: object = None,
+    source: str = "127.0.0.1",
+) -> tuple[int, bytes]:
+    """One plain-HTTP request to the pool port from SOURCE, the path sent exactly as given."""
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", door.pool_port, timeout=10, source_address=(source, 0)
+    )
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = key
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("key", [None, "", f"Bearer {KEY[:-1]}x", f"bearer {KEY}", KEY], ids=str)
+def test_the_pool_port_refuses_every_path_without_the_key_and_forwards_nothing(
+    door: Door, key: str | None
+) -> None:
+    """Issue 26: the InferencePool reaches each replica over plain HTTP, and whatever the
+    picker chooses, the key is checked there as on the TLS port (the same paths as the node's
+    front door, tests/test_proxy.py)."""
+    before = len(door.vllm.requests)
+    for method, path in PATHS:
+        status, body = _pool(door, method, path, key, {} if method == "POST" else None)
+        assert status == 401, (method, path, status)
+        assert json.loads(body) == {"error": "missing or wrong API key"}
+    assert len(door.vllm.requests) == before
+
+
+def test_the_pool_port_forwards_v1_with_the_key_and_strips_it(door: Door) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    status, raw = _pool(door, "POST", "/v1/chat/completions", f"Bearer {KEY}", body)
+    assert status == 200 and json.loads(raw)["choices"][0]["message"]["content"]
+    forwarded = door.vllm.requests[-1]
+    assert forwarded["path"] == "/v1/chat/completions" and forwarded["body"] == body
+    assert "authorization" not in forwarded["headers"]
+    before = len(door.vllm.requests)
+    for path in ("/metrics", "/invocations", "/v1/../metrics", "/v1/%2e%2e/metrics", "//metrics"):
+        assert _pool(door, "GET", path, f"Bearer {KEY}")[0] == 404, path
+    assert len(door.vllm.requests) == before
+
+
+def test_the_load_balancers_health_check_reaches_vllms_health_only(door: Door) -> None:
+    """The HealthCheckPolicy's /health on the pool port: open, bodiless, vLLM's own."""
+    status, raw = _pool(door, "GET", "/health")
+    assert status == 200 and json.loads(raw) == {"served": "/health"}
+    assert door.vllm.paths()[-1] == "/health"
+    before = len(door.vllm.requests)
+    assert _pool(door, "POST", "/health", None, {"prompt": "x"})[0] == 413
+    assert _pool(door, "POST", "/health")[0] == 403
+    assert len(door.vllm.requests) == before
+    assert _pool(door, "GET", "/health", f"Bearer {KEY}")[0] == 200
+    assert "authorization" not in door.vllm.requests[-1]["headers"]
+
+
+def test_the_pool_port_and_the_tls_port_share_one_allowance_per_address(door: Door) -> None:
+    """Issue 22's count holds on the new port too: half-open connections to the pool port
+    take from the same per-address allowance, so one address cannot hold twice its share of
+    the worker by using both ports."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(render.PROXY_CONNECTIONS_PER_ADDRESS):
+            held.append(socket.create_connection(("127.0.0.1", door.pool_port), timeout=5))
+        for port in (door.pool_port, door.tls_port):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
+                assert extra.recv(1) == b"", port  # closed at once, without a byte
+        # Another address (the loopback range: 127.0.0.2 is this host) still gets in.
+        assert _pool(door, "GET", "/v1/models", f"Bearer {KEY}", source="127.0.0.2")[0] == 200
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_without_routing_the_front_door_has_no_pool_listener() -> None:
+    cfg = parse_config({"platform": "gke"})
+    text = pod.scripts(cfg)[pod.NGINX_CONF]
+    assert f"listen {pod.POOL_PORT};" not in text and render.PROXY_POOL_SOCKET not in text
+    routed = pod.scripts(parse_config(ROUTED))[pod.NGINX_CONF]
+    assert f"listen {pod.POOL_PORT};" in routed

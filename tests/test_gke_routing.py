@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from tests.conftest import REPO_ROOT, Synthesizer
+from tests.test_gke_synth import _container
 from tools.k8s_manifests import manifests
-from tpudeploy import policy
+from tpudeploy import facts, policy
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.config.gke import version_tuple
 from tpudeploy.config.secretshape import HF_TOKEN_ERE
@@ -29,6 +30,8 @@ SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
 ROUTED = {
     **RAW,
+    # GKE installs the InferencePool's CRD itself from this version on (facts).
+    "gke": {**RAW["gke"], "min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION},
     "routing": {
         "gateway": True,
         "certificate": "gemma4-gateway",
@@ -148,12 +151,11 @@ def test_streams_outlive_the_load_balancers_default_and_drain_inside_the_notice(
     assert policy_spec["connectionDraining"]["drainingTimeoutSec"] <= 30  # spot's notice
 
 
-def test_routing_is_refused_at_deploy_until_its_missing_parts_exist() -> None:
-    with pytest.raises(ConfigError) as raised:
-        policy.enforce(CFG, source="gke.toml")
-    text = str(raised.value)
-    assert "plain HTTP on port 8080" in text
-    assert [f.key for f in routing.findings(CFG)] == ["routing.gateway"]  # that one only
+def test_routing_is_deployable_and_each_missing_part_is_refused_with_the_fix() -> None:
+    """Issue 26: routing was refused while the front door had no keyed plain listener for the
+    InferencePool (tests/test_gke_frontdoor.py runs that listener under real nginx now)."""
+    assert routing.findings(CFG) == []
+    policy.enforce(CFG, source="gke.toml")  # raises on any error finding
     unpinned = parse_config(
         {**ROUTED, "routing": {**ROUTED["routing"], "picker_image": "registry.k8s.io/x/epp:v1"}}
     )
@@ -164,6 +166,17 @@ def test_routing_is_refused_at_deploy_until_its_missing_parts_exist() -> None:
     assert routing.findings(parse_config(RAW)) == []  # routing off: nothing refused
 
 
+def test_a_cluster_without_the_inference_pool_kind_is_refused_with_the_version() -> None:
+    """GKE installs the InferencePool CRD from 1.34.0-gke.1626000 on; on an older cluster the
+    first apply of the pool would fail with no such kind, after the cluster was paid for."""
+    with pytest.raises(ConfigError) as raised:
+        parse_config({**ROUTED, "gke": RAW["gke"]})
+    text = str(raised.value)
+    assert f"gke.min_version = {RAW['gke']['min_version']!r}" in text
+    assert f'set min_version = "{facts.GKE_INFERENCE_CRDS_MIN_VERSION}" or later' in text
+    parse_config({**RAW, "gke": RAW["gke"]})  # routing off: the older version is fine
+
+
 @pytest.mark.parametrize(
     ("subnet", "refused"),
     [({}, True), ({"proxy_subnet_exists": True}, False), ({"proxy_subnet_cidr": "10.1.0.0/26"},
@@ -172,7 +185,7 @@ def test_routing_is_refused_at_deploy_until_its_missing_parts_exist() -> None:
 def test_the_proxy_only_subnet_is_declared_or_confirmed_never_both(
     subnet: dict[str, Any], refused: bool
 ) -> None:
-    cfg = parse_config({**RAW, "routing": {"gateway": True, "certificate": "c", **subnet}})
+    cfg = parse_config({**ROUTED, "routing": {"gateway": True, "certificate": "c", **subnet}})
     keys = [f.key for f in routing.findings(cfg)]
     assert ("routing.proxy_subnet_cidr" in keys) == refused
 
@@ -260,6 +273,30 @@ def test_no_secret_and_no_kubernetes_secret_in_the_routed_stack(synth: Synthesiz
 def test_routing_off_declares_none_of_it(synth: Synthesizer) -> None:
     plain = manifests(synth(RAW)[parse_config(RAW).serving_stack_name])
     assert not [k for k in plain if "epp" in k or k.endswith(tuple(CUSTOM))]
+    cluster = synth(RAW)[parse_config(RAW).gke_stack_name]["resource"]["google_container_cluster"]
+    assert "gateway_api_config" not in cluster["cluster"]
+    door = _container(plain, "frontdoor")
+    assert pod.POOL_PORT not in [p["containerPort"] for p in door["ports"]]
+
+
+def test_the_pool_targets_the_front_doors_keyed_plain_port(
+    objects: dict[str, dict[str, Any]],
+) -> None:
+    """The InferencePool and the load balancer's health check reach the pod on the port the
+    front door's nginx listens on with the key check (tests/test_gke_frontdoor.py)."""
+    door = _container(objects, "frontdoor")
+    assert {"name": "pool", "containerPort": pod.POOL_PORT, "protocol": "TCP"} in door["ports"]
+    pool = objects["kubernetes_manifest.inference-pool"]["spec"]
+    assert pool["targetPorts"] == [{"number": pod.POOL_PORT}] and pool["appProtocol"] == "http"
+    check = objects["kubernetes_manifest.pool-health-check"]["spec"]["default"]["config"]
+    assert check["httpHealthCheck"] == {"requestPath": "/health", "port": pod.POOL_PORT}
+    assert f"listen {pod.POOL_PORT};" in pod.scripts(CFG)[pod.NGINX_CONF]
+
+
+def test_the_routed_cluster_enables_gkes_gateway_controller(synth: Synthesizer) -> None:
+    cluster = synth(ROUTED)[CFG.gke_stack_name]["resource"]["google_container_cluster"]["cluster"]
+    assert cluster["gateway_api_config"] == {"channel": "CHANNEL_STANDARD"}
+    assert cluster["min_master_version"] == facts.GKE_INFERENCE_CRDS_MIN_VERSION
 
 
 def test_the_shipped_configs_leave_routing_off() -> None:

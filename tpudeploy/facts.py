@@ -414,6 +414,14 @@ GKE_COMPUTE_CLASS_SOURCE: Final = (
     "cloud.google.com/kubernetes-engine/docs/concepts/about-custom-compute-classes, read 2026-12-01"
 )
 GKE_COMPUTE_CLASS_MIN_VERSION: Final = "1.30.3-gke.1451000"
+# The InferencePool (inference.networking.k8s.io/v1) exists on a cluster only as a CRD: "GKE
+# automatically installs all GA CRDs for Gateway API and Gateway API Inference Extension on GKE
+# versions 1.34.0-gke.1626000 or later" (llm-d's GKE guide and the inference extension's GKE
+# guide, read 2026-12-02); before that, by hand, which this project does not do.
+GKE_INFERENCE_CRDS_SOURCE: Final = (
+    "llm-d docs/infra-providers/gke and gateway-api-inference-extension GKE guide, read 2026-12-02"
+)
+GKE_INFERENCE_CRDS_MIN_VERSION: Final = "1.34.0-gke.1626000"
 # Flex-start VMs run at most seven days (same dws page; the TPU API's limit too).
 GKE_FLEX_START_MAX_RUN_S: Final = 7 * 24 * 3600
 # The node labels GKE sets on a v5e single-host node, which a pod selects with

@@ -219,11 +219,16 @@ PROXY_HEADER_TIMEOUT = "10s"
 PROXY_BODY_TIMEOUT = "30s"
 # Where the TLS server listens behind the counting relay: the proxy container's own tmpfs.
 PROXY_TLS_SOCKET = "/tmp/front-door-tls.sock"  # noqa: S108 - the container's private tmpfs
+# And the GKE InferencePool's plain listener behind its own relay (tpudeploy.gke.pod.POOL_PORT).
+PROXY_POOL_SOCKET = "/tmp/front-door-pool.sock"  # noqa: S108 - the container's private tmpfs
 
 
-def render_proxy_config(cfg: DeployConfig, *, metrics_port: int | None = None) -> str:
+def render_proxy_config(
+    cfg: DeployConfig, *, metrics_port: int | None = None, pool_port: int | None = None
+) -> str:
     """nginx.conf for the TLS proxy; the startup script writes it beside the certificate. With
-    `metrics_port` (the GKE pod), a plain listener serves vLLM's /metrics and nothing else."""
+    `metrics_port` (the GKE pod), a plain listener serves vLLM's /metrics and nothing else; with
+    `pool_port` (GKE routing), a plain listener serves what the TLS port does, key and all."""
     return (
         _environment()
         .get_template("nginx.conf.j2")
@@ -232,6 +237,8 @@ def render_proxy_config(cfg: DeployConfig, *, metrics_port: int | None = None) -
             vllm_port=cfg.vllm.port,
             proxy_port=cfg.proxy.port,
             metrics_port=metrics_port,
+            pool_port=pool_port,
+            pool_socket=PROXY_POOL_SOCKET,
             worker_connections=PROXY_WORKER_CONNECTIONS,
             connections_per_address=PROXY_CONNECTIONS_PER_ADDRESS,
             header_timeout=PROXY_HEADER_TIMEOUT,

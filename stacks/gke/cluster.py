@@ -22,6 +22,7 @@ from cdktf_cdktf_provider_google_beta.google_container_cluster import (
     GoogleContainerCluster,
     GoogleContainerClusterAddonsConfig,
     GoogleContainerClusterAddonsConfigGcsFuseCsiDriverConfig,
+    GoogleContainerClusterGatewayApiConfig,
     GoogleContainerClusterIpAllocationPolicy,
     GoogleContainerClusterMasterAuth,
     GoogleContainerClusterMasterAuthClientCertificateConfig,
@@ -142,6 +143,14 @@ class GkeStack(TerraformStack):
             # Secrets reach the pod as files through the add-on's CSI driver, never as a
             # Kubernetes Secret made from state (tpudeploy.gke.pod).
             secret_manager_config=GoogleContainerClusterSecretManagerConfig(enabled=True),
+            # A Standard cluster runs GKE's Gateway controller only once the Gateway API is
+            # enabled on it (cloud.google.com/kubernetes-engine/docs/how-to/deploying-gateways,
+            # "Enable the Gateway API in your cluster"); [routing] gateway needs it.
+            gateway_api_config=(
+                GoogleContainerClusterGatewayApiConfig(channel="CHANNEL_STANDARD")
+                if cfg.routing.gateway
+                else None
+            ),
             monitoring_config=GoogleContainerClusterMonitoringConfig(
                 enable_components=["SYSTEM_COMPONENTS"],
                 managed_prometheus=GoogleContainerClusterMonitoringConfigManagedPrometheus(

@@ -269,6 +269,11 @@ class ServingStack(TerraformStack):
             "port": [
                 {"name": "https", "container_port": cfg.proxy.port, "protocol": "TCP"},
                 {"name": "metrics", "container_port": pod.METRICS_PORT, "protocol": "TCP"},
+                *(
+                    [{"name": "pool", "container_port": port, "protocol": "TCP"}]
+                    if (port := pod.pool_port(cfg))
+                    else []
+                ),
             ],
             "volume_mount": [
                 {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR, "read_only": True},

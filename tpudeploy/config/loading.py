@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tpudeploy import facts, names
-from tpudeploy.config.gke import gke_problems
+from tpudeploy.config.gke import gke_problems, version_tuple
 from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
@@ -116,6 +116,21 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 "the Gateway and endpoint picker route between GKE replicas: one TPU VM has "
                 "nothing to route between",
                 'set platform = "gke", or remove [routing] gateway',
+            )
+        )
+    if (
+        cfg.platform == "gke"
+        and cfg.routing.gateway
+        and version_tuple(cfg.gke.min_version) < version_tuple(facts.GKE_INFERENCE_CRDS_MIN_VERSION)
+    ):
+        problems.append(
+            problem(
+                "gke.min_version",
+                cfg.gke.min_version,
+                "[routing] gateway declares an InferencePool, a resource GKE installs itself from "
+                f"{facts.GKE_INFERENCE_CRDS_MIN_VERSION} on ({facts.GKE_INFERENCE_CRDS_SOURCE}); "
+                "on an older cluster its apply fails: no such kind",
+                f'set min_version = "{facts.GKE_INFERENCE_CRDS_MIN_VERSION}" or later',
             )
         )
     if cfg.flex_start_node and not cfg.allow_untested_flex_zone:

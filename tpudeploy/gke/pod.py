@@ -29,6 +29,10 @@ CACHE_DIR = "/root/.cache/vllm"
 # The front door's plain-HTTP listener for /metrics only (Managed Prometheus scrapes the pod IP;
 # vLLM's own port stays on loopback).
 METRICS_PORT = 9400
+# With [routing] gateway: the port the InferencePool sends requests to. InferencePool v1 speaks
+# only "http" or "kubernetes.io/h2c" to its targets (appProtocol enum of the v1.6.0 CRD), so it is
+# a plain-HTTP listener of the front door, behind the same key check as the TLS port.
+POOL_PORT = 8080
 # The build log's -v /dev/shm:/dev/shm --shm-size 10gb and HF_HOME=/dev/shm: memory, per pod.
 SHM_DIR = "/dev/shm"  # noqa: S108 - the pod's own memory volume, not a shared temp dir
 SHM_SIZE = "10Gi"
@@ -144,10 +148,17 @@ def render_frontdoor_prep(cfg: DeployConfig) -> str:
     )
 
 
+def pool_port(cfg: DeployConfig) -> int | None:
+    """The InferencePool's port when routing is on; no such listener otherwise."""
+    return POOL_PORT if cfg.routing.gateway else None
+
+
 def scripts(cfg: DeployConfig) -> dict[str, str]:
     """The ConfigMap's files: the same nginx config the VM's proxy runs, and the prep script."""
     return {
-        NGINX_CONF: render.render_proxy_config(cfg, metrics_port=METRICS_PORT),
+        NGINX_CONF: render.render_proxy_config(
+            cfg, metrics_port=METRICS_PORT, pool_port=pool_port(cfg)
+        ),
         PREP_SCRIPT: render_frontdoor_prep(cfg),
     }
 

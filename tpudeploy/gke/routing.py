@@ -30,13 +30,6 @@ HTTPS_PORT = 443
 # The EPP's own defaults (gateway-api-inference-extension cmd/epp/runner/options.go): ext_proc
 # gRPC, its gRPC health service, its Prometheus metrics.
 EPP_GRPC_PORT, EPP_HEALTH_PORT, EPP_METRICS_PORT = 9002, 9003, 9090
-# The port the InferencePool sends requests to. InferencePool v1 speaks only "http" or
-# "kubernetes.io/h2c" to its targets (appProtocol enum of the v1.6.0 CRD), so this must be a
-# plain-HTTP listener of the front door that still checks the key. NOT BUILT YET: the front door
-# has its TLS port and the metrics-only port; until the keyed plain listener exists, deploying
-# routing is refused (findings below).
-POOL_PORT = 8080
-POOL_LISTENER_BUILT = False
 # "If you are using the regional or cross-region GatewayClasses, you must enable a proxy-only
 # subnet" (cloud.google.com/kubernetes-engine/docs/how-to/configure-gateway-resources): purpose
 # REGIONAL_MANAGED_PROXY, one ACTIVE per region and VPC, at least 64 addresses
@@ -139,7 +132,7 @@ def inference_pool(cfg: DeployConfig) -> dict[str, Any]:
         "metadata": _meta(pool_name(cfg)),
         "spec": {
             "selector": {"matchLabels": labels(cfg)},
-            "targetPorts": [{"number": POOL_PORT}],
+            "targetPorts": [{"number": pod.POOL_PORT}],
             "appProtocol": "http",
             "endpointPickerRef": {
                 "name": epp_name(cfg),
@@ -165,7 +158,7 @@ def health_check_policy(cfg: DeployConfig) -> dict[str, Any]:
             "default": {
                 "config": {
                     "type": "HTTP",
-                    "httpHealthCheck": {"requestPath": "/health", "port": POOL_PORT},
+                    "httpHealthCheck": {"requestPath": "/health", "port": pod.POOL_PORT},
                 }
             },
             "targetRef": _pool_target(cfg),
@@ -282,9 +275,4 @@ def findings(cfg: DeployConfig) -> list[Finding]:
                            "VPC's subnets belong to its host project, which this stack does not "
                            "manage: create the proxy-only subnet there and set "
                            "routing.proxy_subnet_exists = true instead"))  # fmt: skip
-    if not POOL_LISTENER_BUILT:
-        out.append(Finding("error", "routing.gateway", True, f"the InferencePool reaches each "
-                           f"replica over plain HTTP on port {POOL_PORT} (v1 allows http or "
-                           "h2c only), and the front door has no keyed plain listener there "
-                           "yet: not deployable; set routing.gateway = false"))  # fmt: skip
     return out
