@@ -175,8 +175,9 @@ endpoint: $(VENV_STAMP) ## Where the API is, the certificate fingerprint and how
 tunnel: $(VENV_STAMP) ## Forward a local port to the node's TLS proxy through IAP (Ctrl-C stops)
 	@$(PY) -m tpudeploy tunnel
 
-# The sweep runs `vllm bench serve` inside the serving container over IAP SSH; the API key
-# travels on stdin, never on a command line. OUT=dir keeps (and resumes) a run's results.
+# The sweep runs `vllm bench serve` inside the serving container: over IAP SSH on a TPU VM, in
+# one ready replica through the Kubernetes API's exec on GKE; the API key travels on stdin,
+# never on a command line. OUT=dir keeps (and resumes) a run's results.
 BENCH_ARGS = --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT)) \
 	$(if $(API_KEY_SECRET),--api-key-secret $(API_KEY_SECRET))
 bench: $(VENV_STAMP) ## Run the build log's 12-cell sweep on the node (PROFILE=quick for a first look)

@@ -340,19 +340,6 @@ def test_the_fake_selects_by_label_as_the_api_documents() -> None:
     assert k8s._selected(node, "a,!c") and not k8s._selected(node, "!a")
 
 
-def test_bench_on_gke_says_it_is_not_built_and_what_to_do(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Left visibly unfinished (issue 25): the sweep runs over IAP SSH in the VM's container."""
-    from tpudeploy.bench.__main__ import main as bench
-
-    config = tmp_path / "gke.toml"
-    config.write_text(f'platform = "gke"\nproject = "{PROJECT}"\n')
-    assert bench(["run", "--config", str(config)]) == 2
-    err = capsys.readouterr().err
-    assert "make bench is not built for GKE yet" in err and "make endpoint" in err
-
-
 def test_tls_cert_stores_certificate_and_key_and_prints_only_the_fingerprint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

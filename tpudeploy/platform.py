@@ -15,6 +15,8 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
 
 if TYPE_CHECKING:
+    from tpudeploy.bench.commands import BenchTarget
+    from tpudeploy.bench.sweep import Executor
     from tpudeploy.frontdoor import Endpoint
     from tpudeploy.terraform import StateResource
 
@@ -102,8 +104,11 @@ class Platform(Protocol):
         """What `make destroy` runs after cdktf destroy, whatever Terraform's state says."""
         ...
 
-    def check_bench(self, cfg: DeployConfig) -> None:
-        """Raise NotOnThisPlatform if `make bench` cannot reach this platform's server."""
+    def bench_target(
+        self, cfg: DeployConfig, project: str, *, plan: bool
+    ) -> tuple[BenchTarget, Executor] | None:
+        """Where `make bench` runs the sweep and how; None: on the TPU VM the config names
+        (--node and --zone override it). `plan`: for printing only, without asking the cloud."""
         ...
 
     def require(self, cfg: DeployConfig, command: str) -> None:
@@ -190,7 +195,9 @@ class TpuVm:
 
         return delete_queued_resource(cfg, project, timeout=timeout)
 
-    def check_bench(self, cfg: DeployConfig) -> None:
+    def bench_target(
+        self, cfg: DeployConfig, project: str, *, plan: bool
+    ) -> tuple[BenchTarget, Executor] | None:
         return None
 
     def require(self, cfg: DeployConfig, command: str) -> None:
@@ -319,15 +326,15 @@ class Gke:
 
         return ops.after_destroy(cfg, project)
 
-    def check_bench(self, cfg: DeployConfig) -> None:
-        # Not built: the sweep runs `vllm bench serve` in the serving container over IAP SSH,
-        # and a pod has no SSH; a Job in the cluster against the Service is the way (issue 25).
-        raise NotOnThisPlatform(
-            "make bench is not built for GKE yet: the sweep runs inside the TPU VM's container "
-            "over IAP SSH, which a pod does not have. Run `vllm bench serve` from a machine in "
-            "the VPC against the address `make endpoint` prints, or deploy the same config as "
-            'platform = "tpu-vm" to measure one chip'
-        )
+    def bench_target(
+        self, cfg: DeployConfig, project: str, *, plan: bool
+    ) -> tuple[BenchTarget, Executor] | None:
+        from tpudeploy.bench.sweep import subprocess_executor
+        from tpudeploy.gke import bench
+
+        if plan:
+            return bench.plan_target(), subprocess_executor
+        return bench.bench_target(cfg, project)
 
     def require(self, cfg: DeployConfig, command: str) -> None:
         if command in GKE_NOT_BUILT:

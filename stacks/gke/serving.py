@@ -238,7 +238,7 @@ class ServingStack(TerraformStack):
             "capabilities": {"drop": ["ALL"]},
         }
         vllm: dict[str, Any] = {
-            "name": "vllm",
+            "name": pod.VLLM_CONTAINER,
             "image": cfg.vllm.image,
             "command": pod.serve_command(cfg),
             "env": [{"name": k, "value": v} for k, v in sorted(pod.vllm_env(cfg).items())],

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tpudeploy import errors
-from tpudeploy.bench.commands import NodeTarget, cell_command, plan_cells
+from tpudeploy.bench.commands import BenchTarget, NodeTarget, PodTarget, cell_command, plan_cells
 from tpudeploy.bench.cost_kv import default_kv_pool
 from tpudeploy.bench.report import write_report
 from tpudeploy.bench.results import ReportError
@@ -73,22 +73,33 @@ def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings, Any]:
     return profile, settings, cfg
 
 
-def _target(args: argparse.Namespace, cfg: Any) -> NodeTarget | None:
+def _target(
+    args: argparse.Namespace, cfg: Any, *, plan: bool = False
+) -> tuple[BenchTarget | None, Executor]:
+    """Where the sweep runs and what runs it: this machine (--on-node), the platform's choice
+    (a GKE replica), or the TPU VM the config or --node/--zone name, over IAP SSH."""
     if args.on_node:
-        return None
+        return None, subprocess_executor
+    project = args.project or (cfg.project if cfg is not None else None) or None
     if cfg is not None:
         from tpudeploy.platform import platform_for
 
-        platform_for(cfg).check_bench(cfg)
+        chosen = platform_for(cfg).bench_target(cfg, project or "", plan=plan)
+        if chosen is not None:
+            if not project and not plan:
+                raise BenchConfigError(
+                    "no project: pass --project or set project in the config (the cluster is "
+                    "found by it)"
+                )
+            return chosen
     name = args.node or (cfg.node_id if cfg is not None else None)
     zone = args.zone or (cfg.zone if cfg is not None else None)
-    project = args.project or (cfg.project if cfg is not None else None) or None
     if not name or not zone:
         raise BenchConfigError(
             "--node and --zone (or --config) are required to reach the TPU VM over IAP SSH "
             "(or pass --on-node when running on the node itself)"
         )
-    return NodeTarget(name, zone, project)
+    return NodeTarget(name, zone, project), subprocess_executor
 
 
 def _api_key(args: argparse.Namespace, cfg: Any = None, *, store: SecretStore | None = None) -> str:
@@ -130,12 +141,17 @@ def _api_key(args: argparse.Namespace, cfg: Any = None, *, store: SecretStore | 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     profile, settings, cfg = _settings(args)
-    target = None if args.on_node or not (args.node or cfg) else _target(args, cfg)
+    target = None if args.on_node or not (args.node or cfg) else _target(args, cfg, plan=True)[0]
     cells = plan_cells(settings, base_seed=0)
     total = sum(expected_seconds(settings, cell) for cell in cells)
     print(f"# {profile}: {len(cells)} runs, ~{format_seconds(total)} at the build log's throughput")
     print("# seeds are base_seed + index; run uses the start time in seconds as base_seed")
     print("# run fills in RUN_ID and IMAGE_ID (the serving container's image id)")
+    if isinstance(target, PodTarget):
+        print(
+            f"# each runs in {target.pod}'s {target.container} container (namespace "
+            f"{target.namespace}) through the Kubernetes API's exec, the key on its stdin"
+        )
     for cell in cells:
         argv = cell_command(settings, cell, run_id="RUN_ID", target=target, image_id="IMAGE_ID")
         print(shlex.join(argv))
@@ -144,10 +160,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     profile, settings, cfg = _settings(args)
-    target = _target(args, cfg)
+    target, executor = _target(args, cfg)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out) if args.out else Path("bench-results") / f"{profile}-{stamp}"
-    executor: Executor = subprocess_executor
     run_sweep(
         settings,
         out_dir=out_dir,

@@ -1,4 +1,6 @@
-"""The argv of every step: `vllm bench serve` per cell, inside the container, over IAP SSH."""
+"""The argv of every step: `vllm bench serve` per cell, inside the serving container: on a TPU VM
+through IAP SSH and `docker exec`, on GKE in one replica's vLLM container through the Kubernetes
+API's exec (tpudeploy.gke.podexec)."""
 
 from __future__ import annotations
 
@@ -63,6 +65,21 @@ class NodeTarget:
     name: str
     zone: str
     project: str | None = None
+
+
+@dataclass(frozen=True)
+class PodTarget:
+    """One ready GKE replica's vLLM container, as the pod's status names its image: the same
+    sweep against 127.0.0.1 inside it measures one chip, as on the TPU VM."""
+
+    namespace: str
+    pod: str
+    container: str
+    image: str  # ContainerStatus.image: the reference the pod was started from
+    image_digest: str  # ContainerStatus.imageID: repo@sha256:<manifest digest> (containerd)
+
+
+BenchTarget = NodeTarget | PodTarget
 
 
 def plan_cells(settings: SweepSettings, *, base_seed: int) -> list[Cell]:
@@ -140,12 +157,13 @@ def cell_command(
     cell: Cell,
     *,
     run_id: str,
-    target: NodeTarget | None,
+    target: BenchTarget | None,
     image_id: str | None = None,
     digest: str | None = None,
     vllm_version: str | None = None,
 ) -> list[str]:
-    """The local argv that runs one cell on the node and prints its result JSON on stdout."""
+    """The argv that runs one cell and prints its result JSON on stdout: local (ssh) for a TPU
+    VM or on it (None), the container's own for a pod (its executor runs it there)."""
     result_dir = f"{RESULT_DIR_IN_CONTAINER}/{run_id}"
     inner = bench_argv(
         settings,
@@ -155,11 +173,16 @@ def cell_command(
         digest=digest,
         vllm_version=vllm_version,
     )
-    on_node = [
-        "sudo", "docker", "exec", "-i", settings.container,
-        "sh", "-c", _IN_CONTAINER_SCRIPT, "sh", f"{result_dir}/{cell.filename}", *inner,
-    ]  # fmt: skip
-    return over_ssh(on_node, target)
+    in_container = ["sh", "-c", _IN_CONTAINER_SCRIPT, "sh", f"{result_dir}/{cell.filename}", *inner]
+    if isinstance(target, PodTarget):
+        return in_container
+    return over_ssh(["sudo", "docker", "exec", "-i", settings.container, *in_container], target)
+
+
+def version_command() -> list[str]:
+    """In a pod's container: the vLLM version alone (its image and digest are in the pod's
+    status, which the Kubernetes API reports)."""
+    return ["vllm", "--version"]
 
 
 def image_info_command(settings: SweepSettings, target: NodeTarget | None) -> list[str]:

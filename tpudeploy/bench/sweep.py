@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from tpudeploy import facts
-from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command, plan_cells
+from tpudeploy.bench.commands import (
+    BenchTarget,
+    Cell,
+    PodTarget,
+    cell_command,
+    image_info_command,
+    plan_cells,
+    version_command,
+)
 from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.timefmt import format_seconds
 from tpudeploy.tpuvm.nodessh import gcloud_failure
@@ -104,9 +112,34 @@ def _check_result(raw: bytes, cell: Cell) -> dict[str, Any]:
     return result
 
 
+def _pod_image_info(target: PodTarget, executor: Executor) -> dict[str, Any]:
+    """The pod's status names the image and its manifest digest (containerd's imageID is
+    repo@sha256:<digest>, a reference `make pin` can write); vLLM's version comes from the
+    container. There is no docker config-blob id on GKE: the digest stands for it."""
+    done = executor(version_command(), stdin=b"")
+    version = done.stdout.decode(errors="replace").strip().splitlines()
+    if done.returncode != 0 or not version:
+        stderr = done.stderr.decode(errors="replace").strip()
+        raise SweepError(
+            f"`vllm --version` failed in pod {target.pod} ({target.container}): "
+            f"{' / '.join(stderr.splitlines()[-3:]) or 'no output'}; is the replica ready? "
+            "(`make status`)"
+        )
+    digest = target.image_digest if REPO_DIGEST.fullmatch(target.image_digest) else ""
+    return {
+        "image": target.image,
+        "image_id": digest.rpartition("@")[2],
+        "repo_digests": [target.image_digest] if target.image_digest else [],
+        "digest": digest,
+        "vllm_version": version[-1],
+    }
+
+
 def read_image_info(
-    settings: SweepSettings, target: NodeTarget | None, executor: Executor
+    settings: SweepSettings, target: BenchTarget | None, executor: Executor
 ) -> dict[str, Any]:
+    if isinstance(target, PodTarget):
+        return _pod_image_info(target, executor)
     done = executor(image_info_command(settings, target), stdin=b"")
     lines = done.stdout.decode(errors="replace").strip().splitlines()
     if done.returncode != 0 or len(lines) < 4:
@@ -144,7 +177,7 @@ def run_sweep(
     settings: SweepSettings,
     *,
     out_dir: Path,
-    target: NodeTarget | None,
+    target: BenchTarget | None,
     executor: Executor = subprocess_executor,
     api_key: str = "",
     profile: str = "full",

@@ -17,6 +17,7 @@ from tpudeploy.gke import cluster as names
 from tpudeploy.gke import plan
 from tpudeploy.gke.adapter import WAITING_METRIC
 from tpudeploy.gke.kube import ClusterMissing, KubeApi, KubeError
+from tpudeploy.gke.pod import VLLM_CONTAINER
 from tpudeploy.gke.serving import labels
 from tpudeploy.planner import NoPricesError, price_table
 from tpudeploy.planner.cost import SEED_BOOT
@@ -42,7 +43,7 @@ def _deployment_path(cfg: DeployConfig) -> str:
     return f"/apis/apps/v1/namespaces/{NS}/deployments/{cfg.name}"
 
 
-def _selector(cfg: DeployConfig) -> str:
+def selector(cfg: DeployConfig) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels(cfg).items()))
 
 
@@ -120,7 +121,9 @@ def replica_of(pod: dict[str, Any]) -> Replica:
         return Replica(name, "waiting-for-node", printable(detail), node, started)
     if (conditions.get("Ready") or {}).get("status") == "True":
         return Replica(name, "ready", "", node, started)
-    vllm = next((c for c in status.get("containerStatuses") or [] if c.get("name") == "vllm"), None)
+    vllm = next(
+        (c for c in status.get("containerStatuses") or [] if c.get("name") == VLLM_CONTAINER), None
+    )
     if vllm and "running" in (vllm.get("state") or {}):
         return Replica(name, "compiling", "", node, started)
     return Replica(name, "starting", "", node, started)
@@ -156,7 +159,7 @@ def read_rollout(cfg: DeployConfig, api: KubeApi) -> Rollout | None:
         return None
     status, spec = dep.get("status") or {}, dep.get("spec") or {}
     generation = int((dep.get("metadata") or {}).get("generation") or 0)
-    pods = api.items(f"/api/v1/namespaces/{NS}/pods", _selector(cfg))
+    pods = api.items(f"/api/v1/namespaces/{NS}/pods", selector(cfg))
     return Rollout(
         # spec.replicas defaults to 1 (DeploymentSpec); the HPA sets it after the first apply.
         desired=int(spec.get("replicas", 1)),

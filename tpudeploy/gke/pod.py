@@ -10,6 +10,8 @@ from tpudeploy import facts, render
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import plan
 
+# The serving container's name: the probes, `make wait` and `make bench` (its exec) find it by it.
+VLLM_CONTAINER = "vllm"
 # Paths inside the pod. The secrets volume is the Secret Manager add-on's CSI volume (files in
 # memory, never a Kubernetes Secret); the front door's files live on a memory-backed emptyDir.
 SECRETS_DIR = "/run/tpudeploy-secrets"

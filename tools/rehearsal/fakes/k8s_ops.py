@@ -18,10 +18,12 @@ from __future__ import annotations
 import base64
 import copy
 import re
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tools.rehearsal.fakes import k8s_exec
 from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
 from tpudeploy.gke.tlscert import make_bundle
 
@@ -103,7 +105,35 @@ class FakeKubernetes(LoopbackServer):
         key.chmod(0o600)
         self.ca_pem = bundle.cert_pem
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        # Exec (tools/rehearsal/fakes/k8s_exec.py): each (pod, container)'s environment for the
+        # local process that stands in for it, and what was asked of it.
+        self.exec_env: dict[tuple[str, str], dict[str, str]] = {}
+        self.execs: list[dict[str, Any]] = []
         super().__init__(self._route, tls=(cert, key))
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        base = super()._handler()
+        fake = self
+
+        class Handler(base):  # type: ignore[valid-type,misc]
+            def do_GET(self) -> None:
+                upgrade = (self.headers.get("Upgrade") or "").lower() == "websocket"
+                if not (upgrade and urlsplit(self.path).path.endswith("/exec")):
+                    base.do_GET(self)  # type: ignore[attr-defined]
+                    return
+                token = self.headers.get("Authorization") or ""
+                if not token.startswith("Bearer ") or not token[7:].strip():
+                    k8s_exec._plain(self, *_status(401, "Unauthorized", "Unauthorized"))
+                    return
+                k8s_exec.serve_exec(
+                    self,
+                    find_pod=lambda ns, name: fake.objects.get(("v1", "pods", ns, name)),
+                    env_for=lambda pod, container: fake.exec_env.get((pod, container), {}),
+                    status=_status,
+                    record=fake.execs.append,
+                )
+
+        return Handler
 
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         kind = obj["kind"]
@@ -278,6 +308,10 @@ def pod(
                 "started": bool(c.get("started")),
                 "restartCount": int(c.get("restarts", 0)),
                 "state": c.get("state") or {"running": {"startedAt": started_at}},
+                # Required ContainerStatus fields: the image the pod names, and the one it runs
+                # (containerd: repo@sha256:<manifest digest>).
+                "image": c.get("image", "vllm/vllm-tpu:nightly"),
+                "imageID": c.get("imageID", ""),
             }
             for cname, c in containers.items()
         ]

@@ -1,0 +1,70 @@
+"""`make bench` on GKE: the TPU VM's sweep (tpudeploy.bench), run in one ready replica's vLLM
+container through the Kubernetes API's exec, against that container's own vLLM on 127.0.0.1, as
+the TPU VM's runs in its container: the figures are one chip's, comparable with the build log's
+and with a TPU VM's. What routing between replicas buys is not measured here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tpudeploy.bench.commands import PodTarget
+from tpudeploy.bench.sweep import ExecResult, Executor
+from tpudeploy.config import DeployConfig
+from tpudeploy.gke import podexec
+from tpudeploy.gke.kube import KubeApi, KubeError
+from tpudeploy.gke.ops import NS, replica_of, selector
+from tpudeploy.gke.pod import VLLM_CONTAINER
+
+# `make bench-plan` prints the commands without asking the cluster which replica is ready.
+PLAN_POD = "<a ready replica>"
+
+
+def plan_target() -> PodTarget:
+    return PodTarget(NS, PLAN_POD, VLLM_CONTAINER, "", "")
+
+
+def ready_replica(cfg: DeployConfig, api: KubeApi) -> PodTarget:
+    """The first ready replica by name (a stable choice between runs), its vLLM container and
+    the image its status reports."""
+    pods = api.items(f"/api/v1/namespaces/{NS}/pods", selector(cfg))
+    ready = sorted(
+        (p for p in pods if replica_of(p).phase == "ready"), key=lambda p: p["metadata"]["name"]
+    )
+    if not ready:
+        raise KubeError(
+            f"no replica of {cfg.name} is ready ({len(pods)} pod(s)): `make wait` follows them; "
+            "`make bench` measures one ready replica"
+        )
+    chosen = ready[0]
+    status: dict[str, Any] = next(
+        (
+            c
+            for c in (chosen.get("status") or {}).get("containerStatuses") or []
+            if c.get("name") == VLLM_CONTAINER
+        ),
+        {},
+    )
+    return PodTarget(
+        NS,
+        chosen["metadata"]["name"],
+        VLLM_CONTAINER,
+        str(status.get("image") or ""),
+        str(status.get("imageID") or ""),
+    )
+
+
+def pod_executor(api: KubeApi, target: PodTarget) -> Executor:
+    def run(argv: Sequence[str], *, stdin: bytes) -> ExecResult:
+        done = podexec.exec_in_pod(
+            api, target.namespace, target.pod, target.container, argv, stdin=stdin
+        )
+        return ExecResult(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+def bench_target(cfg: DeployConfig, project: str) -> tuple[PodTarget, Executor]:
+    api = KubeApi.for_deployment(cfg, project)
+    target = ready_replica(cfg, api)
+    return target, pod_executor(api, target)
