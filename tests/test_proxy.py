@@ -403,16 +403,30 @@ def closed_after(sock: socket.socket, limit: float) -> float:
 
 
 def test_a_half_sent_handshake_or_header_is_dropped_within_the_header_timeout(
-    door: FrontDoor,
+    door: FrontDoor, tmp_path: Path
 ) -> None:
-    """Issue 22, item 6: nginx's default waits 60 s for a header (and a TLS handshake)."""
-    timeout = int(render.PROXY_HEADER_TIMEOUT.removesuffix("s"))
-    assert timeout <= 10
+    """Issue 22, item 6: nginx's default waits 60 s for a header (and a TLS handshake). The
+    shipped 10 s is render's (tests/test_render.py); what nginx does with it is the same at any
+    value, so this runs the node's config with 2 s instead of waiting 10 s twice."""
+    assert int(render.PROXY_HEADER_TIMEOUT.removesuffix("s")) <= 10
+    timeout = 2
+    conf = door.node.proxy_dir / "nginx.conf"
+    text = conf.read_text()
+    line = f"client_header_timeout {render.PROXY_HEADER_TIMEOUT};"
+    assert text.count(line) == 1
+    short = tmp_path / "proxy" / "nginx.conf"
+    short.parent.mkdir()
+    for name in ("tls.crt", "tls.key", "api_key.conf"):
+        shutil.copy(door.node.proxy_dir / name, short.parent / name)
+    short.write_text(text.replace(line, f"client_header_timeout {timeout}s;"))
+    sockets = Path(tempfile.mkdtemp(prefix="front-door-"))
+    sockets.chmod(0o711)
+    proc, port = start_nginx(short, tmp_path / "prefix", sockets)
     # The first bytes of a TLS record announcing a 512-byte ClientHello, and no more.
-    half_handshake = socket.create_connection(("127.0.0.1", door.port), timeout=5)
+    half_handshake = socket.create_connection(("127.0.0.1", port), timeout=5)
     half_handshake.sendall(bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]))
     # A finished handshake, then half a request header, trickled.
-    raw = socket.create_connection(("127.0.0.1", door.port), timeout=5)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
     half_header = door.context.wrap_socket(raw, server_hostname="127.0.0.1")
     half_header.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")
     try:
@@ -422,6 +436,8 @@ def test_a_half_sent_handshake_or_header_is_dropped_within_the_header_timeout(
     finally:
         half_handshake.close()
         half_header.close()
+        stop_nginx(proc)
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def test_health_takes_no_body_no_key_and_no_other_method(door: FrontDoor) -> None:
