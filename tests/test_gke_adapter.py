@@ -125,9 +125,13 @@ def test_what_the_hpa_names_is_what_the_adapter_serves(
     objects: dict[str, dict[str, Any]],
 ) -> None:
     (hpa,) = _of_kind(objects, "HorizontalPodAutoscaler")
-    (metric,) = hpa["spec"]["metrics"]
-    assert metric["type"] == "Pods"
-    assert adapter.adapter_metric_type(metric["pods"]["metric"]["name"]) == DOCUMENTED_METRIC_TYPE
+    waiting, kv = hpa["spec"]["metrics"]
+    assert waiting["type"] == kv["type"] == "Pods"
+    assert adapter.adapter_metric_type(waiting["pods"]["metric"]["name"]) == DOCUMENTED_METRIC_TYPE
+    assert adapter.adapter_metric_type(kv["pods"]["metric"]["name"]) == (
+        "prometheus.googleapis.com/vllm:kv_cache_usage_perc/gauge"
+    )
+    metric = waiting
     # the API that type is read through is registered, and points at the adapter's Service
     group = adapter.API_GROUP_OF_METRIC_TYPE[metric["type"]]
     services = [a for a in _of_kind(objects, "APIService") if a["spec"]["group"] == group]

@@ -18,7 +18,7 @@ from tools.rehearsal.fakes import k8s_ops as k8s
 from tpudeploy import facts
 from tpudeploy.cli import main
 from tpudeploy.config import parse_config
-from tpudeploy.gke import kube, ops, plan, tlscert
+from tpudeploy.gke import kube, ops, plan, pod, tlscert
 from tpudeploy.gke.serving import labels
 from tpudeploy.planner import price_table
 from tpudeploy.planner.cost import SEED_BOOT
@@ -223,6 +223,7 @@ def test_status_shows_replicas_nodes_by_capacity_hpa_and_cost_now(
             desired=3,
             metric="prometheus.googleapis.com|vllm:num_requests_waiting|gauge",
             average="7",
+            more={"prometheus.googleapis.com|vllm:kv_cache_usage_perc|gauge": "412m"},
             conditions=[
                 ("AbleToScale", "True", "ReadyForNewScale"),
                 ("ScalingLimited", "False", "DesiredWithinRange"),
@@ -244,6 +245,7 @@ def test_status_shows_replicas_nodes_by_capacity_hpa_and_cost_now(
         f"2 -> 3 replica(s) (1..4); vllm:num_requests_waiting 7 waiting per replica, "
         f"target {waiting}" in out
     )
+    assert f"vllm:kv_cache_usage_perc 412m per replica, target {pod.hpa_kv_target(CFG)}" in out
     assert "AbleToScale=True (ReadyForNewScale)" in out
     # $/hour now: the idle floor, then each node at its own model's rate plus its NAT share.
     prices = price_table(CFG)

@@ -22,8 +22,8 @@ from tpudeploy import facts, render
 from tpudeploy.config import parse_config
 from tpudeploy.config.gke import version_tuple
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
-from tpudeploy.gke import cache, plan, pod
-from tpudeploy.gke.serving import hpa_metric_name
+from tpudeploy.gke import cache, plan, pod, scaleplan
+from tpudeploy.gke.serving import hpa_kv_metric_name, hpa_metric_name
 
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
 CFG = parse_config(RAW)
@@ -135,10 +135,17 @@ def test_hpa_metric_target_and_bounds_come_from_the_planner(
 ) -> None:
     hpa = objects["kubernetes_horizontal_pod_autoscaler_v2.hpa"]["spec"]
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 4)
-    (metric,) = hpa["metrics"]
-    assert metric["pods"]["metric"]["name"] == hpa_metric_name()
+    waiting, kv = hpa["metrics"]
+    assert waiting["pods"]["metric"]["name"] == hpa_metric_name()
     target = plan.replica_plan(CFG).autoscaling.waiting_target
-    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": str(target)}
+    assert waiting["pods"]["target"] == {"type": "AverageValue", "averageValue": str(target)}
+    # Issue 26: the KV pool's use at the planner's KV wall, in the API server's own notation.
+    assert kv["pods"]["metric"]["name"] == hpa_kv_metric_name()
+    threshold = scaleplan.load_targets(CFG).kv_cache_usage
+    assert 0 < threshold <= 1
+    milli = kv["pods"]["target"]["averageValue"]
+    assert milli.endswith("m") and int(milli[:-1]) == round(threshold * 1000)
+    assert kv["pods"]["target"]["type"] == "AverageValue"
     window = hpa["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
     assert window > facts.WARM_BOOT_S
 

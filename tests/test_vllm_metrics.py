@@ -15,7 +15,7 @@ import pytest
 from tools import vllm_metrics
 from tpudeploy.config.serveflags import VLLM_VERSION as FLAGS_VERSION
 from tpudeploy.gke import metrics
-from tpudeploy.gke.serving import hpa_metric_name
+from tpudeploy.gke.serving import hpa_kv_metric_name, hpa_metric_name
 
 
 def test_the_list_is_generated_from_the_vllm_the_flags_were_checked_against() -> None:
@@ -27,9 +27,10 @@ def test_every_read_exists_in_the_pinned_vllm_typed_as_expected() -> None:
     assert metrics.problems(metrics.published(), where=f"vLLM {metrics.VLLM_VERSION}") == []
 
 
-def test_the_hpa_reads_the_same_name_and_type_through_managed_prometheus() -> None:
-    (hpa,) = [r for r in metrics.READS if r.reader == "hpa"]
-    assert hpa_metric_name() == f"prometheus.googleapis.com|{hpa.metric}|{hpa.kind}"
+def test_the_hpa_reads_the_same_names_and_types_through_managed_prometheus() -> None:
+    waiting, kv = [r for r in metrics.READS if r.reader == "hpa"]
+    assert hpa_metric_name() == f"prometheus.googleapis.com|{waiting.metric}|{waiting.kind}"
+    assert hpa_kv_metric_name() == f"prometheus.googleapis.com|{kv.metric}|{kv.kind}"
 
 
 def _tree(root: Path, kv_name: str) -> Path:
@@ -97,12 +98,14 @@ def test_the_generator_reads_each_registration_pattern(tmp_path: Path) -> None:
 
 
 def test_a_renamed_metric_is_caught_with_the_old_name_beside_it(tmp_path: Path) -> None:
-    """vLLM before 0.9 published only vllm:gpu_cache_usage_perc; the picker reads the new name."""
+    """vLLM before 0.9 published only vllm:gpu_cache_usage_perc; the HPA and the picker read the
+    new name, and each reader is named."""
     old = vllm_metrics.metrics(_tree(tmp_path, "vllm:gpu_cache_usage_perc"))
     found = metrics.problems({n: e["type"] for n, e in old.items()}, where="vLLM 0.8")
-    assert len(found) == 1
-    assert "reads vllm:kv_cache_usage_perc" in found[0]
-    assert "closest published: vllm:gpu_cache_usage_perc" in found[0]
+    assert [f.split(" reads ")[0] for f in found] == ["the hpa", "the picker"]
+    for problem in found:
+        assert "reads vllm:kv_cache_usage_perc" in problem
+        assert "closest published: vllm:gpu_cache_usage_perc" in problem
 
 
 def test_a_type_change_is_caught() -> None:
@@ -191,9 +194,12 @@ def test_what_the_readers_read_is_on_every_current_replica(replicas: list[str]) 
     assert samples[metrics.KV_CACHE_METRIC] == [0.41]
     old = metrics.check_page(metrics.scrape(renamed), where=renamed)
     assert old == [
-        f"the picker reads {metrics.KV_CACHE_METRIC} (kv-cache-utilization-scorer, from 0 to 1): "
-        f"{renamed} does not publish it; closest published: vllm:gpu_cache_usage_perc (renamed "
-        "upstream?)"
+        f"the {reader} reads {metrics.KV_CACHE_METRIC} ({why}): {renamed} does not publish it; "
+        "closest published: vllm:gpu_cache_usage_perc (renamed upstream?)"
+        for reader, why in (
+            ("hpa", "KV pool use per replica, from 0 to 1 (issue 26)"),
+            ("picker", "kv-cache-utilization-scorer, from 0 to 1"),
+        )
     ]
     assert metrics.check_page(metrics.scrape(percent), where=percent) == [
         f"{percent}: {metrics.KV_CACHE_METRIC} = 41.0, outside 0..1 (1 means 100%)"

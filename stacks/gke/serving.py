@@ -59,7 +59,7 @@ from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cache, pod
 from tpudeploy.gke import cluster as names
-from tpudeploy.gke.serving import custom_resources, hpa_metric_name, labels
+from tpudeploy.gke.serving import custom_resources, hpa_kv_metric_name, hpa_metric_name, labels
 
 # Where the tpudeploy.gke.pod paths are mounted from.
 _SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
@@ -204,6 +204,8 @@ class ServingStack(TerraformStack):
                         "kind": "Deployment",
                         "name": deployment.metadata.name,
                     },
+                    # Two signals, the larger proposal wins (HPA v2): the queue, and the KV
+                    # pool's use at the planner's KV wall, which fills before anything waits.
                     "metric": [
                         {
                             "type": "Pods",
@@ -211,7 +213,17 @@ class ServingStack(TerraformStack):
                                 "metric": {"name": hpa_metric_name()},
                                 "target": {"type": "AverageValue", "average_value": str(waiting)},
                             },
-                        }
+                        },
+                        {
+                            "type": "Pods",
+                            "pods": {
+                                "metric": {"name": hpa_kv_metric_name()},
+                                "target": {
+                                    "type": "AverageValue",
+                                    "average_value": pod.hpa_kv_target(cfg),
+                                },
+                            },
+                        },
                     ],
                     "behavior": {
                         # A replica that goes costs a compile to bring back (warm boot 497 s).

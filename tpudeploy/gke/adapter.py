@@ -140,6 +140,11 @@ KIND_SUFFIX = {
 # `vllm:num_requests_waiting`, "Number of requests waiting to be processed").
 WAITING_METRIC = "vllm:num_requests_waiting"
 WAITING_KIND = "gauge"
+# And the KV pool's use, a Gauge from 0 to 1 (vllm/v1/metrics/loggers.py,
+# `vllm:kv_cache_usage_perc`, "KV-cache usage. 1 means 100 percent usage."): the HPA's second
+# signal, so a replica whose pool is full counts before its queue grows (issue 26).
+KV_CACHE_METRIC = "vllm:kv_cache_usage_perc"
+KV_CACHE_KIND = "gauge"
 # The Custom Metrics API forbids "/" in a metric name; the adapter reads "|" as "/" (adapter
 # README "Metric names"; provider.go getCustomMetricName: a name with "|" is used as the
 # metric type with every "|" replaced, any other name is custom.googleapis.com/<name>), and a
@@ -168,3 +173,8 @@ def adapter_metric_type(hpa_name: str) -> str:
 def waiting_metric_name() -> str:
     """The HPA's metric: vLLM's queue length as Managed Prometheus stores it."""
     return hpa_metric_name(managed_prometheus_type(WAITING_METRIC, WAITING_KIND))
+
+
+def kv_cache_metric_name() -> str:
+    """The HPA's second metric: the KV pool's use as Managed Prometheus stores it."""
+    return hpa_metric_name(managed_prometheus_type(KV_CACHE_METRIC, KV_CACHE_KIND))

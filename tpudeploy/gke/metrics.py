@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpudeploy.gke.adapter import WAITING_METRIC
+from tpudeploy.gke.adapter import KV_CACHE_METRIC, WAITING_METRIC
 
 __all__ = [
     "CACHE_INFO_METRIC",
@@ -41,7 +41,6 @@ _DOCUMENT = json.loads(_PUBLISHED_FILE.read_text(encoding="utf-8"))
 VLLM_VERSION: str = _DOCUMENT["vllm_version"]
 
 RUNNING_METRIC = "vllm:num_requests_running"
-KV_CACHE_METRIC = "vllm:kv_cache_usage_perc"
 # A gauge fixed at 1 whose labels carry the engine's cache config; the picker's prefix-cache
 # scorer reads `block_size` from it (gateway-api-inference-extension, model server protocol:
 # "[Optional] BlockSize ... Labeled").
@@ -64,6 +63,7 @@ class Read:
 # explicitly from these constants; the model server protocol requires gauges.
 READS: tuple[Read, ...] = (
     Read("hpa", WAITING_METRIC, "gauge", "queue depth per replica (issue 25's HPA)"),
+    Read("hpa", KV_CACHE_METRIC, "gauge", "KV pool use per replica, from 0 to 1 (issue 26)"),
     Read("picker", WAITING_METRIC, "gauge", "queue-scorer and the saturation check"),
     Read("picker", RUNNING_METRIC, "gauge", "running requests (the TTFT-planned streams)"),
     Read("picker", KV_CACHE_METRIC, "gauge", "kv-cache-utilization-scorer, from 0 to 1"),

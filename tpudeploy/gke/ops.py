@@ -15,7 +15,8 @@ from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster as names
 from tpudeploy.gke import plan
-from tpudeploy.gke.adapter import WAITING_METRIC
+from tpudeploy.gke import pod as pod_targets
+from tpudeploy.gke.adapter import KV_CACHE_METRIC, WAITING_METRIC
 from tpudeploy.gke.kube import ClusterMissing, KubeApi, KubeError
 from tpudeploy.gke.pod import VLLM_CONTAINER
 from tpudeploy.gke.serving import labels
@@ -309,11 +310,15 @@ def _hpa_lines(cfg: DeployConfig, api: KubeApi) -> list[str]:
     if hpa is None:
         return ["autoscaler: none (the serving stack is not applied)"]
     status = hpa.get("status") or {}
-    value = "no reading yet"
+    value, kv = "no reading yet", "no reading yet"
     for metric in status.get("currentMetrics") or []:
         pods = metric.get("pods") or {}
-        if WAITING_METRIC in str((pods.get("metric") or {}).get("name", "")):
-            value = f"{printable(str((pods.get('current') or {}).get('averageValue')))} waiting"
+        name = str((pods.get("metric") or {}).get("name", ""))
+        current = printable(str((pods.get("current") or {}).get("averageValue")))
+        if WAITING_METRIC in name:
+            value = f"{current} waiting"
+        elif KV_CACHE_METRIC in name:
+            kv = current
     conditions = ", ".join(
         printable(f"{c.get('type')}={c.get('status')} ({c.get('reason', '')})")
         for c in status.get("conditions") or []
@@ -323,6 +328,7 @@ def _hpa_lines(cfg: DeployConfig, api: KubeApi) -> list[str]:
         f"autoscaler: {status.get('currentReplicas', 0)} -> {status.get('desiredReplicas', 0)} "
         f"replica(s) ({cfg.gke.min_replicas}..{cfg.gke.max_replicas}); {WAITING_METRIC} {value} "
         f"per replica, target {target}",
+        f"  {KV_CACHE_METRIC} {kv} per replica, target {pod_targets.hpa_kv_target(cfg)}",
         *([f"  {conditions}"] if conditions else []),
     ]
 

@@ -204,6 +204,14 @@ def hpa_waiting_target(cfg: DeployConfig) -> int:
     return load_targets(cfg).waiting_per_replica
 
 
+def hpa_kv_target(cfg: DeployConfig) -> str:
+    """The planner's KV-use threshold for [load] as a Kubernetes quantity in thousandths (the
+    API server stores 0.93 as 930m; writing it so keeps Terraform's plan free of a diff)."""
+    from tpudeploy.gke.scaleplan import load_targets
+
+    return f"{round(load_targets(cfg).kv_cache_usage * 1000)}m"
+
+
 def scale_down_window_s() -> int:
     return plan.scale_down_window_s()
 

@@ -14,6 +14,11 @@ def hpa_metric_name() -> str:
     return adapter.waiting_metric_name()
 
 
+def hpa_kv_metric_name() -> str:
+    """The KV pool's use, named the same way: the HPA's second metric."""
+    return adapter.kv_cache_metric_name()
+
+
 def labels(cfg: DeployConfig) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": cfg.name}
 

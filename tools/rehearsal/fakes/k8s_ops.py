@@ -351,21 +351,24 @@ def hpa(
     metric: str,
     average: str | None,
     conditions: list[tuple[str, str, str]] = (),  # type: ignore[assignment]
+    more: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """autoscaling/v2 HorizontalPodAutoscaler status: currentReplicas, desiredReplicas,
-    currentMetrics[].pods.current.averageValue, conditions (AbleToScale, ScalingActive,
-    ScalingLimited) with status and reason."""
+    currentMetrics[].pods.current.averageValue (`metric`, then each of `more`), conditions
+    (AbleToScale, ScalingActive, ScalingLimited) with status and reason."""
     status: dict[str, Any] = {
         "currentReplicas": current,
         "desiredReplicas": desired,
         "conditions": [{"type": t, "status": s, "reason": r} for t, s, r in conditions],
     }
-    if average is not None:
+    readings = {**({metric: average} if average is not None else {}), **(more or {})}
+    if readings:
         status["currentMetrics"] = [
             {
                 "type": "Pods",
-                "pods": {"metric": {"name": metric}, "current": {"averageValue": average}},
+                "pods": {"metric": {"name": name}, "current": {"averageValue": value}},
             }
+            for name, value in readings.items()
         ]
     return {
         "apiVersion": "autoscaling/v2",
