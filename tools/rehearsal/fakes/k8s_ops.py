@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from tools.rehearsal.fakes import k8s_exec
 from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
+from tpudeploy import facts
 from tpudeploy.gke.tlscert import make_bundle
 
 # Each rule this fake enforces, with where the real service says so.
@@ -310,7 +311,7 @@ def pod(
                 "state": c.get("state") or {"running": {"startedAt": started_at}},
                 # Required ContainerStatus fields: the image the pod names, and the one it runs
                 # (containerd: repo@sha256:<manifest digest>).
-                "image": c.get("image", "vllm/vllm-tpu:nightly"),
+                "image": c.get("image", facts.IMAGE),
                 "imageID": c.get("imageID", ""),
             }
             for cname, c in containers.items()
