@@ -150,6 +150,9 @@ def test_a_skip_applies_to_its_own_output_directory_only() -> None:
     assert [(f.check_id, f.file) for f in vm.failed] == [("CKV_GCP_12", "a.tf.json")]
     assert (vm.passed, vm.skipped) == (1, 0) and not vm.ok
     assert (gke.failed, gke.passed, gke.skipped) == ((), 0, 1)
+    # Everything skipped judges nothing: not a pass, and the report says why.
+    assert not gke.ok and "NOT A PASS: no check passed" in gke.report()
+    assert "NOT A PASS" not in vm.report()
     # "/1/" is not a prefix of "/10/": directory 10's results are its own.
     assert judge(Path("x"), "/10/", [report], SKIPS).passed == 1
 

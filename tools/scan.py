@@ -125,6 +125,12 @@ class Scan:
         lines += [
             f"  FAILED {f.check_id} {f.check_name}: {f.resource} ({f.file})" for f in self.failed
         ]
+        if not self.failed and not self.passed:
+            # Not ok either (ok needs a passed check): say why, or a reader sees no failure.
+            lines.append(
+                "  NOT A PASS: no check passed, so nothing was judged (every result skipped, or "
+                "none found): check the synthesized stacks and the skips in tools/scan.py"
+            )
         return "\n".join(lines)
 
 
