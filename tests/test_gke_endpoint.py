@@ -13,7 +13,7 @@ from tests import test_gke_ops
 from tests.fake_boot_apis import FakeFrontDoor, LoopbackCertificate, chat_answer, weather_call
 from tests.test_gke_ops import CFG, NS, PROJECT, Cluster
 from tools.rehearsal.fakes import k8s_ops as k8s
-from tpudeploy import smoke
+from tpudeploy import facts, smoke
 from tpudeploy.config import parse_config
 from tpudeploy.frontdoor import FrontDoorError
 from tpudeploy.gke import frontdoor as gke_frontdoor
@@ -126,3 +126,47 @@ def test_a_stored_value_that_is_not_a_bundle_says_make_tls_cert(cluster: Cluster
         gke_frontdoor.resolve_endpoint(
             CFG, PROJECT, store=Store({CFG.tls_secret_id: bundle.cert_pem})
         )
+
+
+ROUTED = parse_config(
+    {
+        "platform": "gke",
+        "project": PROJECT,
+        "gke": {"min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION},
+        "routing": {"gateway": True, "certificate": "gemma4-gateway", "proxy_subnet_exists": True},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("gateway", "words"),
+    [
+        (k8s.gateway(ROUTED.name, NS, address="10.128.0.50"), ["https://10.128.0.50/v1"]),
+        (
+            k8s.gateway(ROUTED.name, NS, message="waiting for controller"),
+            ["has no address yet (waiting for controller)", "try again"],
+        ),
+        (None, ["does not exist", "make deploy"]),
+    ],
+    ids=["programmed", "pending", "absent"],
+)
+def test_endpoint_names_the_gateway_when_routing_is_on(
+    cluster: Cluster, gateway: dict[str, object] | None, words: list[str]
+) -> None:
+    """Issue 26: with routing on, a client that used the Service's address skipped the picker;
+    make endpoint now says where the Gateway answers (or why not yet), and that the Service is
+    the plain-balancing path to compare it with."""
+    bundle = tlscert.make_bundle(ROUTED.name)
+    cluster.kube.put(k8s.service(ROUTED.name, NS, ingress_ip="10.128.0.9"))
+    if gateway is not None:
+        cluster.kube.put(gateway)
+    out = io.StringIO()
+    store = Store({ROUTED.tls_secret_id: bundle.text})
+    assert gke_frontdoor.endpoint_report(ROUTED, PROJECT, store=store, out=out) == 0
+    text = out.getvalue()
+    assert f"https://10.128.0.9:{ROUTED.proxy.port}/v1" in text
+    assert "Certificate Manager certificate gemma4-gateway" in text
+    assert all(w in text for w in words), text
+    plain = io.StringIO()
+    gke_frontdoor.endpoint_report(CFG, PROJECT, store=store, out=plain)
+    assert "Gateway" not in plain.getvalue()  # routing off: nothing about it

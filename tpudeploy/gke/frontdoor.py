@@ -106,6 +106,19 @@ def endpoint_report(
         f'-H "Authorization: Bearer $KEY" https://{address}:{port}/v1/models',
         file=out,
     )
+    if cfg.routing.gateway:
+        try:
+            gateway = ops.gateway_line(cfg, project, api=api)
+        except KubeError as exc:
+            gateway = str(exc)
+        print(
+            "through the Gateway (inference-aware routing: the endpoint picker chooses the "
+            f"replica), TLS with Certificate Manager certificate {cfg.routing.certificate}:\n"
+            f"  {gateway}\n"
+            "  the Service's address above balances without the picker: the same key works on "
+            "both, to compare them",
+            file=out,
+        )
     if cert_out:
         with open(cert_out, "w", encoding="ascii") as fh:
             fh.write(cert)

@@ -54,6 +54,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "Service": ("services", True),
     "Deployment": ("deployments", True),
     "HorizontalPodAutoscaler": ("horizontalpodautoscalers", True),
+    "Gateway": ("gateways", True),
 }
 _PATH = re.compile(
     r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
@@ -387,4 +388,27 @@ def service(name: str, namespace: str, *, ingress_ip: str = "") -> dict[str, Any
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"type": "LoadBalancer"},
         "status": {"loadBalancer": {"ingress": [{"ip": ingress_ip}] if ingress_ip else []}},
+    }
+
+
+def gateway(name: str, namespace: str, *, address: str = "", message: str = "") -> dict[str, Any]:
+    """gateway.networking.k8s.io/v1 Gateway status: addresses[] (type IPAddress, value) once
+    programmed; else the Programmed condition False with the controller's message."""
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": "Programmed",
+                "status": "True" if address else "False",
+                "reason": "Programmed" if address else "Pending",
+                "message": message,
+            }
+        ]
+    }
+    if address:
+        status["addresses"] = [{"type": "IPAddress", "value": address}]
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": status,
     }
