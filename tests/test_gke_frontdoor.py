@@ -45,6 +45,8 @@ ROUTED = {
     "platform": "gke",
     "gke": {"min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION},
     "routing": {"gateway": True, "certificate": "gemma4-gateway", "proxy_subnet_exists": True},
+    # Short agent turns: the planner sends a replica more streams than the TLS port's allowance.
+    "load": {"expected_context": 2048},
 }
 
 
@@ -283,22 +285,49 @@ def test_the_load_balancers_health_check_reaches_vllms_health_only(door: Door) -
     assert "authorization" not in door.vllm.requests[-1]["headers"]
 
 
-def test_the_pool_port_and_the_tls_port_share_one_allowance_per_address(door: Door) -> None:
-    """Issue 22's count holds on the new port too: half-open connections to the pool port
-    take from the same per-address allowance, so one address cannot hold twice its share of
-    the worker by using both ports."""
+def test_the_pool_port_and_the_tls_port_share_one_count_per_address(door: Door) -> None:
+    """Issue 22's count holds on the new port too, in the same zone: an address's connections to
+    both ports add up. The pool port's allowance is the planner's (a few load balancer proxies
+    carry every stream a replica gets), the TLS port keeps its own."""
+    tls_allowance = render.PROXY_CONNECTIONS_PER_ADDRESS
+    pool_allowance = pod.pool_connections_per_address(parse_config(ROUTED))
+    assert pool_allowance > tls_allowance  # this config's [load] plans more streams
     held: list[socket.socket] = []
+
+    def refused(port: int) -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
+            extra.settimeout(2)
+            try:
+                return extra.recv(1) == b""  # closed at once, without a byte
+            except TimeoutError:
+                return False  # held open: admitted, waiting for its header
+
     try:
-        for _ in range(render.PROXY_CONNECTIONS_PER_ADDRESS):
+        for _ in range(tls_allowance):
             held.append(socket.create_connection(("127.0.0.1", door.pool_port), timeout=5))
-        for port in (door.pool_port, door.tls_port):
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
-                assert extra.recv(1) == b"", port  # closed at once, without a byte
+        assert refused(door.tls_port)  # the TLS port's share is used up by the pool port's
+        while len(held) < pool_allowance:
+            held.append(socket.create_connection(("127.0.0.1", door.pool_port), timeout=5))
+        assert refused(door.pool_port)
         # Another address (the loopback range: 127.0.0.2 is this host) still gets in.
         assert _pool(door, "GET", "/v1/models", f"Bearer {KEY}", source="127.0.0.2")[0] == 200
     finally:
         for s in held:
             s.close()
+
+
+def test_the_pool_allowance_follows_the_planner_within_the_worker() -> None:
+    tls = render.PROXY_CONNECTIONS_PER_ADDRESS
+    ceiling = render.PROXY_WORKER_CONNECTIONS // 8
+    default = parse_config({**ROUTED, "load": {}})  # 32,768 tokens: few streams per replica
+    assert pod.pool_connections_per_address(default) == tls
+    tiny = parse_config({**ROUTED, "load": {"expected_context": 128}})
+    assert pod.pool_connections_per_address(tiny) == ceiling
+    text = pod.scripts(parse_config(ROUTED))[pod.NGINX_CONF]
+    assert f"limit_conn per_address {pod.pool_connections_per_address(parse_config(ROUTED))};" in (
+        text
+    )
+    assert f"limit_conn per_address {tls};" in text
 
 
 def test_without_routing_the_front_door_has_no_pool_listener() -> None:

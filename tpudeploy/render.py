@@ -224,7 +224,11 @@ PROXY_POOL_SOCKET = "/tmp/front-door-pool.sock"  # noqa: S108 - the container's 
 
 
 def render_proxy_config(
-    cfg: DeployConfig, *, metrics_port: int | None = None, pool_port: int | None = None
+    cfg: DeployConfig,
+    *,
+    metrics_port: int | None = None,
+    pool_port: int | None = None,
+    pool_connections_per_address: int = PROXY_CONNECTIONS_PER_ADDRESS,
 ) -> str:
     """nginx.conf for the TLS proxy; the startup script writes it beside the certificate. With
     `metrics_port` (the GKE pod), a plain listener serves vLLM's /metrics and nothing else; with
@@ -239,6 +243,7 @@ def render_proxy_config(
             metrics_port=metrics_port,
             pool_port=pool_port,
             pool_socket=PROXY_POOL_SOCKET,
+            pool_connections_per_address=pool_connections_per_address,
             worker_connections=PROXY_WORKER_CONNECTIONS,
             connections_per_address=PROXY_CONNECTIONS_PER_ADDRESS,
             header_timeout=PROXY_HEADER_TIMEOUT,

@@ -150,6 +150,19 @@ def render_frontdoor_prep(cfg: DeployConfig) -> str:
     )
 
 
+def pool_connections_per_address(cfg: DeployConfig) -> int:
+    """What one load balancer proxy may hold open to one replica's pool port: twice the streams
+    the planner sends a replica (running plus waiting, for [load]), never below the TLS port's
+    allowance, and at most an eighth of the worker (four worker connections per client, so two
+    proxies at their full share still leave half of it)."""
+    from tpudeploy.gke.scaleplan import load_targets
+
+    t = load_targets(cfg)
+    wanted = 2 * (t.running_per_replica + t.waiting_per_replica)
+    ceiling = render.PROXY_WORKER_CONNECTIONS // 8
+    return min(max(render.PROXY_CONNECTIONS_PER_ADDRESS, wanted), ceiling)
+
+
 def pool_port(cfg: DeployConfig) -> int | None:
     """The InferencePool's port when routing is on; no such listener otherwise."""
     return POOL_PORT if cfg.routing.gateway else None
@@ -159,7 +172,10 @@ def scripts(cfg: DeployConfig) -> dict[str, str]:
     """The ConfigMap's files: the same nginx config the VM's proxy runs, and the prep script."""
     return {
         NGINX_CONF: render.render_proxy_config(
-            cfg, metrics_port=METRICS_PORT, pool_port=pool_port(cfg)
+            cfg,
+            metrics_port=METRICS_PORT,
+            pool_port=pool_port(cfg),
+            pool_connections_per_address=pool_connections_per_address(cfg),
         ),
         PREP_SCRIPT: render_frontdoor_prep(cfg),
     }
