@@ -236,3 +236,13 @@ def test_bench_plan_on_gke_prints_the_in_container_commands_and_asks_nothing(
     commands = [line for line in out.splitlines() if not line.startswith("#")]
     assert commands and all(line.startswith("sh -c ") for line in commands)
     assert "gcloud" not in out and "docker" not in out
+
+
+def test_bench_without_a_project_says_so_before_any_api_call(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "gke.toml"
+    config.write_text('platform = "gke"\n')
+    assert bench_cli.main(["run", "--config", str(config), "--out", str(tmp_path / "o")]) == 2
+    assert "no project to find the cluster in" in capsys.readouterr().err
+    assert not cluster.container.requests and not cluster.kube.requests

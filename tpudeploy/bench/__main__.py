@@ -86,11 +86,6 @@ def _target(
 
         chosen = platform_for(cfg).bench_target(cfg, project or "", plan=plan)
         if chosen is not None:
-            if not project and not plan:
-                raise BenchConfigError(
-                    "no project: pass --project or set project in the config (the cluster is "
-                    "found by it)"
-                )
             return chosen
     name = args.node or (cfg.node_id if cfg is not None else None)
     zone = args.zone or (cfg.zone if cfg is not None else None)

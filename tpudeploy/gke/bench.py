@@ -65,6 +65,11 @@ def pod_executor(api: KubeApi, target: PodTarget) -> Executor:
 
 
 def bench_target(cfg: DeployConfig, project: str) -> tuple[PodTarget, Executor]:
+    if not project:
+        # Before any API call: the cluster is found by its project.
+        raise KubeError(
+            "no project to find the cluster in: set project in the config, or pass --project"
+        )
     api = KubeApi.for_deployment(cfg, project)
     target = ready_replica(cfg, api)
     return target, pod_executor(api, target)
