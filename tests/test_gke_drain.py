@@ -219,9 +219,7 @@ def layout(prepared: Prepared, tmp_path: Path) -> Iterator[Layout]:
 def door(prepared: Prepared, layout: Layout) -> Iterator[PodDoor]:
     prepared.vllm.release.clear()
     prepared.vllm.sent_all.clear()
-    text, _, _ = loopback_pod_ports(
-        prepared.conf_text, Path(layout.in_layout(render.PROXY_POOL_SOCKET))
-    )
+    text, _, _ = loopback_pod_ports(prepared.conf_text, lambda p: Path(layout.in_layout(p)))
     tls_port = free_port()
     socket_path = layout.in_layout(render.PROXY_TLS_SOCKET)
     # At the path the pod's -c names: the hook's quit parses this file to find the pid file.

@@ -16,7 +16,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,15 +83,18 @@ def _prep(
     return result, out
 
 
-def loopback_pod_ports(text: str, pool_socket: Path) -> tuple[str, int, int]:
-    """The pod's metrics and pool listeners on free loopback ports and the pool relay's socket
-    at POOL_SOCKET (what loopback_config does for the TLS port): (text, metrics, pool)."""
+def loopback_pod_ports(text: str, place: Callable[[str], Path]) -> tuple[str, int, int]:
+    """The pod's metrics and pool listeners on free loopback ports and their relays' sockets
+    where PLACE puts each socket path (what loopback_config does for the TLS port):
+    (text, metrics port, pool port)."""
     metrics, pool = free_port(), free_port()
     for port, free in ((pod.METRICS_PORT, metrics), (pod.POOL_PORT, pool)):
         assert text.count(f"listen {port};") == 1, port
         text = text.replace(f"listen {port};", f"listen 127.0.0.1:{free};")
-    assert text.count(render.PROXY_POOL_SOCKET) == 2  # the pool relay's two ends
-    return text.replace(render.PROXY_POOL_SOCKET, str(pool_socket)), metrics, pool
+    for socket_path in (render.PROXY_POOL_SOCKET, render.PROXY_METRICS_SOCKET):
+        assert text.count(socket_path) == 2, socket_path  # each relay's two ends
+        text = text.replace(socket_path, str(place(socket_path)))
+    return text, metrics, pool
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +108,7 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
         # The same relay and TLS socket as the node's front door (tests/test_proxy.py).
         sockets = Path(tempfile.mkdtemp(prefix="pod-door-"))
         sockets.chmod(0o711)
-        text, metrics, pool = loopback_pod_ports(text, sockets / "pool.sock")
+        text, metrics, pool = loopback_pod_ports(text, lambda path: sockets / Path(path).name)
         text = loopback_config(text, tls, sockets / "tls.sock")
         conf = out / "nginx.loopback.conf"
         conf.write_text(text)
@@ -286,9 +289,11 @@ def test_the_load_balancers_health_check_reaches_vllms_health_only(door: Door) -
 
 
 def test_the_pool_port_and_the_tls_port_share_one_count_per_address(door: Door) -> None:
-    """Issue 22's count holds on the new port too, in the same zone: an address's connections to
-    both ports add up. The pool port's allowance is the planner's (a few load balancer proxies
-    carry every stream a replica gets), the TLS port keeps its own."""
+    """Issue 22's count holds on the new ports too, in the same zone: an address's connections
+    to the TLS, pool and metrics ports add up (the metrics listener had no count at all, so a
+    half-sent header there could fill the worker the API shares). The pool port's allowance is
+    the planner's (a few load balancer proxies carry every stream a replica gets); the TLS and
+    metrics ports keep their own."""
     tls_allowance = render.PROXY_CONNECTIONS_PER_ADDRESS
     pool_allowance = pod.pool_connections_per_address(parse_config(ROUTED))
     assert pool_allowance > tls_allowance  # this config's [load] plans more streams
@@ -305,7 +310,15 @@ def test_the_pool_port_and_the_tls_port_share_one_count_per_address(door: Door) 
     try:
         for _ in range(tls_allowance):
             held.append(socket.create_connection(("127.0.0.1", door.pool_port), timeout=5))
+        # nginx counts a connection when it accepts it, in order on one port: an answer on one
+        # more pool connection means every one before it is counted (the kernel's handshake
+        # alone says nothing about the other ports' count).
+        sync = socket.create_connection(("127.0.0.1", door.pool_port), timeout=5)
+        held.append(sync)
+        sync.sendall(b"GET /health/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sync.recv(12).startswith(b"HTTP/1.1 ")
         assert refused(door.tls_port)  # the TLS port's share is used up by the pool port's
+        assert refused(door.metrics_port)  # and the metrics port's: one count for all three
         while len(held) < pool_allowance:
             held.append(socket.create_connection(("127.0.0.1", door.pool_port), timeout=5))
         assert refused(door.pool_port)

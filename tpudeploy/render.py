@@ -221,6 +221,8 @@ PROXY_BODY_TIMEOUT = "30s"
 PROXY_TLS_SOCKET = "/tmp/front-door-tls.sock"  # noqa: S108 - the container's private tmpfs
 # And the GKE InferencePool's plain listener behind its own relay (tpudeploy.gke.pod.POOL_PORT).
 PROXY_POOL_SOCKET = "/tmp/front-door-pool.sock"  # noqa: S108 - the container's private tmpfs
+# And the GKE pod's metrics listener behind its relay (tpudeploy.gke.pod.METRICS_PORT).
+PROXY_METRICS_SOCKET = "/tmp/front-door-metrics.sock"  # noqa: S108 - the container's own tmpfs
 
 
 def render_proxy_config(
@@ -243,6 +245,7 @@ def render_proxy_config(
             metrics_port=metrics_port,
             pool_port=pool_port,
             pool_socket=PROXY_POOL_SOCKET,
+            metrics_socket=PROXY_METRICS_SOCKET,
             pool_connections_per_address=pool_connections_per_address,
             worker_connections=PROXY_WORKER_CONNECTIONS,
             connections_per_address=PROXY_CONNECTIONS_PER_ADDRESS,
