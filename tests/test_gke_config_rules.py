@@ -66,3 +66,19 @@ def test_a_version_prefix_counts_as_the_first_version_it_names() -> None:
     assert version_tuple(" 1.33.0-gke.1712000 ") == (1, 33, 0, 1712000)
     with pytest.raises(ValueError, match=r"^'1\.x' is not a GKE version$"):
         version_tuple("1.x")
+
+
+ROUTING = {"gateway": True, "certificate": "c", "proxy_subnet_exists": True}
+
+
+def test_routing_needs_the_version_that_installs_the_inference_pool_kind() -> None:
+    """tpudeploy/config/loading.py: routing below 1.34.0-gke.1626000 is refused with the
+    version (GKE installs the InferencePool CRD itself from then on), at it is accepted, and
+    an older cluster without routing is not this rule's business."""
+    need = facts.GKE_INFERENCE_CRDS_MIN_VERSION
+    older = {"min_version": facts.GKE_FLEX_START_TPU_MIN_VERSION}
+    (found,) = problems({"gke": older, "routing": ROUTING})
+    assert found.startswith(f"gke.min_version = '{facts.GKE_FLEX_START_TPU_MIN_VERSION}': ")
+    assert "InferencePool" in found and found.endswith(f'set min_version = "{need}" or later')
+    assert parse_config({**GKE, "gke": {"min_version": need}, "routing": ROUTING}).routing.gateway
+    assert parse_config({**GKE, "gke": older}).gke.min_version == older["min_version"]

@@ -16,6 +16,8 @@ from tpudeploy.render import (
     PROXY_BODY_TIMEOUT,
     PROXY_CONNECTIONS_PER_ADDRESS,
     PROXY_HEADER_TIMEOUT,
+    PROXY_METRICS_SOCKET,
+    PROXY_POOL_SOCKET,
     PROXY_TLS_SOCKET,
     boot_check_source,
     compile_cache_key,
@@ -429,9 +431,28 @@ def test_the_proxys_limits_and_inner_socket_reach_nginx(own: DeployConfig) -> No
 
 
 def test_a_metrics_port_adds_a_listener_and_none_adds_none(own: DeployConfig) -> None:
-    """The GKE pod's plain /metrics listener (render_proxy_config's metrics_port)."""
-    assert "listen 9400;" in render_proxy_config(own, metrics_port=9400)
+    """The GKE pod's plain /metrics listener (render_proxy_config's metrics_port), behind its
+    own counting relay (tests/test_gke_frontdoor.py runs it under nginx)."""
+    conf = render_proxy_config(own, metrics_port=9400)
+    assert "listen 9400;" in conf and "None" not in conf
+    assert conf.count(f"unix:{PROXY_METRICS_SOCKET}") == 2  # the relay's two ends
     assert "listen 9400;" not in render_proxy_config(own)
+    assert PROXY_METRICS_SOCKET not in render_proxy_config(own)
+
+
+def test_a_pool_port_adds_the_keyed_plain_listener_and_its_allowance(own: DeployConfig) -> None:
+    """GKE routing's InferencePool listener (render_proxy_config's pool_port): behind its relay,
+    with the allowance it is given, and the same key check as the TLS server."""
+    conf = render_proxy_config(own, pool_port=8080, pool_connections_per_address=306)
+    assert "listen 8080;" in conf and "None" not in conf
+    assert conf.count(f"unix:{PROXY_POOL_SOCKET}") == 2
+    assert "limit_conn per_address 306;" in conf
+    assert conf.count('secure_link_md5 "$http_authorization";') == 2  # TLS and pool servers
+    default = render_proxy_config(own, pool_port=8080)
+    assert default.count(f"limit_conn per_address {PROXY_CONNECTIONS_PER_ADDRESS};") == 2
+    plain = render_proxy_config(own)
+    assert "listen 8080;" not in plain and PROXY_POOL_SOCKET not in plain
+    assert plain.count('secure_link_md5 "$http_authorization";') == 1
 
 
 def test_a_speculative_config_reaches_vllm_as_one_json_argument() -> None:
