@@ -6,14 +6,13 @@ and with a TPU VM's. What routing between replicas buys is not measured here."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from tpudeploy.bench.commands import PodTarget
 from tpudeploy.bench.sweep import ExecResult, Executor
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import podexec
 from tpudeploy.gke.kube import KubeApi, KubeError
-from tpudeploy.gke.ops import NS, replica_of, selector
+from tpudeploy.gke.ops import NS, replica_of, selector, vllm_status
 from tpudeploy.gke.pod import VLLM_CONTAINER
 
 # `make bench-plan` prints the commands without asking the cluster which replica is ready.
@@ -37,14 +36,7 @@ def ready_replica(cfg: DeployConfig, api: KubeApi) -> PodTarget:
             "`make bench` measures one ready replica"
         )
     chosen = ready[0]
-    status: dict[str, Any] = next(
-        (
-            c
-            for c in (chosen.get("status") or {}).get("containerStatuses") or []
-            if c.get("name") == VLLM_CONTAINER
-        ),
-        {},
-    )
+    status = vllm_status(chosen)
     return PodTarget(
         NS,
         chosen["metadata"]["name"],

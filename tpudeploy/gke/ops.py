@@ -85,6 +85,12 @@ _STUCK = {
 }
 
 
+def vllm_status(pod: dict[str, Any]) -> dict[str, Any]:
+    """The vLLM container's ContainerStatus in a pod ({} before the kubelet reports one)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return next((dict(c) for c in statuses if c.get("name") == VLLM_CONTAINER), {})
+
+
 def replica_of(pod: dict[str, Any]) -> Replica:
     """A pod's phase in the words `make wait` prints, from its status (v1 PodStatus)."""
     meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
@@ -122,10 +128,8 @@ def replica_of(pod: dict[str, Any]) -> Replica:
         return Replica(name, "waiting-for-node", printable(detail), node, started)
     if (conditions.get("Ready") or {}).get("status") == "True":
         return Replica(name, "ready", "", node, started)
-    vllm = next(
-        (c for c in status.get("containerStatuses") or [] if c.get("name") == VLLM_CONTAINER), None
-    )
-    if vllm and "running" in (vllm.get("state") or {}):
+    vllm = vllm_status(pod)
+    if "running" in (vllm.get("state") or {}):
         return Replica(name, "compiling", "", node, started)
     return Replica(name, "starting", "", node, started)
 
