@@ -23,7 +23,7 @@ from tpudeploy import facts, policy
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.config.gke import version_tuple
 from tpudeploy.config.secretshape import HF_TOKEN_ERE
-from tpudeploy.gke import metrics, pod, routing, scaleplan
+from tpudeploy.gke import metrics, picker_interface, pod, routing, scaleplan
 from tpudeploy.gke.serving import labels
 
 SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"
@@ -110,17 +110,31 @@ def test_the_gateway_is_internal_by_default_and_terminates_tls() -> None:
     )
 
 
+def _plugin(config: dict[str, Any], kind: str) -> dict[str, Any]:
+    (plugin,) = (p for p in config["plugins"] if p["type"] == kind)
+    return dict(plugin)
+
+
 def test_the_picker_reads_the_checked_metric_names() -> None:
-    args = routing.picker_args(CFG)
-    read = {a.split("=", 1)[1] for a in args if a.endswith(tuple(m.metric for m in metrics.READS))}
+    config = routing.picker_config(CFG)
+    (engine,) = _plugin(config, "core-metrics-extractor")["parameters"]["engineConfigs"]
+    read = {v for k, v in engine.items() if k.endswith("Spec") and v}
     assert read == {r.metric for r in metrics.READS if r.reader == "picker"}
     assert metrics.problems(metrics.published(), where="vLLM") == []
+    # The extractor is the one the data layer runs, and it replaces the built-in vllm mapping.
+    assert (
+        engine["name"] == _plugin(config, "core-metrics-extractor")["parameters"]["defaultEngine"]
+    )
+    (source,) = config["dataLayer"]["sources"]
+    assert source["extractors"] == [{"pluginRef": "core-metrics-extractor"}]
     # vLLM's /metrics is reached through the front door's metrics listener, the only way out
-    assert f"--model-server-metrics-port={pod.METRICS_PORT}" in args
+    assert f"--model-server-metrics-port={pod.METRICS_PORT}" in routing.picker_args(CFG)
 
 
 def test_saturation_thresholds_come_from_the_planner() -> None:
-    detector = routing.picker_config(CFG)["saturationDetector"]
+    config = routing.picker_config(CFG)
+    assert config["saturationDetector"] == {"pluginRef": "utilization-detector"}
+    detector = _plugin(config, "utilization-detector")["parameters"]
     load = CFG.load
     assert load.expected_clients and load.expected_context
     targets = scaleplan.scale_plan(
@@ -131,7 +145,74 @@ def test_saturation_thresholds_come_from_the_planner() -> None:
         "kvCacheUtilThreshold": targets.kv_cache_usage,
     }
     tight = parse_config({**ROUTED, "load": {**RAW["load"], "target_ttft_ms": 200}})
-    assert routing.picker_config(tight)["saturationDetector"]["queueDepthThreshold"] == 1
+    tight_detector = _plugin(routing.picker_config(tight), "utilization-detector")
+    assert tight_detector["parameters"]["queueDepthThreshold"] == 1
+
+
+# What this project shipped before picker_interface existed: the v1.4 metric flags and the
+# thresholds under saturationDetector. The pinned picker refuses both and stops.
+_OLD_ARGS = [
+    "--pool-name=x",
+    f"--total-queued-requests-metric={metrics.WAITING_METRIC}",
+    f"--kv-cache-usage-percentage-metric={metrics.KV_CACHE_METRIC}",
+]
+_OLD_DETECTOR = {"queueDepthThreshold": 5, "kvCacheUtilThreshold": 0.8}
+
+
+def test_the_pinned_picker_accepts_its_flags_and_config_and_refused_what_we_shipped() -> None:
+    """Issue 26: the picker v1.5.0 stops on a metric flag that v1.4 took and on any field its
+    typed config lacks (strict decoding); behind a fail-open pool that is silent."""
+    config = routing.picker_config(CFG)
+    assert picker_interface.problems(routing.picker_args(CFG), config) == []
+    old = picker_interface.problems(_OLD_ARGS, {**config, "saturationDetector": _OLD_DETECTOR})
+    assert old == [
+        "--total-queued-requests-metric: refused when set; use core-metrics-extractor "
+        "engineConfigs queuedRequestsSpec",
+        "--kv-cache-usage-percentage-metric: refused when set; use core-metrics-extractor "
+        "engineConfigs kvUsageSpec",
+        'saturationDetector: unknown field "queueDepthThreshold" (strict decoding refuses it)',
+        'saturationDetector: unknown field "kvCacheUtilThreshold" (strict decoding refuses it)',
+    ]
+    # The v1.5.0 guide's own spelling, `data:`, is not the decoder's `dataLayer`.
+    docs_spelling = {k: v for k, v in config.items() if k != "dataLayer"}
+    docs_spelling["data"] = config["dataLayer"]
+    assert picker_interface.problems([], docs_spelling) == [
+        'config: unknown field "data" (strict decoding refuses it)'
+    ]
+
+
+def test_the_picker_check_names_what_the_picker_would_ignore_or_refuse() -> None:
+    config = routing.picker_config(CFG)
+    misspelt = json.loads(json.dumps(config))
+    _plugin(misspelt, "utilization-detector")["parameters"]["kvCacheUtilThresold"] = 0.5
+    _plugin(misspelt, "utilization-detector")["parameters"]["queueDepthThreshold"] = 0
+    misspelt["featureGates"] = ["flowcontrol"]
+    misspelt["saturationDetector"] = {"pluginRef": "concurrency-detector"}
+    assert picker_interface.problems(["--no-such-flag=1", "pool"], misspelt) == [
+        "--no-such-flag: not a flag of the picker v1.5.0",
+        "'pool': not a --flag=value argument",
+        "featureGates: 'flowcontrol' is not a registered gate",
+        "plugin 'utilization-detector': unknown parameter 'kvCacheUtilThresold' (the picker "
+        "would ignore it)",
+        "utilization-detector queueDepthThreshold 0: must be an int > 0",
+        "pluginRef 'concurrency-detector': no plugin of that name in plugins",
+    ]
+
+
+def test_a_picker_image_of_another_release_is_refused() -> None:
+    other = parse_config(
+        {
+            **ROUTED,
+            "routing": {
+                **ROUTED["routing"],
+                "picker_image": "registry.k8s.io/gateway-api-inference-extension/epp:v1.6.0"
+                "@sha256:" + "0" * 64,
+            },
+        }
+    )
+    (finding,) = routing.findings(other)
+    assert (finding.key, finding.severity) == ("routing.picker_image", "error")
+    assert "v1.5.0" in finding.message and "picker_interface.py" in finding.message
 
 
 def test_prefix_affinity_weighs_most_and_every_scorer_is_in_the_profile() -> None:

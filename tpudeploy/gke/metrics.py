@@ -57,10 +57,9 @@ class Read:
 
 # Each consumer's names and the type it expects. The HPA reads through Managed Prometheus,
 # whose metric name carries the type (prometheus.googleapis.com|<name>|gauge): a gauge read as
-# anything else is another metric. The picker's defaults are the EPP's own flags
-# (cmd/epp/runner/options.go: --total-queued-requests-metric, --total-running-requests-metric,
-# --kv-cache-usage-percentage-metric, --cache-info-metric), which the serving stack passes
-# explicitly from these constants; the model server protocol requires gauges.
+# anything else is another metric. The picker reads the names its config's core-metrics-extractor
+# gives (tpudeploy/gke/routing.picker_config, from these constants; the EPP v1.5.0 refuses its old
+# metric flags, tpudeploy/gke/picker_interface.py); the model server protocol requires gauges.
 READS: tuple[Read, ...] = (
     Read("hpa", WAITING_METRIC, "gauge", "queue depth per replica (issue 25's HPA)"),
     Read("hpa", KV_CACHE_METRIC, "gauge", "KV pool use per replica, from 0 to 1 (issue 26)"),

@@ -14,7 +14,7 @@ from typing import Any
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import cluster, metrics, pod, scaleplan
+from tpudeploy.gke import cluster, metrics, picker_interface, pod, scaleplan
 from tpudeploy.gke.serving import labels
 from tpudeploy.planner import Finding
 
@@ -193,12 +193,49 @@ def custom_resources(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
     }
 
 
+# The picker's plugins beyond the scorers: what picks, what profiles, what watches saturation, and
+# the data layer that reads each replica's /metrics (tpudeploy/gke/picker_interface.py: what the
+# pinned release accepts).
+_PICKER = "max-score-picker"
+_PROFILE_HANDLER = "single-profile-handler"
+_DETECTOR = "utilization-detector"
+_METRICS_SOURCE = "metrics-data-source"
+_METRICS_EXTRACTOR = "core-metrics-extractor"
+_ENGINE = "vllm"
+
+
 def picker_config(cfg: DeployConfig) -> dict[str, Any]:
     """The EPP's EndpointPickerConfig: scorers on queue, KV use and prefix affinity; the
-    saturation thresholds from the replica planner for [load] (never typed here)."""
+    saturation thresholds from the replica planner for [load] (never typed here); every vLLM
+    metric it reads named from tpudeploy.gke.metrics (checked against the pinned vLLM's source)."""
     targets = scaleplan.load_targets(cfg)
+    engine = {
+        "name": _ENGINE,
+        "queuedRequestsSpec": metrics.WAITING_METRIC,
+        "runningRequestsSpec": metrics.RUNNING_METRIC,
+        "kvUsageSpec": metrics.KV_CACHE_METRIC,
+        # No LoRA adapters are served: an empty spec turns that reading off.
+        "loraSpec": "",
+        "cacheInfoSpec": metrics.CACHE_INFO_METRIC,
+    }
     plugins: list[dict[str, Any]] = [{"type": name} for name in SCORER_WEIGHTS]
-    plugins += [{"type": "max-score-picker"}, {"type": "single-profile-handler"}]
+    plugins += [
+        {"type": _PICKER},
+        {"type": _PROFILE_HANDLER},
+        {
+            "type": _DETECTOR,
+            "parameters": {
+                "queueDepthThreshold": targets.waiting_per_replica,
+                "kvCacheUtilThreshold": targets.kv_cache_usage,
+            },
+        },
+        # vLLM's /metrics leaves the pod only through the front door's plain metrics listener.
+        {"type": _METRICS_SOURCE, "parameters": {"scheme": "http", "path": "/metrics"}},
+        {
+            "type": _METRICS_EXTRACTOR,
+            "parameters": {"defaultEngine": _ENGINE, "engineConfigs": [engine]},
+        },
+    ]
     return {
         "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
         "kind": "EndpointPickerConfig",
@@ -208,13 +245,15 @@ def picker_config(cfg: DeployConfig) -> dict[str, Any]:
                 "name": "default",
                 "plugins": [
                     *({"pluginRef": n, "weight": w} for n, w in SCORER_WEIGHTS.items()),
-                    {"pluginRef": "max-score-picker"},
+                    {"pluginRef": _PICKER},
                 ],
             }
         ],
-        "saturationDetector": {
-            "queueDepthThreshold": targets.waiting_per_replica,
-            "kvCacheUtilThreshold": targets.kv_cache_usage,
+        "saturationDetector": {"pluginRef": _DETECTOR},
+        "dataLayer": {
+            "sources": [
+                {"pluginRef": _METRICS_SOURCE, "extractors": [{"pluginRef": _METRICS_EXTRACTOR}]}
+            ]
         },
     }
 
@@ -224,8 +263,8 @@ PICKER_CONFIG_FILE = "epp.yaml"
 
 
 def picker_args(cfg: DeployConfig) -> list[str]:
-    """The EPP's flags: the pool, the config, and every vLLM metric it reads named from
-    tpudeploy.gke.metrics (checked against the pinned vLLM's source)."""
+    """The EPP's flags: the pool, the config and the ports. The metric names are in the config:
+    v1.5.0 refuses to start with its old metric flags set."""
     return [
         f"--pool-name={pool_name(cfg)}",
         f"--pool-namespace={cluster.NAMESPACE}",
@@ -233,14 +272,17 @@ def picker_args(cfg: DeployConfig) -> list[str]:
         f"--grpc-port={EPP_GRPC_PORT}",
         f"--grpc-health-port={EPP_HEALTH_PORT}",
         f"--metrics-port={EPP_METRICS_PORT}",
-        # vLLM's /metrics leaves the pod only through the front door's metrics listener.
-        "--model-server-metrics-scheme=http",
+        # Deprecated but the only way v1.5.0 has to scrape another port than the pool's
+        # (picker_interface.DEPRECATED_FLAGS): vLLM's /metrics is behind the front door's
+        # metrics listener, not the pool port.
         f"--model-server-metrics-port={pod.METRICS_PORT}",
-        f"--total-queued-requests-metric={metrics.WAITING_METRIC}",
-        f"--total-running-requests-metric={metrics.RUNNING_METRIC}",
-        f"--kv-cache-usage-percentage-metric={metrics.KV_CACHE_METRIC}",
-        f"--cache-info-metric={metrics.CACHE_INFO_METRIC}",
     ]
+
+
+def _image_tag(image: str) -> str:
+    """The tag of repo[:tag][@digest], or "" without one."""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return name.split(":", 1)[1] if ":" in name else ""
 
 
 def findings(cfg: DeployConfig) -> list[Finding]:
@@ -253,6 +295,13 @@ def findings(cfg: DeployConfig) -> list[Finding]:
         out.append(Finding("error", "routing.picker_image", r.picker_image, "not pinned by "
                            "digest: a tag can move to another build between two deploys; append "
                            "@sha256:<manifest digest>"))  # fmt: skip
+    if _image_tag(r.picker_image) != picker_interface.RELEASE:
+        out.append(Finding("error", "routing.picker_image", r.picker_image, "the picker's flags "
+                           "and config are checked against the endpoint picker "
+                           f"{picker_interface.RELEASE}'s source, and a release reads them "
+                           "differently (v1.5.0 refuses four flags v1.4 took, and stops): use "
+                           f"the {picker_interface.RELEASE} image, tag and digest, or read the "
+                           "new release into tpudeploy/gke/picker_interface.py"))  # fmt: skip
     if not r.certificate:
         out.append(Finding("error", "routing.certificate", r.certificate, "the Gateway "
                            "terminates TLS from clients with a Certificate Manager certificate; "
