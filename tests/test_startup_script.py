@@ -21,6 +21,7 @@ from tests.boot_sandbox import (
     HF_TOKEN,
     PROJECT,
     SECRETS,
+    Boot,
     Node,
     filesystem_type,
     proxy_key_line,
@@ -40,6 +41,14 @@ HF_TOKEN_IN_CONTAINER = "/run/tpudeploy-secrets/hf_token"  # noqa: S105 - a path
 @pytest.fixture(scope="module")
 def cfg() -> DeployConfig:
     return parse_config({"project": PROJECT})
+
+
+@pytest.fixture(scope="module")
+def default_boot(tmp_path_factory: pytest.TempPathFactory, cfg: DeployConfig) -> tuple[Node, Boot]:
+    """One default cold boot shared by the tests that only read what it left (a boot is ~1.4 s
+    of CPU: issue 23's make test budget)."""
+    node = Node(tmp_path_factory.mktemp("default-boot"), cfg)
+    return node, node.run()
 
 
 def index_of(calls: list[dict[str, Any]], pred: Any) -> int:
@@ -62,10 +71,9 @@ COMPILED = [".", "./xla_cache", "./xla_cache/jit_decode-cache", "./xla_cache/jit
 
 
 def test_cold_boot_runs_the_seed_command_and_saves_the_cache(
-    tmp_path: Path, cfg: DeployConfig
+    default_boot: tuple[Node, Boot], cfg: DeployConfig
 ) -> None:
-    node = Node(tmp_path, cfg)
-    boot = node.run()
+    node, boot = default_boot
     assert boot.returncode == 0, boot.stderr
 
     run = next(c for c in node.docker("run") if c["run"]["name"] == cfg.vllm.container_name)
@@ -89,11 +97,12 @@ def test_cold_boot_runs_the_seed_command_and_saves_the_cache(
     node.assert_no_secret_leaked(boot)
 
 
-def test_no_secret_in_any_docker_argument_or_environment(tmp_path: Path, cfg: DeployConfig) -> None:
+def test_no_secret_in_any_docker_argument_or_environment(
+    default_boot: tuple[Node, Boot], cfg: DeployConfig
+) -> None:
     """Issue 13, defect 3: `HF_TOKEN=... docker run -e HF_TOKEN` handed the value to the daemon,
     which keeps it in the container's config.v2.json and shows it in `docker inspect`."""
-    node = Node(tmp_path, cfg)
-    boot = node.run()
+    node, boot = default_boot
     assert boot.returncode == 0, boot.stderr
     hashes = {sha(s) for s in SECRETS}
     docker_calls = node.calls("docker")
@@ -114,9 +123,11 @@ def test_no_secret_in_any_docker_argument_or_environment(tmp_path: Path, cfg: De
     node.assert_no_secret_leaked(boot)
 
 
-def test_the_api_key_reaches_the_proxy_as_a_digest_only(tmp_path: Path, cfg: DeployConfig) -> None:
-    node = Node(tmp_path, cfg)
-    assert node.run().returncode == 0
+def test_the_api_key_reaches_the_proxy_as_a_digest_only(
+    default_boot: tuple[Node, Boot], cfg: DeployConfig
+) -> None:
+    node, boot = default_boot
+    assert boot.returncode == 0
     assert (node.proxy_dir / "api_key.conf").read_text() == proxy_key_line(API_KEY)
     ((src, dst),) = node.docker_runs()[cfg.proxy.container_name]["mounts"]
     assert (Path(src), dst) == (node.proxy_dir, "/etc/tpudeploy-proxy")
