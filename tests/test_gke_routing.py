@@ -7,6 +7,7 @@ One synth for the routing configuration (the shipped deployments/gke.toml with r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tomllib
@@ -197,6 +198,36 @@ def test_the_picker_check_names_what_the_picker_would_ignore_or_refuse() -> None
         "utilization-detector queueDepthThreshold 0: must be an int > 0",
         "pluginRef 'concurrency-detector': no plugin of that name in plugins",
     ]
+
+
+def test_random_scoring_is_the_same_picker_without_its_scorers() -> None:
+    """[routing] scoring = "random": the baseline `make bench ROUTE=gateway` compares against,
+    through the same load balancer, pool, data layer and saturation check."""
+    scored = routing.picker_config(CFG)
+    rand = routing.picker_config(
+        parse_config({**ROUTED, "routing": {**ROUTED["routing"], "scoring": "random"}})
+    )
+    assert picker_interface.problems(routing.picker_args(CFG), rand) == []
+    ((profile,),) = [rand["schedulingProfiles"]]
+    assert profile["plugins"] == [{"pluginRef": "random-picker"}]
+    assert not {p["type"] for p in rand["plugins"]} & set(routing.SCORER_WEIGHTS)
+    same = ("saturationDetector", "dataLayer")
+    assert {k: rand[k] for k in same} == {k: scored[k] for k in same}
+    assert _plugin(rand, "utilization-detector") == _plugin(scored, "utilization-detector")
+    with pytest.raises(ConfigError, match=r"routing\.scoring"):
+        parse_config({**ROUTED, "routing": {**ROUTED["routing"], "scoring": "round-robin"}})
+
+
+def test_a_changed_picker_config_rolls_the_picker(synth: Synthesizer) -> None:
+    """The picker reads its config once, at start, and a ConfigMap's new content restarts no
+    pod: the config's digest on the pod template makes a change roll the Deployment."""
+    objects = manifests(synth(ROUTED)[CFG.serving_stack_name])
+    template = objects["kubernetes_deployment_v1.epp"]["spec"]["template"]["metadata"]
+    text = objects["kubernetes_config_map_v1.epp-config"]["data"][routing.PICKER_CONFIG_FILE]
+    digest = template["annotations"][routing.PICKER_CONFIG_DIGEST_ANNOTATION]
+    assert digest == hashlib.sha256(text.encode()).hexdigest()
+    other = parse_config({**ROUTED, "routing": {**ROUTED["routing"], "scoring": "random"}})
+    assert routing.picker_pod_annotations(other) != routing.picker_pod_annotations(CFG)
 
 
 def test_a_picker_image_of_another_release_is_refused() -> None:

@@ -70,8 +70,12 @@ def declare_deployment(
     labels: dict[str, str],
     pod: dict[str, Any],
     replicas: int = 1,
+    pod_annotations: dict[str, str] | None = None,
 ) -> DeploymentV1:
     """A Deployment of `replicas` pods labelled `labels`, the labels its selector matches."""
+    template_metadata: dict[str, Any] = {"labels": labels}
+    if pod_annotations:
+        template_metadata["annotations"] = pod_annotations
     return DeploymentV1(
         scope,
         construct_id,
@@ -81,7 +85,7 @@ def declare_deployment(
             {
                 "replicas": str(replicas),
                 "selector": {"match_labels": labels},
-                "template": {"metadata": {"labels": labels}, "spec": pod},
+                "template": {"metadata": template_metadata, "spec": pod},
             },
         ),
     )

@@ -7,7 +7,6 @@ tpudeploy.gke.routing; this module declares them and nothing else.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from cdktf_cdktf_provider_google_beta.google_compute_subnetwork import GoogleComputeSubnetwork
@@ -156,7 +155,7 @@ def add_routing(
         "epp-config",
         metadata=ConfigMapV1Metadata(name=name, **meta),
         # JSON is YAML: the EPP reads the file as YAML.
-        data={routing.PICKER_CONFIG_FILE: json.dumps(routing.picker_config(cfg), indent=1)},
+        data={routing.PICKER_CONFIG_FILE: routing.picker_config_text(cfg)},
     )
     # One picker: a small pool; it fails open, so its restart costs scoring only.
     declare_deployment(
@@ -165,6 +164,7 @@ def add_routing(
         metadata={"name": name, **meta},
         labels=picker_labels,
         pod=_picker_pod(cfg, name),
+        pod_annotations=routing.picker_pod_annotations(cfg),
     )
     ServiceV1(
         scope,

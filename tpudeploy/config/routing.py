@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Literal
 
 from pydantic import field_validator
 
@@ -40,6 +41,9 @@ class RoutingConfig(Strict):
     """the VPC already has the region's active proxy-only subnet (one is allowed per region)"""
     picker_image: str = PICKER_IMAGE
     """the endpoint picker's image, pinned by digest (a tag alone is refused at deploy)"""
+    scoring: Literal["inference-aware", "random"] = "inference-aware"
+    """how the picker chooses a replica: on queue, KV use and prefix affinity, or at random (the
+    plain-balancing baseline that `make bench ROUTE=gateway` compares it with)"""
 
     @field_validator("certificate")
     @classmethod

@@ -114,6 +114,7 @@ PLUGINS: dict[str, frozenset[str]] = {
     ),
     # scheduling/picker/common.go, scheduling/profile
     "max-score-picker": frozenset({"maxNumOfEndpoints"}),
+    "random-picker": frozenset({"maxNumOfEndpoints"}),
     "single-profile-handler": frozenset(),
     # flowcontrol/saturationdetector/utilization/config.go apiConfig
     "utilization-detector": frozenset(

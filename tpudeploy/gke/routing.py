@@ -9,6 +9,8 @@ builds as typed objects (stacks/gke/routing.py). Which of these a real cluster h
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from typing import Any
 
@@ -197,6 +199,7 @@ def custom_resources(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
 # the data layer that reads each replica's /metrics (tpudeploy/gke/picker_interface.py: what the
 # pinned release accepts).
 _PICKER = "max-score-picker"
+_RANDOM_PICKER = "random-picker"
 _PROFILE_HANDLER = "single-profile-handler"
 _DETECTOR = "utilization-detector"
 _METRICS_SOURCE = "metrics-data-source"
@@ -218,9 +221,13 @@ def picker_config(cfg: DeployConfig) -> dict[str, Any]:
         "loraSpec": "",
         "cacheInfoSpec": metrics.CACHE_INFO_METRIC,
     }
-    plugins: list[dict[str, Any]] = [{"type": name} for name in SCORER_WEIGHTS]
+    # "random": no scorer and a random pick over the same pool, the same load balancer hop and
+    # the same saturation check, so a benchmark of each isolates what the scoring buys.
+    scored = cfg.routing.scoring == "inference-aware"
+    picker = _PICKER if scored else _RANDOM_PICKER
+    plugins: list[dict[str, Any]] = [{"type": name} for name in SCORER_WEIGHTS] if scored else []
     plugins += [
-        {"type": _PICKER},
+        {"type": picker},
         {"type": _PROFILE_HANDLER},
         {
             "type": _DETECTOR,
@@ -244,8 +251,11 @@ def picker_config(cfg: DeployConfig) -> dict[str, Any]:
             {
                 "name": "default",
                 "plugins": [
-                    *({"pluginRef": n, "weight": w} for n, w in SCORER_WEIGHTS.items()),
-                    {"pluginRef": _PICKER},
+                    *(
+                        {"pluginRef": n, "weight": w}
+                        for n, w in (SCORER_WEIGHTS.items() if scored else ())
+                    ),
+                    {"pluginRef": picker},
                 ],
             }
         ],
@@ -260,6 +270,21 @@ def picker_config(cfg: DeployConfig) -> dict[str, Any]:
 
 PICKER_CONFIG_DIR = "/etc/epp"
 PICKER_CONFIG_FILE = "epp.yaml"
+# The picker reads its config file once, at start ("the config is not reconciled upon, and is
+# only read on startup", the v1.5.0 config guide), and a ConfigMap's new content rolls no pod. The
+# config's digest on the pod template makes a changed config a new template, which the
+# Deployment rolls out: without it a changed [load] or [routing] policy waits for a restart.
+PICKER_CONFIG_DIGEST_ANNOTATION = "tpudeploy/picker-config-sha256"
+
+
+def picker_config_text(cfg: DeployConfig) -> str:
+    """The ConfigMap's file: JSON, which is YAML, as the picker reads it."""
+    return json.dumps(picker_config(cfg), indent=1)
+
+
+def picker_pod_annotations(cfg: DeployConfig) -> dict[str, str]:
+    digest = hashlib.sha256(picker_config_text(cfg).encode()).hexdigest()
+    return {PICKER_CONFIG_DIGEST_ANNOTATION: digest}
 
 
 def picker_args(cfg: DeployConfig) -> list[str]:
