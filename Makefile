@@ -177,9 +177,12 @@ tunnel: $(VENV_STAMP) ## Forward a local port to the node's TLS proxy through IA
 
 # The sweep runs `vllm bench serve` inside the serving container: over IAP SSH on a TPU VM, in
 # one ready replica through the Kubernetes API's exec on GKE; the API key travels on stdin,
-# never on a command line. OUT=dir keeps (and resumes) a run's results.
+# never on a command line. OUT=dir keeps (and resumes) a run's results. ROUTE=gateway (GKE with
+# [routing]): the pool through the Gateway instead of one replica's own vLLM; SHARED_PREFIX=75:
+# that percent of each prompt is shared by a run's requests (agent turns).
+ROUTE_ARGS = $(if $(ROUTE),--route $(ROUTE)) $(if $(SHARED_PREFIX),--shared-prefix-percent $(SHARED_PREFIX))
 BENCH_ARGS = --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT)) \
-	$(if $(API_KEY_SECRET),--api-key-secret $(API_KEY_SECRET))
+	$(if $(API_KEY_SECRET),--api-key-secret $(API_KEY_SECRET)) $(ROUTE_ARGS)
 bench: $(VENV_STAMP) ## Run the build log's 12-cell sweep on the node (PROFILE=quick for a first look)
 	@$(PY) -m tpudeploy.bench run $(BENCH_ARGS) $(if $(PROFILE),--profile $(PROFILE))
 
@@ -187,7 +190,7 @@ bench-quick: $(VENV_STAMP) ## A first look: 4 cells, one repetition
 	@$(PY) -m tpudeploy.bench run $(BENCH_ARGS) --profile quick
 
 bench-plan: $(VENV_STAMP) ## Print every benchmark command and a time estimate; runs nothing
-	@$(PY) -m tpudeploy.bench plan --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE))
+	@$(PY) -m tpudeploy.bench plan --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE)) $(ROUTE_ARGS)
 
 report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make report RESULTS=dir
 	@test -n "$(RESULTS)" || { echo "usage: make report RESULTS=<dir of vllm bench serve JSON files>" >&2; exit 2; }

@@ -522,14 +522,19 @@ def test_no_key_by_default_and_the_named_secret_when_asked(
     bench` reads no secret unless told; --api-key-secret reads it through Secret Manager's API
     like make smoke."""
     cfg = parse_config({"project": "bench-proj-1"})
-    args = argparse.Namespace(api_key_env=None, api_key_secret=None, project=None)
+    args = argparse.Namespace(api_key_env=None, api_key_secret=None, project=None, route="replica")
     with FakeSecretManager({cfg.api_key_secret_id: ["old-key", "k3y-value\n"]}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
         assert cli._api_key(args, cfg) == ""
         assert sm.requests == []
         args.api_key_secret = cfg.api_key_secret_id
         assert cli._api_key(args, cfg) == "k3y-value"
-    assert [r["path"] for r in sm.requests] == [
+        # Through the Gateway each replica's front door checks the key: the deployment's own.
+        gateway = argparse.Namespace(
+            api_key_env=None, api_key_secret=None, project=None, route="gateway"
+        )
+        assert cli._api_key(gateway, cfg) == "k3y-value"
+    assert [r["path"] for r in sm.requests] == 2 * [
         f"/v1/projects/bench-proj-1/secrets/{cfg.api_key_secret_id}/versions/latest:access"
     ]
 

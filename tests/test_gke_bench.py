@@ -6,10 +6,12 @@ container is a local process with a stand-in `vllm` on its PATH: the real in-con
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import sys
+import tomllib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,10 +20,14 @@ from typing import Any
 
 import pytest
 
+from tests.fake_boot_apis import FakeSecretManager
 from tools.rehearsal.fakes import k8s_exec
 from tools.rehearsal.fakes import k8s_ops as k8s
+from tpudeploy import facts
 from tpudeploy.bench import __main__ as bench_cli
 from tpudeploy.bench.commands import RESULT_DIR_IN_CONTAINER
+from tpudeploy.bench.cost_kv import cost_per_million
+from tpudeploy.bench.report import build_report
 from tpudeploy.config import parse_config
 from tpudeploy.gke import bench, kube, podexec
 from tpudeploy.gke.kube import ClusterAccess, KubeApi, KubeError
@@ -35,7 +41,7 @@ VERSION = "0.33.0"
 # A stand-in vLLM CLI: `--version`, and `bench serve` writing the result file the flags name
 # (vllm/benchmarks/serve.py: --result-dir, --result-filename, --metadata K=V at the top level).
 FAKE_VLLM = r"""
-import json, os, sys
+import hashlib, json, os, sys
 args = sys.argv[1:]
 if args == ["--version"]:
     print("VERSION")
@@ -50,12 +56,18 @@ if "--metadata" in args:
             break
         k, _, v = pair.partition("=")
         meta[k] = v
-clients, context = int(value("--max-concurrency")), int(value("--random-input-len"))
+prefix = int(value("--random-prefix-len")) if "--random-prefix-len" in args else 0
+clients, context = int(value("--max-concurrency")), int(value("--random-input-len")) + prefix
 prompts = int(value("--num-prompts"))
-result = dict(meta, completed=prompts, num_prompts=prompts, max_concurrency=clients,
+result = dict(meta, date="20261202-000000", backend="openai-chat", model_id=value("--model"),
+              completed=prompts, num_prompts=prompts, max_concurrency=clients,
               total_input_tokens=prompts * context, output_throughput=100.0 * clients,
               median_ttft_ms=50.0, median_tpot_ms=8.0,
-              saw_key=os.environ.get("OPENAI_API_KEY", ""))
+              saw_key=os.environ.get("OPENAI_API_KEY", ""), saw_prefix=prefix,
+              saw_key_sha256=hashlib.sha256(os.environ.get("OPENAI_API_KEY", "").encode())
+              .hexdigest(),
+              saw_base_url=value("--base-url") if "--base-url" in args else "",
+              saw_insecure="--insecure" in args)
 os.makedirs(value("--result-dir"), exist_ok=True)
 with open(os.path.join(value("--result-dir"), value("--result-filename")), "w") as f:
     json.dump(result, f)
@@ -246,3 +258,93 @@ def test_bench_without_a_project_says_so_before_any_api_call(
     assert bench_cli.main(["run", "--config", str(config), "--out", str(tmp_path / "o")]) == 2
     assert "no project to find the cluster in" in capsys.readouterr().err
     assert not cluster.container.requests and not cluster.kube.requests
+
+
+# ---- make bench ROUTE=gateway: the pool through the Gateway (issue 26) --------------------------
+
+GATEWAY_ADDRESS = "10.128.0.40"
+ROUTED_TOML = f"""platform = "gke"
+project = "{PROJECT}"
+[gke]
+min_version = "{facts.GKE_INFERENCE_CRDS_MIN_VERSION}"
+[routing]
+gateway = true
+certificate = "gemma4-gateway"
+proxy_subnet_cidr = "10.129.0.0/23"
+scoring = "random"
+"""
+API_KEY = "pool-key-" + "q" * 40
+
+
+def test_bench_through_the_gateway_sends_the_pool_a_shared_prefix_with_the_key(
+    cluster: Cluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("r-a", "r-b"):
+        cluster.kube.put(_replica(name))
+        _env(cluster, name)
+    cluster.kube.put(k8s.gateway(CFG.name, NS, address=GATEWAY_ADDRESS))
+    config = tmp_path / "routed.toml"
+    config.write_text(ROUTED_TOML)
+    cfg = parse_config(tomllib.loads(ROUTED_TOML))
+    out = tmp_path / f"gke-gateway-{uuid.uuid4().hex[:12]}"
+    args = ["run", "--config", str(config), "--profile", "quick", "--out", str(out)]
+    args += ["--route", "gateway", "--shared-prefix-percent", "75"]
+    with FakeSecretManager({cfg.api_key_secret_id: [API_KEY]}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        try:
+            rc = bench_cli.main(args)
+        finally:
+            shutil.rmtree(f"{RESULT_DIR_IN_CONTAINER}/{out.name}", ignore_errors=True)
+    assert rc == 0, capsys.readouterr().err
+    results = [json.loads(p.read_text()) for p in sorted(out.glob("ctx*.json"))]
+    assert len(results) == 4
+    for saved in results:
+        context = int(saved["tpudeploy_context"])
+        # The client in the replica sends to the Gateway, not its own vLLM, with the key.
+        assert saved["saw_base_url"] == f"https://{GATEWAY_ADDRESS}" and saved["saw_insecure"]
+        # The key reached the client (its digest), and the sweep scrubbed it from the result.
+        assert saved["saw_key_sha256"] == hashlib.sha256(API_KEY.encode()).hexdigest()
+        assert saved["saw_key"] == "<redacted>"
+        assert saved["saw_prefix"] == context * 75 // 100 and saved["total_input_tokens"] == (
+            context * saved["num_prompts"]
+        )
+        assert saved["tpudeploy_route"] == "gateway:random"
+        assert (saved["tpudeploy_replicas"], saved["tpudeploy_shared_prefix"]) == ("2", "75")
+    # The key went on stdin: never in an exec URL's argv.
+    assert API_KEY not in json.dumps(cluster.kube.requests)
+    assert API_KEY not in (out / "metadata.json").read_text()
+
+    report = build_report(out, prices={"spot": 1.0})
+    assert "through the Gateway (scoring `random`), 75% of each prompt shared" in report.markdown
+    assert "these are the pool's figures" in report.markdown
+    # Two replicas bill two chips: the cost per token is twice one chip's at the same tok/s.
+    tok_s = 100.0 * 16  # the stand-in's aggregate at 16 clients
+    row = next(line for line in report.markdown.splitlines() if line.startswith("| 1,024 | 16 |"))
+    assert row.endswith(f"| 2 | ${cost_per_million(tok_s, 2.0):.3f} |"), row
+
+
+def test_bench_through_the_gateway_needs_routing_and_an_address(
+    cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.kube.put(_replica("r-a"))
+    plain = tmp_path / "gke.toml"
+    plain.write_text(f'platform = "gke"\nproject = "{PROJECT}"\n')
+    args = ["run", "--out", str(tmp_path / "o"), "--route", "gateway"]
+    assert bench_cli.main([*args, "--config", str(plain)]) == 2
+    err = capsys.readouterr().err
+    assert "ROUTE=gateway" in err and "[routing] gateway = true" in err
+    assert not cluster.kube.requests  # refused before any API call
+
+    routed = tmp_path / "routed.toml"
+    routed.write_text(ROUTED_TOML)
+    cluster.kube.put(k8s.gateway(CFG.name, NS, message="waiting for the load balancer"))
+    assert bench_cli.main([*args, "--config", str(routed)]) == 2
+    err = capsys.readouterr().err
+    assert "has no address yet (waiting for the load balancer)" in err
+    assert not cluster.kube.execs
+    bad = [*args, "--config", str(routed), "--shared-prefix-percent", "95"]
+    assert bench_cli.main(bad) == 2
+    assert "SHARED_PREFIX=95" in capsys.readouterr().err

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import vllm_flags
+from tools import vllm_bench_flags, vllm_flags
 from tpudeploy.bench.__main__ import _settings
 from tpudeploy.bench.commands import Cell, bench_argv
+from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.config import ConfigError, parse_config, serveflags
 from tpudeploy.config.serveflags import (
     ALLOWED_EXTRA_FLAGS,
@@ -151,7 +152,14 @@ def test_smoke_and_bench_use_the_served_name() -> None:
 def test_bench_sends_the_served_name_and_loads_the_tokenizer_by_model(tmp_path: Path) -> None:
     path = tmp_path / "deploy.toml"
     path.write_text('[vllm]\nextra_args = ["--served-model-name", "agents"]\n')
-    args = argparse.Namespace(config=str(path), container=None, profile=None, max_model_len=None)
+    args = argparse.Namespace(
+        config=str(path),
+        container=None,
+        profile=None,
+        max_model_len=None,
+        route="replica",
+        shared_prefix_percent=0,
+    )
     _, settings, _ = _settings(args)
     argv = bench_argv(settings, Cell(128, 1, 1, 7), result_dir="/r")
     assert argv[argv.index("--model") + 1] == "google/gemma-4-E2B-it"
@@ -393,3 +401,100 @@ def test_a_token_in_extra_args_is_refused_wherever_it_stands_and_never_shown() -
         "extra_args land in instance metadata, Terraform state and the process list (secrets "
         "belong in Secret Manager); remove it from extra_args"
     )
+
+
+BENCH_FLAGS_FILE = Path(__file__).parent.parent / "tpudeploy/bench/vllm_bench_flags.json"
+
+
+def _bench_problems(argv: list[str], flags: dict[str, dict[str, bool]]) -> list[str]:
+    """What `vllm bench serve`'s parser would refuse in argv: a flag it lacks, or a value flag
+    with no value after it (--metadata takes any number of values: nargs "*")."""
+    out, i = [], argv.index("serve") + 1
+    while i < len(argv):
+        flag = argv[i]
+        if flag not in flags:
+            out.append(f"{flag}: not a flag of vllm bench serve")
+        elif flags[flag]["value"]:
+            if flag == "--metadata":
+                while i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                    i += 1
+            elif i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                out.append(f"{flag}: needs a value")
+            else:
+                i += 1
+        i += 1
+    return out
+
+
+def test_every_bench_serve_argv_we_build_is_one_the_pinned_vllm_takes() -> None:
+    """Issue 26: the sweep's argv in each shape it takes (one replica; through the Gateway with
+    a shared prefix; a served name; detailed results) against `vllm bench serve`'s flags, read
+    from the same vLLM release's source as the serve flags."""
+    document = json.loads(BENCH_FLAGS_FILE.read_text())
+    assert document["vllm_version"] == VLLM_VERSION
+    flags = document["flags"]
+    shapes = [
+        SweepSettings(),
+        SweepSettings(
+            base_url="https://10.0.0.9",
+            scoring="random",
+            replicas=3,
+            shared_prefix_percent=75,
+            served_model_name="agents",
+            save_detailed=True,
+            config_hash="abc",
+        ),
+    ]
+    for settings in shapes:
+        argv = bench_argv(
+            settings,
+            Cell(1024, 16, 1, 7),
+            result_dir="/r",
+            image_id="i",
+            digest="d",
+            vllm_version="v",
+        )
+        assert _bench_problems(argv, flags) == [], argv
+    # The check refuses what vLLM's parser would.
+    assert _bench_problems(["serve", "--no-such", "--seed"], flags) == [
+        "--no-such: not a flag of vllm bench serve",
+        "--seed: needs a value",
+    ]
+
+
+def test_the_bench_flag_generator_follows_add_cli_args_only(tmp_path: Path) -> None:
+    (tmp_path / "vllm/benchmarks/datasets").mkdir(parents=True)
+    (tmp_path / "vllm/benchmarks/serve.py").write_text(
+        textwrap.dedent(
+            """
+            def add_cli_args(parser):
+                add_dataset_parser(parser)
+                parser.add_argument("--base-url", type=str)
+                parser.add_argument("--insecure", action="store_true")
+                group = parser.add_argument_group("g")
+                group.add_argument("--top-k", type=int)
+
+            def other_benchmark(parser):
+                parser.add_argument("--not-for-serve")
+            """
+        )
+    )
+    (tmp_path / "vllm/benchmarks/datasets/datasets.py").write_text(
+        textwrap.dedent(
+            """
+            def add_dataset_parser(parser):
+                _random_args(parser)
+
+            def _random_args(p):
+                p.add_argument("--random-prefix-len", type=int, default=0)
+                p.add_argument("--flag", action=argparse.BooleanOptionalAction)
+            """
+        )
+    )
+    assert vllm_bench_flags.read(tmp_path) == {
+        "--base-url": {"value": True},
+        "--flag": {"value": False},
+        "--insecure": {"value": False},
+        "--random-prefix-len": {"value": True},
+        "--top-k": {"value": True},
+    }

@@ -105,10 +105,12 @@ class Platform(Protocol):
         ...
 
     def bench_target(
-        self, cfg: DeployConfig, project: str, *, plan: bool
+        self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
     ) -> tuple[BenchTarget, Executor] | None:
         """Where `make bench` runs the sweep and how; None: on the TPU VM the config names
-        (--node and --zone override it). `plan`: for printing only, without asking the cloud."""
+        (--node and --zone override it). `plan`: for printing only, without asking the cloud.
+        `route`: "replica", one server's own vLLM; "gateway", the pool through [routing]'s
+        Gateway (the CLI has checked that the config routes through one)."""
         ...
 
     def require(self, cfg: DeployConfig, command: str) -> None:
@@ -196,7 +198,7 @@ class TpuVm:
         return delete_queued_resource(cfg, project, timeout=timeout)
 
     def bench_target(
-        self, cfg: DeployConfig, project: str, *, plan: bool
+        self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
     ) -> tuple[BenchTarget, Executor] | None:
         return None
 
@@ -327,14 +329,14 @@ class Gke:
         return ops.after_destroy(cfg, project)
 
     def bench_target(
-        self, cfg: DeployConfig, project: str, *, plan: bool
+        self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
     ) -> tuple[BenchTarget, Executor] | None:
         from tpudeploy.bench.sweep import subprocess_executor
         from tpudeploy.gke import bench
 
         if plan:
-            return bench.plan_target(), subprocess_executor
-        return bench.bench_target(cfg, project)
+            return bench.plan_target(route), subprocess_executor
+        return bench.bench_target(cfg, project, route=route)
 
     def require(self, cfg: DeployConfig, command: str) -> None:
         if command in GKE_NOT_BUILT:

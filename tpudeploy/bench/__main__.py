@@ -22,6 +22,7 @@ from tpudeploy.bench.settings import (
     PROFILES,
     BenchConfigError,
     SweepSettings,
+    check_shared_prefix_percent,
     settings_from_table,
 )
 from tpudeploy.bench.sweep import (
@@ -64,6 +65,15 @@ def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings, Any]:
     profile, settings = settings_from_table(
         table, profile=args.profile, max_model_len=args.max_model_len or max_model_len
     )
+    if args.route == "gateway" and (cfg is None or not cfg.routing.gateway):
+        raise BenchConfigError(
+            "ROUTE=gateway: the sweep goes through [routing]'s Gateway, and "
+            f"{args.config or 'no --config'} routes through none; set [routing] gateway = true "
+            '(platform = "gke") and `make deploy`, or leave ROUTE unset to measure one replica'
+        )
+    settings = replace(
+        settings, shared_prefix_percent=check_shared_prefix_percent(args.shared_prefix_percent)
+    )
     if cfg is not None:
         # Recorded in every result (--metadata) so the report never averages two servers.
         settings = replace(settings, config_hash=compile_cache_key(cfg))
@@ -84,7 +94,7 @@ def _target(
     if cfg is not None:
         from tpudeploy.platform import platform_for
 
-        chosen = platform_for(cfg).bench_target(cfg, project or "", plan=plan)
+        chosen = platform_for(cfg).bench_target(cfg, project or "", plan=plan, route=args.route)
         if chosen is not None:
             return chosen
     name = args.node or (cfg.node_id if cfg is not None else None)
@@ -108,8 +118,11 @@ def _api_key(args: argparse.Namespace, cfg: Any = None, *, store: SecretStore | 
         return key
     # vLLM listens on the node's loopback without a key (the TLS proxy checks it), and the
     # benchmark runs inside its container against 127.0.0.1: no key unless asked for one, e.g.
-    # for a server started by hand with --api-key.
+    # for a server started by hand with --api-key. Through the Gateway every replica's front
+    # door checks it: the deployment's own key, read as make smoke reads it.
     secret = args.api_key_secret
+    if not secret and args.route == "gateway" and cfg is not None:
+        secret = cfg.api_key_secret_id
     if secret:
         # Read like make smoke reads it (tpudeploy.secretstore): the value stays in this process.
         project = (
@@ -134,9 +147,23 @@ def _api_key(args: argparse.Namespace, cfg: Any = None, *, store: SecretStore | 
     return ""
 
 
+def _routed(settings: SweepSettings, target: BenchTarget | None, cfg: Any) -> SweepSettings:
+    """A target through the Gateway: the client sends there, and each run records the scoring
+    and the replicas ready at the start."""
+    if isinstance(target, PodTarget) and target.base_url:
+        return replace(
+            settings,
+            base_url=target.base_url,
+            replicas=target.replicas,
+            scoring=cfg.routing.scoring,
+        )
+    return settings
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
     profile, settings, cfg = _settings(args)
     target = None if args.on_node or not (args.node or cfg) else _target(args, cfg, plan=True)[0]
+    settings = _routed(settings, target, cfg)
     cells = plan_cells(settings, base_seed=0)
     total = sum(expected_seconds(settings, cell) for cell in cells)
     print(f"# {profile}: {len(cells)} runs, ~{format_seconds(total)} at the build log's throughput")
@@ -147,6 +174,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             f"# each runs in {target.pod}'s {target.container} container (namespace "
             f"{target.namespace}) through the Kubernetes API's exec, the key on its stdin"
         )
+        if target.base_url:
+            print(
+                f"# and sends to {target.base_url}, the Gateway's address from its status: "
+                "the pool behind the endpoint picker, not that replica's own vLLM"
+            )
     for cell in cells:
         argv = cell_command(settings, cell, run_id="RUN_ID", target=target, image_id="IMAGE_ID")
         print(shlex.join(argv))
@@ -156,6 +188,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     profile, settings, cfg = _settings(args)
     target, executor = _target(args, cfg)
+    settings = _routed(settings, target, cfg)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(args.out) if args.out else Path("bench-results") / f"{profile}-{stamp}"
     run_sweep(
@@ -238,6 +271,20 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--container", help="serving container name (default vllm-gemma4)")
         p.add_argument("--on-node", action="store_true", help="run here, without SSH")
         p.add_argument("--max-model-len", type=int, help="default: config's, else 32768")
+        p.add_argument(
+            "--route",
+            choices=("replica", "gateway"),
+            default="replica",
+            help="replica: one server's own vLLM (one chip, as the build log); gateway: the "
+            "pool through [routing]'s Gateway and endpoint picker",
+        )
+        p.add_argument(
+            "--shared-prefix-percent",
+            type=int,
+            default=0,
+            help="percent of each prompt shared by every request of a run (agent turns: e.g. "
+            "75); default 0, the build log's random prompts",
+        )
         if name == "run":
             p.add_argument("--out", help="results directory (rerun with the same one to resume)")
             key = p.add_mutually_exclusive_group()

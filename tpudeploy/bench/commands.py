@@ -26,6 +26,11 @@ META_IMAGE = "tpudeploy_image"
 # holds a deployment to, so results group by the build a user can deploy again.
 META_DIGEST = "tpudeploy_digest"
 META_VLLM = "tpudeploy_vllm"
+# What a run through the Gateway measured (issue 26): the route ("gateway:<scoring>"; absent, one
+# replica's own vLLM), the shared-prefix percent of its prompts, and the replicas ready at start.
+META_ROUTE = "tpudeploy_route"
+META_SHARED_PREFIX = "tpudeploy_shared_prefix"
+META_REPLICAS = "tpudeploy_replicas"
 
 
 # The script `sh -c` runs inside the container. The API key arrives as the first line of stdin
@@ -77,6 +82,10 @@ class PodTarget:
     container: str
     image: str  # ContainerStatus.image: the reference the pod was started from
     image_digest: str  # ContainerStatus.imageID: repo@sha256:<manifest digest> (containerd)
+    # ROUTE=gateway: the client in this container sends to the Gateway's https URL instead of
+    # its own vLLM, and this many replicas were ready when the target was chosen.
+    base_url: str = ""
+    replicas: int = 1
 
 
 BenchTarget = NodeTarget | PodTarget
@@ -123,18 +132,32 @@ def bench_argv(
         metadata.append(f"{META_DIGEST}={digest}")
     if vllm_version:
         metadata.append(f"{META_VLLM}={vllm_version}")
+    prefix = settings.shared_prefix_len(cell.context)
+    if settings.shared_prefix_percent:
+        metadata.append(f"{META_SHARED_PREFIX}={settings.shared_prefix_percent}")
+    if settings.base_url:
+        metadata.append(f"{META_ROUTE}=gateway:{settings.scoring}")
+        metadata.append(f"{META_REPLICAS}={settings.replicas}")
+        # The Gateway's certificate names the user's host, not the address its status reports,
+        # which is what the client inside the VPC reaches: TLS without the name check, to an
+        # address read from the authenticated Kubernetes API (docs/benchmarking.md).
+        where = ["--base-url", settings.base_url, "--insecure"]
+    else:
+        where = ["--host", settings.host, "--port", str(settings.port)]
     argv = [
         "vllm", "bench", "serve",
         "--backend", "openai-chat",
         # The upstream default /v1/completions returns "" on -it models (seed).
         "--endpoint", "/v1/chat/completions",
-        "--host", settings.host,
-        "--port", str(settings.port),
+        *where,
         "--model", settings.model,
         *(["--served-model-name", settings.served_model_name]
           if settings.served_model_name else []),
         "--dataset-name", "random",
-        "--random-input-len", str(cell.context),
+        # The total input is the prefix plus the random part (vllm/benchmarks/datasets): the
+        # cell's context either way, so cells compare with the build log's.
+        "--random-input-len", str(cell.context - prefix),
+        *(["--random-prefix-len", str(prefix)] if prefix else []),
         "--random-output-len", str(settings.output_len),
         # Fixed output length per request: tokens/s compare across cells and runs.
         "--ignore-eos",

@@ -176,6 +176,14 @@ def _group_markdown(
 ) -> list[str]:
     cells, contexts, clients = group.cells, group.contexts, group.clients
     out: list[str] = []
+    if group.key.through_gateway:
+        out += [
+            "Through the Gateway: these are the pool's figures, over every replica the picker "
+            "chose, not one chip's. The ratios to the build log and the KV table compare them "
+            "with one chip; compare the group of the other `[routing] scoring` on the same "
+            "workload to see what the scoring buys.",
+            "",
+        ]
     for metric in METRICS:
         out += [f"{level} {metric.title}", ""]
         out += _grid(contexts, clients, partial(_cell_text, cells, metric, group.expected_reps))
@@ -194,22 +202,35 @@ def _group_markdown(
         out += [f"TTFT ratio `*` at {', '.join(seed_note)}: the build log's own cv was 56%.", ""]
 
     models = list(prices)
+    pooled = group.key.through_gateway
+    formula = (
+        "$/M = price per chip-hour x replicas / (aggregate tok/s x 3600) x 1e6, at each cell's "
+        "median, with the most replicas ready when any of its sweeps began (the HPA may have "
+        "added some during a run, which this undercounts)."
+        if pooled
+        else "$/M = price per chip-hour / (aggregate tok/s x 3600) x 1e6, at each cell's median."
+    )
     out += [
         f"{level} $ per million output tokens ({price_source})",
         "",
-        "$/M = price per chip-hour / (aggregate tok/s x 3600) x 1e6, at each cell's median.",
+        formula,
         "",
         "| context | clients | tok/s | "
+        + ("replicas | " if pooled else "")
         + " | ".join(f"{m} (${prices[m]:.4f}/h)" for m in models)
         + " |",
-        "|---|---|---|" + "---|" * len(models),
+        "|---|---|---|" + ("---|" if pooled else "") + "---|" * len(models),
     ]
     for (ctx, c), cell in cells.items():
         stat = cell.stats["aggregate"]
         if stat is None or stat.median <= 0:
             continue
-        costs = " | ".join(f"${cost_per_million(stat.median, prices[m]):.3f}" for m in models)
-        out.append(f"| {ctx:,} | {c} | {_fmt(stat.median)} | {costs} |")
+        chips = max((r.replicas or 1 for r in cell.runs), default=1) if pooled else 1
+        costs = " | ".join(
+            f"${cost_per_million(stat.median, prices[m] * chips):.3f}" for m in models
+        )
+        shown = f"{chips} | " if pooled else ""
+        out.append(f"| {ctx:,} | {c} | {_fmt(stat.median)} | {shown}{costs} |")
     pool_tokens, safe, pool_source = pool
     out += [
         "",

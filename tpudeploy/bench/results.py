@@ -17,6 +17,9 @@ from tpudeploy.bench.commands import (
     META_DIGEST,
     META_IMAGE,
     META_REP,
+    META_REPLICAS,
+    META_ROUTE,
+    META_SHARED_PREFIX,
     META_VLLM,
 )
 from tpudeploy.bench.settings import PROFILES
@@ -68,6 +71,11 @@ class GroupKey:
     # they are what a user reads and pins, the ID is not pullable).
     digest: str | None = None
     vllm: str | None = None
+    # What the runs measured besides the server (issue 26): "gateway:<scoring>" for the pool
+    # through the Gateway (None: one replica's own vLLM, the build log's setup), and the percent
+    # of each prompt every request shared (None: random prompts).
+    route: str | None = None
+    shared_prefix: str | None = None
 
     def describe(self) -> str:
         config = f"config `{self.config}`" if self.config else "config not recorded"
@@ -77,7 +85,17 @@ class GroupKey:
             image = f"image `{self.image}`" if self.image else "image not recorded"
         if self.vllm:
             image += f", vLLM `{self.vllm}`"
-        return f"`{self.model}`, {config}, {image}"
+        text = f"`{self.model}`, {config}, {image}"
+        if self.route:
+            scoring = self.route.partition(":")[2] or "not recorded"
+            text += f", through the Gateway (scoring `{scoring}`)"
+        if self.shared_prefix:
+            text += f", {self.shared_prefix}% of each prompt shared"
+        return text
+
+    @property
+    def through_gateway(self) -> bool:
+        return bool(self.route)
 
 
 @dataclass(frozen=True)
@@ -99,6 +117,7 @@ class RunResult:
     median_tpot_ms: float
     total_input_tokens: int | None
     saved_rep: int | None  # the sweep's tpudeploy_rep, a tie-break for equal dates
+    replicas: int | None = None  # through the Gateway: the replicas ready when the sweep began
 
     @property
     def has_failures(self) -> bool:
@@ -261,6 +280,8 @@ def parse_run(data: Any, label: str, grid: Sequence[int]) -> RunResult:
     saved_rep = data.get(META_REP)
     config, image = data.get(META_CONFIG), data.get(META_IMAGE)
     digest, vllm = data.get(META_DIGEST), data.get(META_VLLM)
+    route, prefix = data.get(META_ROUTE), data.get(META_SHARED_PREFIX)
+    replicas = data.get(META_REPLICAS)
     return RunResult(
         context=context,
         clients=clients,
@@ -273,6 +294,8 @@ def parse_run(data: Any, label: str, grid: Sequence[int]) -> RunResult:
             str(image) if image else None,
             str(digest) if digest else None,
             str(vllm) if vllm else None,
+            str(route) if route else None,
+            str(prefix) if prefix else None,
         ),
         context_from=context_from,
         num_prompts=num_prompts,
@@ -283,6 +306,7 @@ def parse_run(data: Any, label: str, grid: Sequence[int]) -> RunResult:
         median_tpot_ms=_number(data, "median_tpot_ms"),
         total_input_tokens=int(total_input) if isinstance(total_input, int | float) else None,
         saved_rep=int(saved_rep) if isinstance(saved_rep, str) and saved_rep.isdigit() else None,
+        replicas=int(replicas) if isinstance(replicas, str) and replicas.isdigit() else None,
     )
 
 

@@ -14,8 +14,23 @@ CONTAINER = "vllm-gemma4"
 MAX_MODEL_LEN = facts.MAX_MODEL_LEN
 
 
+# At least a tenth of every prompt stays random: a prompt that is all shared prefix is one
+# request repeated, which prefix caching turns into a cache benchmark.
+MAX_SHARED_PREFIX_PERCENT = 90
+
+
 class BenchConfigError(ValueError):
     """A `[bench]` setting is invalid; the message names the key, the value and the fix."""
+
+
+def check_shared_prefix_percent(value: int) -> int:
+    if not 0 <= value <= MAX_SHARED_PREFIX_PERCENT:
+        raise BenchConfigError(
+            f"SHARED_PREFIX={value}: the percent of each prompt that all requests share must be "
+            f"0 to {MAX_SHARED_PREFIX_PERCENT} (the rest stays random); agent turns that resend "
+            "a long system prompt and tools are e.g. 75"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,21 @@ class SweepSettings:
     # The name the server answers to when the deployment sets --served-model-name (extra_args);
     # `model` stays the Hugging Face id, which the client also loads the tokenizer from.
     served_model_name: str | None = None
+    # The share of each prompt that is one prefix every request of a run shares (`vllm bench
+    # serve --random-prefix-len`): an agent resends its system prompt and tool definitions every
+    # turn, which is what prefix-aware routing and prefix caching exploit. 0: the build log's
+    # prompts, random from the first token.
+    shared_prefix_percent: int = 0
+    # Where the client sends: None, the replica's own vLLM (host:port, one chip); or the
+    # Gateway's https URL (make bench ROUTE=gateway): the whole pool behind the picker.
+    base_url: str | None = None
+    # Recorded with each run through the Gateway: the picker's [routing] scoring and how many
+    # replicas were ready when the sweep started (the HPA may change it during the sweep).
+    scoring: str | None = None
+    replicas: int | None = None
+
+    def shared_prefix_len(self, context: int) -> int:
+        return context * self.shared_prefix_percent // 100
 
     def num_prompts(self, clients: int) -> int:
         return max(clients * self.prompts_per_client, self.min_prompts)

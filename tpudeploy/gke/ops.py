@@ -392,27 +392,38 @@ def service_address(cfg: DeployConfig, project: str, *, api: KubeApi | None = No
     )
 
 
-def gateway_line(cfg: DeployConfig, project: str, *, api: KubeApi | None = None) -> str:
-    """Where the Gateway ([routing] gateway) answers, from its status (Gateway API v1
-    GatewayStatus: addresses[].value once the controller programmed it), or why not yet."""
-    api = api or KubeApi.for_deployment(cfg, project)
+class GatewayNotReady(KubeError):
+    """The Gateway is not there, or has no address yet; the message says which and why."""
+
+
+def gateway_address(cfg: DeployConfig, api: KubeApi) -> str:
+    """The Gateway's address from its status (Gateway API v1 GatewayStatus: addresses[].value
+    once the controller programmed it); GatewayNotReady saying why there is none yet."""
     path = f"/apis/gateway.networking.k8s.io/v1/namespaces/{NS}/gateways/{cfg.name}"
     gateway = api.get(path)
     if gateway is None:
-        return (
+        raise GatewayNotReady(
             f"Gateway {NS}/{cfg.name} does not exist: `make deploy` applies it with the serving "
             "stack"
         )
     status = gateway.get("status") or {}
     for address in status.get("addresses") or []:
         if address.get("value"):
-            return f"https://{printable(str(address['value']))}/v1"
+            return printable(str(address["value"]))
     programmed = {c.get("type"): c for c in status.get("conditions") or []}.get("Programmed", {})
     why = printable(str(programmed.get("message") or programmed.get("reason") or "no status yet"))
-    return (
+    raise GatewayNotReady(
         f"Gateway {NS}/{cfg.name} has no address yet ({why}): GKE creates its load balancer a "
         "few minutes after the apply; try again"
     )
+
+
+def gateway_line(cfg: DeployConfig, project: str, *, api: KubeApi | None = None) -> str:
+    """Where the Gateway ([routing] gateway) answers, or why not yet."""
+    try:
+        return f"https://{gateway_address(cfg, api or KubeApi.for_deployment(cfg, project))}/v1"
+    except GatewayNotReady as exc:
+        return str(exc)
 
 
 # --- after make destroy -----------------------------------------------------------------------
