@@ -19,7 +19,6 @@ import main
 from tests.conftest import REPO_ROOT, Synthesizer, terraform_env
 from tools.rehearsal import schema
 from tools.rehearsal.mirror import lock_file, write_mirror
-from tools.rehearsal.resources import RESOURCES
 from tpudeploy import terraform as terraform_mod
 from tpudeploy.config import DeployConfig, parse_config
 
@@ -76,7 +75,7 @@ def test_two_deployments_synthesized_one_after_the_other_both_stay_deployable(
 def stand_in_terraform(root: Path) -> dict[str, str]:
     """Terraform's environment with the rehearsal's stand-in google-beta as the only provider."""
     config = write_mirror(
-        root, python=sys.executable, repo=REPO_ROOT, schema=schema.ensure(RESOURCES)
+        root, python=sys.executable, repo=REPO_ROOT, schema=schema.stand_in_schema()
     )
     return {
         **terraform_env(root),

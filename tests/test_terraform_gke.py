@@ -25,12 +25,11 @@ from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, KUBERNETES
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.provider import VALIDATE_ONLY_ENV
-from tools.rehearsal.resources import DATA_SOURCES, RESOURCES
+from tools.rehearsal.resources import RESOURCES, VALIDATE_ONLY
 from tpudeploy.config import parse_config
 
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
 CFG = parse_config(RAW)
-VALIDATE_ONLY = ("google_compute_subnetwork",)
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +40,9 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Itera
         root / "tf",
         python=sys.executable,
         repo=REPO_ROOT,
-        # Validate-only types beside the stand-in's: Terraform validates against the schema
-        # alone, and the routed serving stack declares the region's proxy-only subnet, which the
-        # rehearsal's stand-in provider does not create.
-        schema=schema.ensure([*RESOURCES, *VALIDATE_ONLY], data_sources=DATA_SOURCES),
+        # With the validate-only types (tools/rehearsal/resources.VALIDATE_ONLY): the routed
+        # serving stack declares the region's proxy-only subnet, which no fake creates.
+        schema=schema.stand_in_schema(),
         kubernetes_schema=schema.ensure(None, binding=KUBERNETES),
     )
     env = {
@@ -168,7 +166,7 @@ def test_the_generated_kubernetes_schema_is_the_real_providers() -> None:
 
 
 def test_the_data_sources_the_stacks_read_have_schemas() -> None:
-    google = schema.load(RESOURCES, data_sources=DATA_SOURCES)
+    google = schema.load_stand_in()
     cluster = google["data_source_schemas"]["google_container_cluster"]["block"]["attributes"]
     assert cluster["name"].get("required")
     assert cluster["endpoint"] == {"type": "string", "computed": True}

@@ -23,7 +23,6 @@ from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_override
-from tools.rehearsal.resources import DATA_SOURCES, RESOURCES
 from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
 from tools.rehearsal.scenarios import ScenarioStages, Stage, StageFailure
 from tools.rehearsal.scratch import (
@@ -243,7 +242,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
         python = str(self.scratch / ".venv" / "bin" / "python")
         if self.post_synth:
             install_post_synth(self.scratch, self.post_synth, python)
-        schema_file = schema.ensure(RESOURCES, data_sources=DATA_SOURCES)
+        schema_file = schema.stand_in_schema()
         cli_config = write_mirror(
             self.workdir / "terraform",
             python=python,

@@ -28,7 +28,15 @@ from tools.rehearsal.resources.serviceusage import ProjectService
 from tools.rehearsal.resources.storage import StorageBucket, StorageBucketIamMember
 from tools.rehearsal.resources.tpu import TpuV2Vm
 
-__all__ = ["DATA_SOURCES", "RESOURCES", "ApiError", "DataSource", "ProviderConfig", "Resource"]
+__all__ = [
+    "DATA_SOURCES",
+    "RESOURCES",
+    "VALIDATE_ONLY",
+    "ApiError",
+    "DataSource",
+    "ProviderConfig",
+    "Resource",
+]
 
 RESOURCES: dict[str, type[Resource]] = {
     cls.type_name: cls
@@ -54,3 +62,7 @@ RESOURCES: dict[str, type[Resource]] = {
 DATA_SOURCES: dict[str, type[DataSource]] = {
     cls.type_name: cls for cls in (ContainerClusterData, ClientConfigData, ProjectData)
 }
+# In the stand-in's schema without a fake: `terraform validate` judges them against the schema
+# (with tools/rehearsal/provider.VALIDATE_ONLY_ENV naming them), and any plan of one fails. The
+# routed serving stack declares the region's proxy-only subnet ([routing] proxy_subnet_cidr).
+VALIDATE_ONLY = ("google_compute_subnetwork",)
