@@ -113,3 +113,30 @@ def test_a_region_without_idle_prices_says_so() -> None:
         }
     )
     assert "is not estimated here" in plan.summary(opted_out)[-1]
+
+
+def test_with_routing_the_summary_says_what_the_costs_leave_out() -> None:
+    """Issue 26: the Gateway is a regional Application Load Balancer, whose rates this project
+    does not hold: the summary says it bills beyond the figures it prints, and that the
+    deadline job (which deletes the cluster) leaves it."""
+    plain = parse_config({"platform": "gke"})
+    routed = parse_config(
+        {
+            "platform": "gke",
+            "gke": {"min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION},
+            "routing": {
+                "gateway": True,
+                "certificate": "gemma4-gateway",
+                "proxy_subnet_cidr": "10.129.0.0/23",
+                "scoring": "random",
+            },
+        }
+    )
+    assert not [line for line in plan.summary(plain) if line.startswith("routing:")]
+    (line,) = [line for line in plan.summary(routed) if line.startswith("routing:")]
+    assert "gke-l7-rilb, internal" in line and "scoring random" in line
+    assert "bills beyond the cost and idle floor" in line and "not priced here" in line
+    (deadline,) = [line for line in plan.summary(routed) if line.startswith("deadline:")]
+    assert "leaves the Service's load balancer rule, the Gateway's load balancer" in deadline
+    (plain_deadline,) = [line for line in plan.summary(plain) if line.startswith("deadline:")]
+    assert "Gateway" not in plain_deadline

@@ -179,6 +179,8 @@ def summary(cfg: DeployConfig) -> list[str]:
             f"metrics adapter: {adapter.image()} by tag, not pinned by digest (unfinished: set "
             "DIGEST in tpudeploy/gke/adapter.py)"
         )
+    if cfg.routing.gateway:
+        lines.append(routing_line(cfg))
     if plan.chip_rate is None:
         lines.append(f"cost: not estimated: no {plan.chip_model} or idle-floor prices here")
         return [*lines, deadline_line(cfg, plan)]
@@ -228,6 +230,22 @@ def billing_in_state(cfg: DeployConfig, resources: list[StateResource]) -> list[
     return found
 
 
+def routing_line(cfg: DeployConfig) -> str:
+    """[routing] gateway: what answers, how it picks, and the load balancer the costs below leave
+    out (its rates are in a section of Google's pricing page this project does not hold)."""
+    from tpudeploy.gke import routing
+
+    kind = "internal" if routing.gateway_class(cfg) == routing.INTERNAL_CLASS else "external"
+    return (
+        f"routing: Gateway {cfg.name} ({routing.gateway_class(cfg)}, {kind}, TLS with Certificate "
+        f"Manager certificate {cfg.routing.certificate or '(none set)'}) to InferencePool "
+        f"{routing.pool_name(cfg)}; endpoint picker scoring {cfg.routing.scoring}, failing open. "
+        "Its regional Application Load Balancer bills beyond the cost and idle floor below "
+        "(forwarding rule, proxy instances, data processed; not priced here: "
+        "cloud.google.com/load-balancing/pricing, its internal Application Load Balancer section)"
+    )
+
+
 def deadline_line(cfg: DeployConfig, plan: ReplicaPlan) -> str:
     """What ends the billing if nobody runs make destroy-all: the deadline job, or (opted out)
     what forgetting it costs a month at min_replicas (the idle floor, the replicas' chips)."""
@@ -248,5 +266,7 @@ def deadline_line(cfg: DeployConfig, plan: ReplicaPlan) -> str:
     return (
         f"deadline: Cloud Scheduler job {cfg.deadline_job_name} deletes the cluster (its pools, "
         f"nodes and fee) at deploy time + {cfg.deadline_seconds / 3600:g} h; make extend BY=2h "
-        "moves it; it leaves the Service's load balancer rule, the router and NAT, the secrets"
+        "moves it; it leaves the Service's load balancer rule, "
+        + ("the Gateway's load balancer and the proxy-only subnet, " if cfg.routing.gateway else "")
+        + "the router and NAT, the secrets"
     )
