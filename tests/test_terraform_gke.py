@@ -93,6 +93,9 @@ def test_terraform_validates_the_gke_stacks_against_both_generated_schemas(
     assert "The configuration is valid" in done.stdout
 
 
+# Slow tier: a second synth (the routed config) and two validations, about 9 s of CPU; CI runs
+# it (make test-slow).
+@pytest.mark.slow_tier
 def test_terraform_validates_the_routed_stacks(
     terraform: str, synth: Synthesizer, stand_ins: Path
 ) -> None:
