@@ -77,11 +77,33 @@ def check_node_run_duration(v: object) -> object:
     return v
 
 
+def check_min_replicas(v: int) -> int:
+    """At least one replica. Zero is refused with its reason: nothing in the request path could
+    hold a request through a node's provisioning and a warm boot (497 s, build log). GKE's
+    load balancer calls the picker as a callout whose per-message timeout is at most 10,000 ms
+    (Network Services API, ExtensionChain.Extension.timeout), and Kubernetes Services buffer
+    nothing while no pod is ready (docs/scale-out.md, "Routing and scale to zero")."""
+    if v < 0:
+        raise ValueError(
+            "is a count of replicas; set min_replicas = 1 or more",
+        )
+    if v == 0:
+        raise ValueError(
+            "scale to zero is not built: with no replica ready a request would fail, not wait "
+            "through a node's provisioning and a warm boot "
+            f"({facts.WARM_BOOT_S:.0f} s, build log), and nothing in GKE's request path holds one "
+            'that long (docs/scale-out.md, "Routing and scale to '
+            "zero\"); set min_replicas = 1: the cluster's deadline (top-level max_run_duration) "
+            "or make destroy ends the idle replica's billing"
+        )
+    return v
+
+
 class GkeConfig(Strict):
     """`platform = "gke"`: replicas of the TPU VM's server on a zonal GKE Standard cluster."""
 
-    min_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS_LIMIT)
-    """replicas kept serving (at least 1: no scale to zero yet)"""
+    min_replicas: int = Field(default=1, le=MAX_REPLICAS_LIMIT)
+    """replicas kept serving (at least 1: scale to zero is not built)"""
     max_replicas: int = Field(default=4, ge=1, le=MAX_REPLICAS_LIMIT)
     """the most replicas (one v5e chip each) the autoscaler may run"""
     capacity: str = "spot,flex-start"
@@ -96,6 +118,11 @@ class GkeConfig(Strict):
     """the lowest GKE version the cluster may run (min_master_version)"""
     system_machine_type: str = "e2-standard-2"
     """the small always-on pool for GKE's own system pods"""
+
+    @field_validator("min_replicas")
+    @classmethod
+    def _min_replicas(cls, v: int) -> int:
+        return check_min_replicas(v)
 
     @field_validator("capacity")
     @classmethod
