@@ -122,7 +122,7 @@ def github() -> Iterator[tuple[FakeGitHub, str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield fake, f"http://127.0.0.1:{server.server_address[1]}"
@@ -306,7 +306,7 @@ def second_origin() -> Iterator[tuple[list[dict[str, str]], str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield seen, f"http://127.0.0.1:{server.server_address[1]}"

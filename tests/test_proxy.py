@@ -407,9 +407,9 @@ def test_a_half_sent_handshake_or_header_is_dropped_within_the_header_timeout(
 ) -> None:
     """Issue 22, item 6: nginx's default waits 60 s for a header (and a TLS handshake). The
     shipped 10 s is render's (tests/test_render.py); what nginx does with it is the same at any
-    value, so this runs the node's config with 2 s instead of waiting 10 s twice."""
+    value, so this runs the node's config with 1 s instead of waiting 10 s twice."""
     assert int(render.PROXY_HEADER_TIMEOUT.removesuffix("s")) <= 10
-    timeout = 2
+    timeout = 1
     conf = door.node.proxy_dir / "nginx.conf"
     text = conf.read_text()
     line = f"client_header_timeout {render.PROXY_HEADER_TIMEOUT};"
