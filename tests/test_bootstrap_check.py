@@ -11,14 +11,14 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tools.rehearsal.fakes.base import serving
 from tpudeploy import errors
 from tpudeploy import github_environments as ge
 from tpudeploy.bootstrap import load_bootstrap
@@ -121,14 +121,8 @@ def github() -> Iterator[tuple[FakeGitHub, str]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as server:
         yield fake, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # What `make bootstrap-check` may not inherit: a token, an API URL, Google credentials. No Google
@@ -305,14 +299,8 @@ def second_origin() -> Iterator[tuple[list[dict[str, str]], str]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as server:
         yield seen, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_redirect_to_another_origin_never_gets_the_token(

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests import cli_fork
+from tools.rehearsal.fakes.base import serving
 from tpudeploy import errors
 
 PROJECT = "no-trace-proj-1"
@@ -62,20 +63,19 @@ class RefusingTokenEndpoint:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self._handler = Handler
+        self._stack = ExitStack()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/token"
 
     def __enter__(self) -> RefusingTokenEndpoint:
-        self.thread.start()
+        self.server = self._stack.enter_context(serving(self._handler))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._stack.close()
 
 
 @pytest.fixture(scope="module")

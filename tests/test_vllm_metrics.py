@@ -3,9 +3,9 @@ against live /metrics pages of several fake vLLM replicas on loopback."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from textwrap import dedent
 from typing import ClassVar
@@ -13,6 +13,7 @@ from typing import ClassVar
 import pytest
 
 from tools import vllm_metrics
+from tools.rehearsal.fakes.base import serving
 from tpudeploy.config.serveflags import VLLM_VERSION as FLAGS_VERSION
 from tpudeploy.gke import metrics
 from tpudeploy.gke.serving import hpa_kv_metric_name, hpa_metric_name
@@ -170,18 +171,11 @@ def replicas() -> Iterator[list[str]]:
         exposition(old, {"vllm:gpu_cache_usage_perc": 0.5}),  # an image from before the rename
         exposition(current, {metrics.KV_CACHE_METRIC: 41.0}),  # a percentage, not a fraction
     ]
-    servers = []
-    for page in pages:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _Replica)
-        _Replica.pages[server.server_address[1]] = page
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        servers.append(server)
-    try:
+    with ExitStack() as stack:
+        servers = [stack.enter_context(serving(_Replica)) for _ in pages]
+        for server, page in zip(servers, pages, strict=True):
+            _Replica.pages[server.server_address[1]] = page
         yield [f"http://127.0.0.1:{s.server_address[1]}/metrics" for s in servers]
-    finally:
-        for server in servers:
-            server.shutdown()
-            server.server_close()
 
 
 def test_what_the_readers_read_is_on_every_current_replica(replicas: list[str]) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
@@ -34,6 +35,27 @@ def api_error(status: int, message: str) -> Answer:
     }
 
 
+# serve_forever polls for shutdown every 0.5 s by default: every test's teardown would wait that
+# long. 10 ms keeps it short.
+SHUTDOWN_POLL_S = 0.01
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+    """A ThreadingHTTPServer on a free 127.0.0.1 port answering with `handler`, in a thread of
+    its own, shut down on exit: for a test's fake of a service that is not a Google API."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
 class LoopbackServer:
     """Routes every request to `route(method, path_with_query, body, headers)`.
 
@@ -52,9 +74,8 @@ class LoopbackServer:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        # A short poll interval keeps shutdown (every test's teardown) at ~10 ms instead of 0.5 s.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+            target=self._server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True
         )
 
     @property
