@@ -84,6 +84,8 @@ def check_min_replicas(v: int) -> int:
     (Network Services API, ExtensionChain.Extension.timeout), and Kubernetes Services buffer
     nothing while no pod is ready (docs/scale-out.md, "Routing and scale to zero")."""
     if v < 0:
+        # The message on a line of its own (the trailing comma keeps it there), as prose is, so
+        # that make mutants leaves its wording alone (pyproject's do_not_mutate_patterns).
         raise ValueError(
             "is a count of replicas; set min_replicas = 1 or more",
         )
