@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from tpudeploy import errors, policy, synthcache, terraform
-from tpudeploy.cli import summary_lines
-from tpudeploy.config import ConfigError, config_path, load_config
+from tpudeploy.config import ConfigError, config_path
+from tpudeploy.platform import guard_rails, load_config, summary_lines
 
 # The Makefile's destroy targets set TPUDEPLOY_COMMAND=destroy for the cdktf CLI's own synth.
 COMMAND_ENV = "TPUDEPLOY_COMMAND"
@@ -21,7 +21,7 @@ def main() -> int:
         # The guard rails apply to what is about to be created, never to a destroy: `cdktf
         # destroy` synthesizes too, and a refused config must still be destroyable.
         if os.environ.get(COMMAND_ENV) != "destroy":
-            policy.enforce(cfg, source=str(path))
+            policy.enforce(cfg, guard_rails(cfg), source=str(path))
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

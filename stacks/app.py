@@ -10,9 +10,8 @@ from cdktf import App
 
 from stacks.secrets import SecretsStack
 from stacks.tpuvm.node import TpuNodeStack
-from tpudeploy.cli import summary_lines
 from tpudeploy.config import DeployConfig
-from tpudeploy.platform import platform_for
+from tpudeploy.platform import platform_for, summary_lines
 
 
 def _tpu_vm(app: App, cfg: DeployConfig, secrets: SecretsStack) -> None:

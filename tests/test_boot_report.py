@@ -13,7 +13,7 @@ from tests.boot_sandbox import DEFAULT_DIGEST, PROJECT, Node
 from tpudeploy import facts, planner
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.nodebuild import REPO_DIGEST, parse_build
-from tpudeploy.pinning import pinned_cache_object
+from tpudeploy.render import pinned_cache_object
 
 
 @pytest.fixture(scope="module")

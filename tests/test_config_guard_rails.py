@@ -12,8 +12,8 @@ import pytest
 from tests import cli_fork
 from tests.conftest import Synthesizer, run_main
 from tpudeploy import policy
-from tpudeploy.cli import summary_lines
 from tpudeploy.config import ConfigError, parse_config
+from tpudeploy.platform import guard_rails, summary_lines
 
 # (overrides, key named in the message, a fragment of the seed's reason)
 REFUSED: list[tuple[dict[str, Any], str, str]] = [
@@ -41,7 +41,7 @@ WARNED: list[tuple[dict[str, Any], str, str]] = [
 def test_refused_with_key_and_seed_reason(overrides: dict[str, Any], key: str, reason: str) -> None:
     cfg = parse_config(overrides)  # loading alone never applies the guard rails
     with pytest.raises(ConfigError) as err:
-        policy.enforce(cfg, source="deploy.toml")
+        policy.enforce(cfg, guard_rails(cfg), source="deploy.toml")
     assert key in str(err.value)
     assert reason in str(err.value)
     # The one-line problem names the file it came from, then what to change.
@@ -51,9 +51,9 @@ def test_refused_with_key_and_seed_reason(overrides: dict[str, Any], key: str, r
 
 def test_creating_commands_print_warnings_and_refuse_errors_never_both() -> None:
     cfg = parse_config({"vllm": {"kv_cache_dtype": "int8", "block_size": 64}})
-    (refusal,) = policy.refusals(cfg)
+    (refusal,) = policy.refusals(guard_rails(cfg))
     assert refusal.startswith("error: vllm.kv_cache_dtype = 'int8': ")
-    (warning,) = policy.warnings(cfg)
+    (warning,) = policy.warnings(guard_rails(cfg))
     assert warning.startswith("warning: vllm.block_size = 64: ")
 
 
@@ -76,7 +76,7 @@ def test_override_keys_let_the_user_know_better() -> None:
 
 def test_the_seeds_config_is_quiet_but_for_its_moving_tag() -> None:
     cfg = parse_config({})
-    assert policy.findings(cfg) == []
+    assert guard_rails(cfg) == []
     summary = summary_lines(cfg)
     # The seed's vllm/vllm-tpu:nightly moves every day (issue 24): one warning, then the
     # summary itself (cost, billing stop, what is not counted, endpoint, KV pool, safe
@@ -211,7 +211,7 @@ def test_every_guard_rail_names_a_key_the_config_has() -> None:
 
     configs: list[dict[str, Any]] = [o for o, _, _ in REFUSED + WARNED]
     for overrides in configs:
-        for finding in policy.findings(parse_config(overrides)):
+        for finding in guard_rails(parse_config(overrides)):
             assert exists(finding.key), f"{finding.key} is not a config key ({overrides})"
 
 
@@ -234,12 +234,12 @@ def test_a_key_without_effect_for_the_provisioning_model_is_warned(
     key: str, value: object, provisioning: str
 ) -> None:
     cfg = parse_config({"provisioning": provisioning, key: value})
-    (warning,) = policy.warnings(cfg)
+    (warning,) = policy.warnings(guard_rails(cfg))
     assert warning.startswith(f"warning: {key} = ")
     assert f"has no effect with provisioning = '{provisioning}'" in warning
     assert 'provisioning = "flex-start"' in warning
     # Under flex-start the same key does what it says: nothing to warn about.
-    assert policy.warnings(parse_config({key: value})) == []
+    assert policy.warnings(guard_rails(parse_config({key: value}))) == []
 
 
 def test_make_check_prints_the_synth_summary_and_its_warnings(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tpudeploy import facts
+from tpudeploy import facts, platform
 from tpudeploy.config import (
     PRICE_KEYS,
     ConfigError,
@@ -36,8 +36,10 @@ PRICE_EXAMPLE = "[prices.{region}] with spot = 0.5, flex-start = 0.55, as_of = 2
 
 
 def problems(data: dict[str, Any]) -> list[str]:
+    """What a command says of `data`: the config's problems and the guard rails' refusals of
+    the rest of the file, in one round (tpudeploy.platform.parse_config)."""
     with pytest.raises(ConfigError) as info:
-        parse_config(data)
+        platform.parse_config(data, source="deploy.toml")
     return info.value.problems
 
 

@@ -14,7 +14,7 @@ from tests import cli_fork
 from tests.conftest import REPO_ROOT
 from tests.test_no_traceback import run
 from tests.test_readme import _user_strings
-from tpudeploy import errors, planner
+from tpudeploy import errors, planner, platform
 from tpudeploy.config import ConfigError, parse_config
 
 MAKEFILE = REPO_ROOT / "Makefile"
@@ -116,7 +116,7 @@ def test_config_problems_come_in_one_round() -> None:
         "zone": "europe-west4-a",
     }
     with pytest.raises(ConfigError) as caught:
-        parse_config(data)
+        platform.parse_config(data, source="deploy.toml")
     text = str(caught.value)
     for key in ("vllm.max_model_len", "allowed_cidrs", "zone", "vllm.gpu_memory_utilization"):
         assert re.search(rf"^  - (error: )?{re.escape(key)} = ", text, flags=re.M), key

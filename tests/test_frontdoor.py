@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_boot_apis import FakeFrontDoor, FakeTpu, LoopbackCertificate
-from tpudeploy import cli, frontdoor
+from tpudeploy import cli, endpoint
 from tpudeploy.config import parse_config
+from tpudeploy.tpuvm import frontdoor
 
 STUBS = Path(__file__).parent / "stubs"
 KEY = "vk-frontDoorTestKey-0123456789abcdefghijkl"
@@ -35,7 +36,7 @@ def test_endpoint_prints_addresses_fingerprint_and_a_pin(
     assert "from 10.8.0.0/16: https://203.0.113.5:8443/v1" in text
     assert "inside the VPC: https://10.182.0.2:8443/v1" in text
     assert "make tunnel`, then https://localhost:8443/v1" in text
-    assert frontdoor.colon_fingerprint(cert.sha256) in text
+    assert endpoint.colon_fingerprint(cert.sha256) in text
     assert "--pinnedpubkey sha256//c29tZS1waW4=" in text
 
 
@@ -109,16 +110,16 @@ IAP_REFUSED = (
 def test_tunnel_failure_says_the_real_cause(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    with pytest.raises(frontdoor.FrontDoorError) as caught:
+    with pytest.raises(endpoint.FrontDoorError) as caught:
         _tunnel(monkeypatch, tmp_path / "auth", 1, stderr=NOT_LOGGED_IN)
     text = str(caught.value)
     assert "gcloud is not logged in" in text and "You do not currently have an active" in text
     assert "Tunnel User" not in text and "alpha component" not in text
-    with pytest.raises(frontdoor.FrontDoorError) as caught:
+    with pytest.raises(endpoint.FrontDoorError) as caught:
         _tunnel(monkeypatch, tmp_path / "iap", 1, stderr=IAP_REFUSED)
     assert "IAP-secured Tunnel User" in str(caught.value) and "4033" in str(caught.value)
     assert "logged in" not in str(caught.value)
-    with pytest.raises(frontdoor.FrontDoorError, match="gcloud ended with status 255"):
+    with pytest.raises(endpoint.FrontDoorError, match="gcloud ended with status 255"):
         _tunnel(monkeypatch, tmp_path, 255)
-    with pytest.raises(frontdoor.FrontDoorError, match="LOCAL_PORT='80'"):
+    with pytest.raises(endpoint.FrontDoorError, match="LOCAL_PORT='80'"):
         _tunnel(monkeypatch, tmp_path / "low", 0, LOCAL_PORT="80")

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tpudeploy import frontdoor
 from tpudeploy.bench.commands import Cell, NodeTarget, cell_command, image_info_command
 from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.config import parse_config
+from tpudeploy.iapssh import ssh_argv
+from tpudeploy.tpuvm import frontdoor
 from tpudeploy.tpuvm.flex import queued_resource_spec
-from tpudeploy.tpuvm.nodessh import ssh_argv
 from tpudeploy.tpuvm.queued_resource.hints import force_delete_argv
 
 CFG = parse_config({"project": "ssh-proj-123"})

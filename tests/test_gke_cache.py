@@ -296,7 +296,7 @@ def test_shellcheck_passes_on_the_pod_cache_script(tmp_path: Path) -> None:
 
 
 def test_make_check_says_a_tag_keeps_every_replica_cold() -> None:
-    from tpudeploy.cli import summary_lines
+    from tpudeploy.platform import summary_lines
 
     (finding,) = cache.cache_findings(TAGGED)
     assert finding.key == "vllm.image" and "compiles cold" in finding.message

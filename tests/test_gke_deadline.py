@@ -21,7 +21,7 @@ from tools.rehearsal.fakes import iamrules
 from tpudeploy import deadline, facts, identities
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.gke import deadline as gke_deadline
-from tpudeploy.gke import plan
+from tpudeploy.gke import summary
 from tpudeploy.planner.cost import HOURS_PER_MONTH
 from tpudeploy.tpuvm.extend import extension_seconds
 from tpudeploy.tpuvm.recover import RecoverError
@@ -55,7 +55,7 @@ def test_a_gke_deployment_gets_a_deadline_by_default() -> None:
 def test_none_opts_out_and_says_what_forgetting_costs_a_month() -> None:
     cfg = parse_config(NONE)
     assert cfg.deadline_seconds is None
-    (line,) = [x for x in plan.summary(cfg) if x.startswith("deadline:")]
+    (line,) = [x for x in summary.summary(cfg) if x.startswith("deadline:")]
     # the idle floor plus min_replicas spot chips, each with its NAT share, for a month
     idle = sum(p.per_hour for p in facts.GKE_IDLE_PRICES["us-west4"])
     idle += facts.SYSTEM_NODE_PRICES[("us-west4", "e2-standard-2")].per_hour
@@ -66,7 +66,7 @@ def test_none_opts_out_and_says_what_forgetting_costs_a_month() -> None:
 
 
 def test_the_deadline_is_printed_when_it_is_on() -> None:
-    (line,) = [x for x in plan.summary(CFG) if x.startswith("deadline:")]
+    (line,) = [x for x in summary.summary(CFG) if x.startswith("deadline:")]
     assert CFG.deadline_job_name in line and "+ 8 h" in line and "make extend" in line
 
 

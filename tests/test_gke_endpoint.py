@@ -15,7 +15,7 @@ from tests.test_gke_ops import CFG, NS, PROJECT, Cluster
 from tools.rehearsal.fakes import k8s_ops as k8s
 from tpudeploy import facts, smoke
 from tpudeploy.config import parse_config
-from tpudeploy.frontdoor import FrontDoorError
+from tpudeploy.endpoint import FrontDoorError
 from tpudeploy.gke import frontdoor as gke_frontdoor
 from tpudeploy.gke import tlscert
 

@@ -349,7 +349,7 @@ def test_tls_cert_stores_certificate_and_key_and_prints_only_the_fingerprint(
     (the working directory stays empty)."""
     from cryptography import x509
 
-    from tpudeploy.secretstore import store_new_tls_cert
+    from tpudeploy.gke.tlscert import store_new_tls_cert
 
     class Recorder:
         project = PROJECT
@@ -364,7 +364,7 @@ def test_tls_cert_stores_certificate_and_key_and_prints_only_the_fingerprint(
     monkeypatch.chdir(tmp_path)
     store = Recorder()
     out = io.StringIO()
-    assert store_new_tls_cert(CFG, store, out) == 0  # type: ignore[arg-type]
+    assert store_new_tls_cert(CFG, store, out) == 0
     ((secret_id, value),) = store.added
     assert secret_id == CFG.tls_secret_id == f"{CFG.name}-tls"
     cert_pem = tlscert.certificate_of(value)

@@ -8,7 +8,7 @@ import pytest
 
 from tpudeploy import facts
 from tpudeploy.config import parse_config
-from tpudeploy.gke import plan
+from tpudeploy.gke import plan, summary
 from tpudeploy.planner import cost_per_million_tokens
 
 
@@ -80,7 +80,7 @@ def test_the_summary_states_cost_idle_floor_and_the_billing_stop() -> None:
     cfg = parse_config(
         {"platform": "gke", "load": {"expected_clients": 64, "expected_context": 8192}}
     )
-    text = "\n".join(plan.summary(cfg))
+    text = "\n".join(summary.summary(cfg))
     assert "need 3 replica(s) by the KV wall (fits)" in text
     assert "idle floor: $" in text and "cluster management fee" in text
     assert "$/M output tokens:" in text
@@ -95,12 +95,12 @@ def test_too_few_max_replicas_is_said() -> None:
             "load": {"expected_clients": 64, "expected_context": 8192},
         }
     )
-    assert any("MORE than max_replicas = 2" in line for line in plan.summary(cfg))
+    assert any("MORE than max_replicas = 2" in line for line in summary.summary(cfg))
 
 
 def test_a_region_without_idle_prices_says_so() -> None:
     cfg = parse_config({"platform": "gke", "zone": "us-central1-a", "gke": {"capacity": "spot"}})
-    lines = plan.summary(cfg)
+    lines = summary.summary(cfg)
     assert lines[-2].startswith("cost: not estimated")
     # and what ends the billing is still said; an opt-out's monthly cost cannot be
     assert lines[-1].startswith("deadline: Cloud Scheduler job")
@@ -112,7 +112,7 @@ def test_a_region_without_idle_prices_says_so() -> None:
             "max_run_duration": "none",
         }
     )
-    assert "is not estimated here" in plan.summary(opted_out)[-1]
+    assert "is not estimated here" in summary.summary(opted_out)[-1]
 
 
 def test_with_routing_the_summary_says_what_the_costs_leave_out() -> None:
@@ -132,11 +132,11 @@ def test_with_routing_the_summary_says_what_the_costs_leave_out() -> None:
             },
         }
     )
-    assert not [line for line in plan.summary(plain) if line.startswith("routing:")]
-    (line,) = [line for line in plan.summary(routed) if line.startswith("routing:")]
+    assert not [line for line in summary.summary(plain) if line.startswith("routing:")]
+    (line,) = [line for line in summary.summary(routed) if line.startswith("routing:")]
     assert "gke-l7-rilb, internal" in line and "scoring random" in line
     assert "bills beyond the cost and idle floor" in line and "not priced here" in line
-    (deadline,) = [line for line in plan.summary(routed) if line.startswith("deadline:")]
+    (deadline,) = [line for line in summary.summary(routed) if line.startswith("deadline:")]
     assert "leaves the Service's load balancer rule, the Gateway's load balancer" in deadline
-    (plain_deadline,) = [line for line in plan.summary(plain) if line.startswith("deadline:")]
+    (plain_deadline,) = [line for line in summary.summary(plain) if line.startswith("deadline:")]
     assert "Gateway" not in plain_deadline

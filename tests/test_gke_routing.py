@@ -26,6 +26,7 @@ from tpudeploy.config.gke import version_tuple
 from tpudeploy.config.secretshape import HF_TOKEN_ERE
 from tpudeploy.gke import metrics, picker_interface, pod, routing, scaleplan
 from tpudeploy.gke.serving import labels
+from tpudeploy.platform import guard_rails
 
 SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
@@ -267,7 +268,7 @@ def test_routing_is_deployable_and_each_missing_part_is_refused_with_the_fix() -
     """Issue 26: routing was refused while the front door had no keyed plain listener for the
     InferencePool (tests/test_gke_frontdoor.py runs that listener under real nginx now)."""
     assert routing.findings(CFG) == []
-    policy.enforce(CFG, source="gke.toml")  # raises on any error finding
+    policy.enforce(CFG, guard_rails(CFG), source="gke.toml")  # raises on any error finding
     unpinned = parse_config(
         {**ROUTED, "routing": {**ROUTED["routing"], "picker_image": "registry.k8s.io/x/epp:v1"}}
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tpudeploy import cli
+from tpudeploy import cli, platform
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.gke import plan, scaleplan
 
@@ -137,12 +137,12 @@ def test_unset_load_names_both_ways_to_give_it() -> None:
 
 def test_the_synth_summary_states_the_plan_for_the_configured_load() -> None:
     cfg = _cfg(expected_clients=64, expected_context=8192, target_ttft_ms=700)
-    lines = "\n".join(cli.summary_lines(cfg))
+    lines = "\n".join(platform.summary_lines(cfg))
     assert "scale plan: 64 client(s) at 8,192 tokens of context, median TTFT <= 700 ms" in lines
     # 594.4 ms at 16 clients, 11,734 at 64: 700 ms allows 16 streams, so 64 clients need 4
     assert "replicas: 4 (KV wall 3 at 30 per replica, TTFT 4 at 16 per replica)" in lines
     assert "vllm:num_requests_running 16" in lines
-    assert "scale plan" not in "\n".join(cli.summary_lines(_cfg()))  # no [load], no plan
+    assert "scale plan" not in "\n".join(platform.summary_lines(_cfg()))  # no [load], no plan
 
 
 def test_make_plan_scale_passes_the_variables_through() -> None:
@@ -168,10 +168,11 @@ def test_the_hpa_is_given_the_planners_queue_target() -> None:
 def test_an_unreachable_ttft_in_load_is_refused_before_synth() -> None:
     from tpudeploy import policy
     from tpudeploy.config import ConfigError
+    from tpudeploy.platform import guard_rails
 
     cfg = _cfg(expected_clients=4, expected_context=8192, target_ttft_ms=200)
     with pytest.raises(ConfigError) as raised:
-        policy.enforce(cfg, source="gke.toml")
+        policy.enforce(cfg, guard_rails(cfg), source="gke.toml")
     assert "load.target_ttft_ms = 200" in str(raised.value)
     assert "289.4 ms" in str(raised.value) and "raise it to 290" in str(raised.value)
     assert scaleplan.findings(_cfg(expected_context=8192, target_ttft_ms=290)) == []

@@ -70,8 +70,8 @@ def test_the_commands_errors_are_user_errors() -> None:
     error type is a UserError, so errors.explain needs no list of them."""
     from tpudeploy.cachebucket import CacheBucketError
     from tpudeploy.config import ConfigError
+    from tpudeploy.endpoint import FrontDoorError
     from tpudeploy.errors import UserError, explain
-    from tpudeploy.frontdoor import FrontDoorError
     from tpudeploy.planner.cost import NoPricesError
     from tpudeploy.secretstore import SecretStoreError
     from tpudeploy.smoke import SmokeError

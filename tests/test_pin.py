@@ -17,8 +17,8 @@ from tests.fake_boot_apis import FakeTpu
 from tpudeploy import bootcheck, cli, facts
 from tpudeploy.config import parse_config
 from tpudeploy.nodebuild import boot_expectations
-from tpudeploy.pinning import PinError, edit_toml, pin, pinned_cache_object, verified_edit
-from tpudeploy.render import compile_cache_key, vllm_serve_args
+from tpudeploy.render import compile_cache_key, pinned_cache_object, vllm_serve_args
+from tpudeploy.tpuvm.pin import PinError, edit_toml, pin, verified_edit
 
 PROJECT = "pin-proj-1"
 VLLM_DIGEST = "vllm/vllm-tpu@sha256:" + "a" * 64
@@ -209,7 +209,7 @@ def test_the_pinned_cache_object_is_named_before_the_boot() -> None:
 def test_status_and_wait_show_the_build_and_the_boot_checks_warnings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tpudeploy import nodebuild
+    from tpudeploy.tpuvm import guestattributes
     from tpudeploy.tpuvm.queued_resource import TpuApi
     from tpudeploy.tpuvm.wait import wait_ready
 
@@ -218,7 +218,9 @@ def test_status_and_wait_show_the_build_and_the_boot_checks_warnings(
     phase = attrs.pop("phase")
     with FakeTpu([(phase, "")], attributes=attrs) as fake:
         monkeypatch.setenv("TPU_EMULATOR_HOST", fake.host)
-        status = "\n".join(nodebuild.status_lines(cfg, PROJECT, api=TpuApi(log=io.StringIO())))
+        status = "\n".join(
+            guestattributes.status_lines(cfg, PROJECT, api=TpuApi(log=io.StringIO()))
+        )
         out = io.StringIO()
         rc = wait_ready(cfg, PROJECT, api=TpuApi(log=io.StringIO()), out=out, sleep=lambda _: None)
     assert f"vllm image vllm/vllm-tpu:nightly\n  digest {VLLM_DIGEST}" in status

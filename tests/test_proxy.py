@@ -35,7 +35,7 @@ from tests.fake_boot_apis import chat_answer, weather_call
 from tools.rehearsal.fakes.base import LoopbackServer
 from tpudeploy import render, smoke
 from tpudeploy.config import DeployConfig, parse_config
-from tpudeploy.frontdoor import Endpoint, fetch_certificate
+from tpudeploy.endpoint import Endpoint, fetch_certificate
 
 NGINX = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
 if NGINX is None:

@@ -20,7 +20,7 @@ from tests.fake_boot_apis import (
 )
 from tpudeploy import smoke
 from tpudeploy.config import parse_config
-from tpudeploy.frontdoor import Endpoint
+from tpudeploy.endpoint import Endpoint
 
 KEY = "vk-smokeTestKey-0123456789abcdefghijklmnopq"
 MODEL = "google/gemma-4-E2B-it"

@@ -11,7 +11,7 @@ import pytest
 
 from tests.fake_boot_apis import FakeTpu
 from tpudeploy.config import DeployConfig, parse_config
-from tpudeploy.tpuvm.nodessh import ssh_argv
+from tpudeploy.iapssh import ssh_argv
 from tpudeploy.tpuvm.queued_resource import TpuApi
 from tpudeploy.tpuvm.wait import wait_ready
 
@@ -75,7 +75,7 @@ def test_failed_phase_exits_non_zero_with_reason_and_next_commands(
     assert reason in out
     assert "make status" in out
     assert f"sudo docker logs --tail 100 {cfg.vllm.container_name}" in out
-    # The hint is the command line tests/test_nodessh.py has the real gcloud parse.
+    # The hint is the command line tests/test_gcloud_commands.py has the real gcloud parse.
     ssh = shlex.join([*ssh_argv(cfg.node_id, cfg.zone, PROJECT), "--"])
     assert ssh.startswith("gcloud alpha compute tpus tpu-vm ssh ")
     assert f"{ssh} sudo docker logs --tail 100 {cfg.vllm.container_name}" in out

@@ -11,9 +11,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from tpudeploy import facts, identities, permissions, planner
-from tpudeploy.cli import summary_lines
 from tpudeploy.config import DeployConfig, ModelGeometry, parse_config
 from tpudeploy.config.messages import toml_value
+from tpudeploy.platform import summary_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

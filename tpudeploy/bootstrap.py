@@ -19,10 +19,11 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator
 
 from tpudeploy import gitops, names
-from tpudeploy.config import ConfigError, DeployConfig, load_config
+from tpudeploy.config import ConfigError, DeployConfig
 from tpudeploy.config.base import Strict
 from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.identities import cel_list, cel_string
+from tpudeploy.platform import load_config
 
 DEFAULT_BOOTSTRAP_PATH = "gitops.toml"
 BOOTSTRAP_ENV = "BOOTSTRAP_CONFIG"

@@ -11,8 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tpudeploy import errors, planner, policy, terraform
-from tpudeploy.config import DeployConfig, config_path, load_config, require_project
-from tpudeploy.platform import NotOnThisPlatform, platform_for
+from tpudeploy.config import DeployConfig, config_path, require_project
+from tpudeploy.platform import (
+    NotOnThisPlatform,
+    guard_rails,
+    load_config,
+    platform_for,
+    summary_lines,
+)
 from tpudeploy.tpuvm import queued_resource as qr
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +29,7 @@ def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
         require_project(cfg, source=str(config_path()))
     if not args.destroy:
         # Checking for a synth or a deploy: the guard rails apply. A destroy never needs them.
-        policy.enforce(cfg, source=str(config_path()))
+        policy.enforce(cfg, guard_rails(cfg), source=str(config_path()))
     print(f"{config_path()}: deployment {cfg.name!r} is valid")
     print(f"  {platform_for(cfg).describe(cfg)}, project {cfg.project or '(unset)'}")
     if not args.destroy:
@@ -47,20 +53,6 @@ def _stacks(cfg: DeployConfig, args: argparse.Namespace) -> int:
         names = [cfg.secrets_stack_name]
     print(" ".join(names))
     return 0
-
-
-def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> list[str]:
-    """What `make synth` and `make check` end with: guard-rail warnings, a moving image tag,
-    then cost, what stops
-    the billing, what the cost leaves out, who reaches the endpoint, KV pool. `today` adds the
-    prices' age (generated README text leaves it out to stay stable)."""
-    from tpudeploy.pinning import moving_tags
-
-    lines = policy.warnings(cfg)
-    # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix.
-    lines += [str(f) for f in moving_tags(cfg)]
-    lines += platform_for(cfg).summary(cfg, today=today)
-    return lines
 
 
 def _capacity(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -243,12 +235,12 @@ def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 def _pin(cfg: DeployConfig, args: argparse.Namespace) -> int:
     platform_for(cfg).require(cfg, "pin")
-    from tpudeploy import nodebuild, pinning
+    from tpudeploy.tpuvm import guestattributes, pin
     from tpudeploy.tpuvm.queued_resource import TpuApi
 
     project = require_project(cfg, source=str(config_path()))
-    attributes = nodebuild.node_attributes(cfg, project, TpuApi(log=sys.stderr))
-    return pinning.pin(cfg, attributes, config_path(), out=sys.stdout)
+    attributes = guestattributes.node_attributes(cfg, project, TpuApi(log=sys.stderr))
+    return pin.pin(cfg, attributes, config_path(), out=sys.stdout)
 
 
 def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -280,9 +272,10 @@ def _tunnel(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy import secretstore
+    from tpudeploy.gke import tlscert
 
     store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
-    return secretstore.store_new_tls_cert(cfg, store, sys.stdout)
+    return tlscert.store_new_tls_cert(cfg, store, sys.stdout)
 
 
 def build_parser() -> argparse.ArgumentParser:

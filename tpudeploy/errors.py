@@ -37,6 +37,11 @@ class UserError(Exception):
         return f"error: {one_line(self, 2000)}"
 
 
+class NotOnThisPlatform(UserError):
+    """A command that exists for the other platform only; the message says what to use (the
+    platforms raise it, tpudeploy/platform.py's Platform.require names what each lacks)."""
+
+
 def one_line(text: object, limit: int = 300) -> str:
     """`text` on one line, long library messages shortened."""
     flat = " ".join(str(text).split())

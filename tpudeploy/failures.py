@@ -13,41 +13,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from tpudeploy import planner, terraform
+from tpudeploy import terraform
 from tpudeploy.config import DeployConfig
 from tpudeploy.platform import platform_for
-from tpudeploy.tpuvm.addresses import QUEUED_RESOURCE_ADDRESS
-
-# Resource types that bill by the hour while they exist (the chip); the rest of the node stack
-# (firewall rules, the queued resource's terraform_data bookkeeping aside) costs nothing.
-CHIP_TYPES = ("google_tpu_v2_vm",)
-
-
-def _rate(cfg: DeployConfig) -> str:
-    return planner.rate_text(cfg)
-
-
-def billing_resources(cfg: DeployConfig, resources: list[terraform.StateResource]) -> list[str]:
-    """The node stack's resources in state that bill, each with what it costs (the TPU VM's;
-    each platform names its own: tpudeploy.platform)."""
-    found = []
-    for r in resources:
-        if r.address == QUEUED_RESOURCE_ADDRESS:
-            text = (
-                f"flex-start queued resource {cfg.queued_resource_id} ({_rate(cfg)} while its "
-                "node runs)"
-            )
-            if r.tainted:
-                text += (
-                    "; its create failed, and the client deleted what it requested (its last "
-                    "lines above say so), so it is likely gone"
-                )
-            found.append(text)
-        elif r.type in CHIP_TYPES:
-            found.append(
-                f"TPU VM {cfg.node_id} ({cfg.provisioning}, {_rate(cfg)} until it is deleted)"
-            )
-    return found
 
 
 def _state_name(cfg: DeployConfig, stack: str) -> str:

@@ -14,10 +14,8 @@ from dataclasses import dataclass
 
 from tpudeploy import facts, planner
 from tpudeploy.config import DeployConfig
-from tpudeploy.tpuvm.queued_resource import ApiError, TpuApi
-from tpudeploy.tpuvm.wait import node_name, read_attributes
 
-# The guest-attribute keys under tpudeploy/ (tpudeploy.tpuvm.wait.NAMESPACE).
+# The guest-attribute keys under tpudeploy/ (tpudeploy.tpuvm.guestattributes.NAMESPACE).
 BUILD_KEY = "build"
 CHECK_KEY = "boot-check"
 
@@ -172,17 +170,3 @@ def check_lines(attributes: dict[str, str], *, only_alerts: bool = False) -> lis
     if only_alerts and not shown:
         return [f"boot check: {report.get('verdict', '')}"]
     return [f"boot check: {report.get('verdict', '')}", *(_finding_line(f) for f in shown)]
-
-
-def node_attributes(cfg: DeployConfig, project: str, api: TpuApi) -> dict[str, str]:
-    """The node's tpudeploy/ guest attributes; {} before the first one."""
-    return read_attributes(api, node_name(cfg, project)) or {}
-
-
-def status_lines(cfg: DeployConfig, project: str, *, api: TpuApi | None = None) -> list[str]:
-    """`make status`: the build the node serves and its boot check, every finding."""
-    try:
-        values = node_attributes(cfg, project, api or TpuApi(log=None))
-    except ApiError as exc:
-        return [f"build: could not read the node's guest attributes: {exc.api_message}"]
-    return build_lines(values) + check_lines(values)

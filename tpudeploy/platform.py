@@ -1,28 +1,32 @@
 """The one seam between the two platforms: what differs by platform is asked of a Platform.
 
-Callers (the CLI, main.py, stacks/app.py) never branch on `cfg.platform` themselves; they take
-`platform_for(cfg)` and ask it. The TPU VM's implementation calls what existed before GKE;
-GKE's lives in tpudeploy.gke.
+Callers (the CLI, main.py, the stacks) never branch on `cfg.platform` themselves; they take
+`platform_for(cfg)` and ask it. Each platform is one package below this module
+(tpudeploy/tpuvm/, tpudeploy/gke/), which never imports the other nor anything above it.
+What combines the platform with what both share (the guard rails, the summary the stacks and
+`make check` print, a config's load with what the guard rails would also say) is here too.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tpudeploy import planner
-from tpudeploy.config import DeployConfig
-from tpudeploy.errors import UserError
+from tpudeploy import config, planner, policy
+from tpudeploy.config import ConfigError, DeployConfig
+from tpudeploy.errors import NotOnThisPlatform
+from tpudeploy.gke.platform import Gke
+from tpudeploy.pins import moving_tags
+from tpudeploy.tpuvm.platform import TpuVm
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
     from tpudeploy.bench.sweep import Executor
-    from tpudeploy.frontdoor import Endpoint
+    from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
 
-
-class NotOnThisPlatform(UserError):
-    """A command that exists for the other platform only; the message says what to use."""
+__all__ = ["PLATFORMS", "NotOnThisPlatform", "Platform", "platform_for"]
 
 
 class Platform(Protocol):
@@ -118,233 +122,53 @@ class Platform(Protocol):
         ...
 
 
-class TpuVm:
-    name = "tpu-vm"
-    replaces_dead_nodes = True
-    billing_noun = "TPU node or queued resource"
-
-    def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
-        return (cfg.secrets_stack_name, cfg.node_stack_name)
-
-    def billing_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
-        return (cfg.node_stack_name,)
-
-    def protected_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
-        return ()
-
-    def describe(self, cfg: DeployConfig) -> str:
-        return f"{cfg.provisioning} {cfg.accelerator_type} in {cfg.zone}"
-
-    def recover_note(self, cfg: DeployConfig) -> str | None:
-        return None
-
-    def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
-        return planner.synth_summary(cfg, today=today)
-
-    def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
-        return planner.check_settings(cfg)
-
-    def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
-        return ((cfg.hf_token_secret_id, "make secret"), (cfg.api_key_secret_id, "make api-key"))
-
-    def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
-        vm = cfg.provisioning != "flex-start"
-        keys = ["secrets (all models)"]
-        if vm:
-            keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
-        if purpose == "deploy":
-            keys += ["node (all models)", "node (spot, on-demand)" if vm else "node (flex-start)"]
-            if cfg.declares_nat:
-                keys.append("node (no external address)")
-        return keys
-
-    def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
-        # The secrets stack enables every API the TPU VM uses (stacks/secrets.py).
-        return ()
-
-    def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
-        from tpudeploy.failures import billing_resources
-
-        return billing_resources(cfg, resources)
-
-    def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
-        from tpudeploy.tpuvm import wait
-
-        return wait.wait_ready(cfg, project, timeout=timeout, interval=interval)
-
-    def status(self, cfg: DeployConfig, project: str) -> int:
-        from tpudeploy.tpuvm.vmstatus import status
-
-        return status(cfg, project)
-
-    def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
-        from tpudeploy import frontdoor
-
-        return frontdoor.resolve_endpoint(cfg, project)
-
-    def endpoint_report(self, cfg: DeployConfig, project: str, *, cert_out: str) -> int:
-        from tpudeploy import frontdoor
-
-        return frontdoor.endpoint_report(cfg, project, cert_out=cert_out)
-
-    def tunnel(self, cfg: DeployConfig, project: str) -> int:
-        from tpudeploy import frontdoor
-
-        return frontdoor.run_tunnel(cfg, project)
-
-    def cleanup(self, cfg: DeployConfig, project: str, *, timeout: float | None) -> int:
-        from tpudeploy.tpuvm.flex import delete_queued_resource
-
-        return delete_queued_resource(cfg, project, timeout=timeout)
-
-    def bench_target(
-        self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
-    ) -> tuple[BenchTarget, Executor] | None:
-        return None
-
-    def require(self, cfg: DeployConfig, command: str) -> None:
-        return None
-
-
-# Not built for GKE (issue 25 leaves them): what to do instead.
-GKE_NOT_BUILT = {
-    "extend": "make extend moves a TPU VM's deadline job; GKE's TPU nodes end by "
-    "[gke] max_run_duration (flex-start) or `make destroy`",
-    "pin": "make pin reads the digests one TPU VM published; on GKE set [vllm] image to a "
-    "digest (image@sha256:...) yourself",
-}
-
-
-class Gke:
-    name = "gke"
-    replaces_dead_nodes = False
-    billing_noun = "cluster, TPU node pool or replica"
-
-    def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
-        return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)
-
-    def billing_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
-        # The serving objects: with no pod asking for google.com/tpu, the cluster autoscaler
-        # removes the TPU nodes (both pools scale from 0), so the chip-hours stop. The cluster
-        # (deletion protection on) and its idle floor stay until make destroy-all; the secrets
-        # and the compile cache stay like on the TPU VM.
-        return (cfg.serving_stack_name,)
-
-    def protected_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
-        return (cfg.gke_stack_name,)
-
-    def describe(self, cfg: DeployConfig) -> str:
-        g = cfg.gke
-        return (
-            f"GKE: {g.min_replicas}-{g.max_replicas} replicas of {cfg.accelerator_type} "
-            f"({g.capacity}) in {cfg.zone}"
-        )
-
-    def recover_note(self, cfg: DeployConfig) -> str | None:
-        # A preempted spot node or a recycled flex-start node is the node pool's: GKE's auto-repair
-        # and the cluster autoscaler replace it while the Deployment asks for the replica. There is
-        # no queued resource or VM in Terraform's state to replace (make rehearse PLATFORM=gke
-        # found make deploy failing here: recover looked for the TPU VM's node stack).
-        return (
-            f"{cfg.name} runs on GKE: the node pools replace preempted or recycled TPU nodes "
-            "themselves; nothing to recover"
-        )
-
-    def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
-        from tpudeploy.gke.cache import cache_findings
-        from tpudeploy.gke.plan import summary
-        from tpudeploy.gke.scaleplan import configured
-
-        return [*map(str, cache_findings(cfg)), *summary(cfg), *configured(cfg)]
-
-    def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
-        from tpudeploy.gke import routing, scaleplan
-
-        return routing.findings(cfg) + scaleplan.findings(cfg) + planner.check_settings(cfg)
-
-    def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
-        # One front-door certificate for every replica (tpudeploy/gke/tlscert.py).
-        return (*TpuVm().secrets(cfg), (cfg.tls_secret_id, "make tls-cert"))
-
-    def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
-        keys = ["secrets (all models)"]
-        deadline = cfg.deadline_seconds is not None
-        if deadline:  # the job's account and role, in the secrets stack as on the TPU VM
-            keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
-        if purpose == "deploy":
-            keys += ["cluster (gke)", "serving (gke)", "serving (gke: the custom metrics adapter)"]
-            if deadline:
-                keys.append("cluster (gke: the deadline job)")
-            if cfg.routing.gateway:
-                keys.append("serving (gke, [routing] gateway: the endpoint picker)")
-        return keys
-
-    def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
-        return (
-            # The cluster stack enables it (google_project_service) before the cluster.
-            ("container.googleapis.com", True, "the GKE cluster"),
-            # Managed Prometheus stores vLLM's metrics in Cloud Monitoring, and the HPA reads
-            # vllm:num_requests_waiting from there; no stack enables it
-            # (cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed).
-            ("monitoring.googleapis.com", False, "Managed Prometheus and the HPA's metric"),
-        )
-
-    def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
-        from tpudeploy.gke.plan import billing_in_state
-
-        return billing_in_state(cfg, resources)
-
-    def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
-        from tpudeploy.gke import ops
-
-        return ops.wait_ready(cfg, project, timeout=timeout, interval=interval)
-
-    def status(self, cfg: DeployConfig, project: str) -> int:
-        from tpudeploy.gke import ops
-
-        return ops.status(cfg, project)
-
-    def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
-        from tpudeploy.gke import frontdoor
-
-        return frontdoor.resolve_endpoint(cfg, project)
-
-    def endpoint_report(self, cfg: DeployConfig, project: str, *, cert_out: str) -> int:
-        from tpudeploy.gke import frontdoor
-
-        return frontdoor.endpoint_report(cfg, project, cert_out=cert_out)
-
-    def tunnel(self, cfg: DeployConfig, project: str) -> int:
-        raise NotOnThisPlatform(
-            "make tunnel forwards a port to one TPU VM over IAP SSH; on GKE the front door is "
-            "the Service's internal load balancer: reach it from the VPC or [network] "
-            "allowed_cidrs (`make endpoint` prints the address), or forward a port with "
-            f"`kubectl -n tpudeploy port-forward service/{cfg.name} "
-            f"{cfg.proxy.port}:{cfg.proxy.port}`"
-        )
-
-    def cleanup(self, cfg: DeployConfig, project: str, *, timeout: float | None) -> int:
-        from tpudeploy.gke import ops
-
-        return ops.after_destroy(cfg, project)
-
-    def bench_target(
-        self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
-    ) -> tuple[BenchTarget, Executor] | None:
-        from tpudeploy.bench.sweep import subprocess_executor
-        from tpudeploy.gke import bench
-
-        if plan:
-            return bench.plan_target(route), subprocess_executor
-        return bench.bench_target(cfg, project, route=route)
-
-    def require(self, cfg: DeployConfig, command: str) -> None:
-        if command in GKE_NOT_BUILT:
-            raise NotOnThisPlatform(f'{GKE_NOT_BUILT[command]} (platform = "gke")')
-
-
 PLATFORMS: dict[str, Platform] = {"tpu-vm": TpuVm(), "gke": Gke()}
 
 
 def platform_for(cfg: DeployConfig) -> Platform:
     return PLATFORMS[cfg.platform]
+
+
+def guard_rails(cfg: DeployConfig) -> list[planner.Finding]:
+    """Every guard-rail finding on `cfg`, the shared ones and its platform's (tpudeploy.policy
+    applies them: errors refuse, the rest is printed)."""
+    return platform_for(cfg).findings(cfg)
+
+
+def load_config(path: str | Path | None = None) -> DeployConfig:
+    """The config at `path` (DEPLOY_CONFIG, else deploy.toml), validated; a file that fails
+    also hears what the guard rails would refuse next, so one round names every problem.
+
+    Loading itself (tpudeploy.config) validates the shape only; a valid file meets the guard
+    rails where a command creates or changes what bills (policy.enforce)."""
+    try:
+        return config.load_config(path)
+    except ConfigError as exc:
+        raise with_later_refusals(exc) from None
+
+
+def parse_config(data: dict[str, Any], *, source: str) -> DeployConfig:
+    """tpudeploy.config.parse_config, a failure completed as load_config's is."""
+    try:
+        return config.parse_config(data, source=source)
+    except ConfigError as exc:
+        raise with_later_refusals(exc) from None
+
+
+def with_later_refusals(exc: ConfigError) -> ConfigError:
+    """`exc` with the guard-rail refusals of the config it could still judge (exc.judged): the
+    file fails anyway, so saying them now costs nothing."""
+    if exc.judged is None:
+        return exc
+    return exc.with_later(policy.refusals(guard_rails(exc.judged)))
+
+
+def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> list[str]:
+    """What `make synth` and `make check` end with: guard-rail warnings, a moving image tag,
+    then cost, what stops the billing, what the cost leaves out, who reaches the endpoint, KV
+    pool. `today` adds the prices' age (generated README text leaves it out to stay stable)."""
+    lines = policy.warnings(guard_rails(cfg))
+    # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix.
+    lines += [str(f) for f in moving_tags(cfg)]
+    lines += platform_for(cfg).summary(cfg, today=today)
+    return lines

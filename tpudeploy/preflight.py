@@ -292,7 +292,9 @@ def run(
     start = time.monotonic()
     if purpose in ("deploy", "deploy-secrets", "diff"):
         # What is about to be created passes the guard rails (a destroy never needs them).
-        policy.enforce(cfg, source=str(config_path()))
+        from tpudeploy.platform import guard_rails
+
+        policy.enforce(cfg, guard_rails(cfg), source=str(config_path()))
     checks = [check_terraform(), check_credentials(), check_project(cfg)]
     if purpose in ("deploy", "deploy-secrets") and all(c.ok for c in checks):
         checks.append(check_permissions(cfg, purpose, held))

@@ -15,6 +15,7 @@ import jinja2
 from tpudeploy import bootcheck, cacheguard, facts, nodebuild
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
+from tpudeploy.pins import pinned_digest
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 # vLLM listens here only: the TLS proxy on the node is the one way in (templates/nginx.conf.j2).
@@ -159,6 +160,14 @@ def cache_object_prefix(cfg: DeployConfig) -> str:
     return f"xla/{compile_cache_key(cfg)}/"
 
 
+def pinned_cache_object(cfg: DeployConfig) -> str | None:
+    """The exact compile-cache object a node of `cfg` reads and writes, once the vLLM image is
+    pinned (the startup script's restore_cache: xla/<key>/<digest>.tar.gz); None for a tag,
+    whose digest is known only after the pull. An IAM condition on the cache bucket can name it."""
+    digest = pinned_digest(cfg.vllm.image)
+    return f"xla/{compile_cache_key(cfg)}/{digest}.tar.gz" if digest else None
+
+
 def cache_write_condition(cfg: DeployConfig, bucket: str) -> dict[str, str]:
     """The IAM condition on the node's objectCreator grant (issue 22, item 2): it may create its
     own key's archives only, and the one archive of its image when the image is pinned by digest
@@ -166,9 +175,6 @@ def cache_write_condition(cfg: DeployConfig, bucket: str) -> dict[str, str]:
     Cloud Storage gives an object's resource.name as projects/_/buckets/BUCKET/objects/OBJECT
     (https://cloud.google.com/iam/docs/conditions-resource-attributes#resource-name); conditions
     need uniform bucket-level access (https://cloud.google.com/storage/docs/access-control/iam)."""
-    # Imported here: tpudeploy.pinning builds on this module's compile_cache_key.
-    from tpudeploy.pinning import pinned_cache_object
-
     objects = f"projects/_/buckets/{bucket}/objects/{cache_object_prefix(cfg)}"
     pinned = pinned_cache_object(cfg)
     if pinned:

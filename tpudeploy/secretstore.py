@@ -205,23 +205,3 @@ def store_new_api_key(cfg: DeployConfig, store: SecretStore, out: TextIO) -> int
         file=out,
     )
     return 0
-
-
-def store_new_tls_cert(cfg: DeployConfig, store: SecretStore, out: TextIO) -> int:
-    """GKE: one front-door certificate for every replica, made in memory, stored as a new
-    version of <name>-tls (certificate then key); only its fingerprint is printed."""
-    from tpudeploy.gke.tlscert import fingerprints, make_bundle
-
-    bundle = make_bundle(cfg.name)
-    version = store.add_version(cfg.tls_secret_id, bundle.text)
-    pins = fingerprints(bundle.cert_pem)
-    print(
-        f"stored a new front-door certificate and key as {version or 'a new version'} of "
-        f"{cfg.tls_secret_id} (the key is in no file).\n"
-        f"certificate SHA-256: {pins['sha256']}\n"
-        "Every replica's front door serves it from its next start (replicas running now keep "
-        "the old one until they are replaced: a rollout, or delete the pods); `make endpoint` "
-        "prints the pin.",
-        file=out,
-    )
-    return 0

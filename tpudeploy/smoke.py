@@ -11,8 +11,8 @@ from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.secretshape import API_KEY_RE
+from tpudeploy.endpoint import Endpoint, FrontDoorError, connect
 from tpudeploy.errors import UserError
-from tpudeploy.frontdoor import Endpoint, FrontDoorError, connect
 from tpudeploy.terminal import printable
 
 API_KEY_ENV = "VLLM_API_KEY"

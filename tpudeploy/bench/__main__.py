@@ -32,7 +32,7 @@ from tpudeploy.bench.sweep import (
     run_sweep,
     subprocess_executor,
 )
-from tpudeploy.config import ConfigError, load_config
+from tpudeploy.config import ConfigError
 from tpudeploy.render import compile_cache_key
 from tpudeploy.secretstore import SecretStore, SecretStoreError
 from tpudeploy.timefmt import format_seconds
@@ -43,6 +43,8 @@ def _read_config(path: str | None) -> tuple[dict[str, Any], Any]:
     {} without a file). The schema validated its shape; the sweep applies it to a profile."""
     if not path:
         return {}, None
+    from tpudeploy.platform import load_config
+
     try:
         cfg = load_config(path)
     except ConfigError as exc:

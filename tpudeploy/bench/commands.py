@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tpudeploy.bench.settings import SweepSettings
-from tpudeploy.tpuvm.nodessh import ssh_argv
+from tpudeploy.iapssh import ssh_argv
 
 # Inside the container: the serving image ships vLLM's own client, and the container's HF_HOME
 # already holds the tokenizer the server loaded, so nothing is downloaded to benchmark.
@@ -65,7 +65,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class NodeTarget:
-    """Where the serving container runs, reached through IAP SSH (tpudeploy.tpuvm.nodessh)."""
+    """Where the serving container runs, reached through IAP SSH (tpudeploy.iapssh)."""
 
     name: str
     zone: str
@@ -223,7 +223,7 @@ def image_info_command(settings: SweepSettings, target: NodeTarget | None) -> li
 
 
 def over_ssh(command: Sequence[str], target: NodeTarget | None) -> list[str]:
-    """Wrap a node-side argv in the IAP SSH of tpudeploy.tpuvm.nodessh (None: on the node)."""
+    """Wrap a node-side argv in the IAP SSH of tpudeploy.iapssh (None: on the node)."""
     if target is None:
         return list(command)
     return [

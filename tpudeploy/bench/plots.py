@@ -7,8 +7,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tpudeploy.bench.report import GroupReport
-from tpudeploy.bench.stats import METRICS
+from tpudeploy.bench.stats import METRICS, GroupReport
 
 # (metric key, y label, log y): throughput is linear; TTFT spans 16 ms to 11.7 s (seed).
 # File names come from the group (results.PLOT_FILES, numbered when a directory holds several).

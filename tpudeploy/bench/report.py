@@ -28,21 +28,16 @@ from tpudeploy.bench.results import (
     Skipped,
     load_results,
 )
-from tpudeploy.bench.stats import CV_LIMIT, METRICS, CellSummary, Metric, summarize
+from tpudeploy.bench.stats import (
+    CV_LIMIT,
+    METRICS,
+    CellSummary,
+    GroupReport,
+    Metric,
+    summarize,
+)
 
 MISSING = "—"
-
-
-@dataclass(frozen=True)
-class GroupReport:
-    """One model/config/image: its cells, grid and plot file names."""
-
-    key: GroupKey
-    cells: Mapping[tuple[int, int], CellSummary]
-    contexts: tuple[int, ...]
-    clients: tuple[int, ...]
-    expected_reps: int
-    plot_files: Mapping[str, str]
 
 
 @dataclass
@@ -395,7 +390,7 @@ def write_report(
     contexts: Sequence[int] = DEFAULT_CONTEXTS,
 ) -> tuple[Report, list[Path]]:
     """Write report.md and the PNG plots into `out_dir` (default: the results directory)."""
-    from tpudeploy.bench import plots  # matplotlib loads only when plots are wanted
+    from tpudeploy.bench import plots  # matplotlib loads only when plots are wanted (plots: below)
 
     report = build_report(
         results_dir,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tpudeploy import facts
-from tpudeploy.bench.results import RunResult
+from tpudeploy.bench.results import GroupKey, RunResult
 
 # The seed's bar for "no point value should be trusted": its own 128/16 TTFT had cv 56%.
 CV_LIMIT = 0.10
@@ -102,3 +102,15 @@ def summarize(runs: Sequence[RunResult]) -> dict[tuple[int, int], CellSummary]:
             stats[metric.key] = Stat.of(values) if values else None
         cells[key] = CellSummary(key[0], key[1], tuple(group), stats)
     return cells
+
+
+@dataclass(frozen=True)
+class GroupReport:
+    """One model/config/image: its cells, grid and plot file names."""
+
+    key: GroupKey
+    cells: Mapping[tuple[int, int], CellSummary]
+    contexts: tuple[int, ...]
+    clients: tuple[int, ...]
+    expected_reps: int
+    plot_files: Mapping[str, str]

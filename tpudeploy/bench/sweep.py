@@ -25,8 +25,8 @@ from tpudeploy.bench.commands import (
     version_command,
 )
 from tpudeploy.bench.settings import SweepSettings
+from tpudeploy.iapssh import gcloud_failure
 from tpudeploy.timefmt import format_seconds
-from tpudeploy.tpuvm.nodessh import gcloud_failure
 
 RESULT_KEYS = ("completed", "num_prompts", "output_throughput", "median_ttft_ms", "median_tpot_ms")
 IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")

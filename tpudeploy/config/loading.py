@@ -35,10 +35,35 @@ class ConfigError(UserError):
 
     exit_code = 2  # a usage error: nothing was attempted
 
-    def __init__(self, source: str, problems: list[str]) -> None:
+    def __init__(
+        self,
+        source: str,
+        problems: list[str],
+        *,
+        judged: DeployConfig | None = None,
+        refused: frozenset[str] = frozenset(),
+    ) -> None:
         self.source = source
         self.problems = problems
+        # What the rest of the file still is: the config with each refused key at its default
+        # (`refused`), so a layer above config can add what its own rules say of it
+        # (tpudeploy.platform.with_later_refusals: the guard rails) in the same round.
+        self.judged = judged
+        self.refused = refused
         super().__init__(self.render())
+
+    def with_later(self, later: list[str]) -> ConfigError:
+        """This error with `later` problems of the judged rest appended, except those naming a
+        refused key: they judge the default standing in for it, a value the user never wrote
+        (runtime_version "does not run on" the default chip)."""
+        kept = [
+            p
+            for p in later
+            if not any(re.search(rf"\b{re.escape(key)}\b", p) for key in self.refused)
+        ]
+        return ConfigError(
+            self.source, self.problems + kept, judged=self.judged, refused=self.refused
+        )
 
     def line(self) -> str:
         return str(self)  # several lines, each problem with its fix: never flattened
@@ -337,20 +362,15 @@ def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> 
             partial = DeployConfig.model_validate(rest)
         except ValidationError:
             raise ConfigError(source, problems) from None
-        # A later problem that names a refused key judges the default standing in for it, a
-        # value the user never wrote (runtime_version "does not run on" the default chip).
-        refused = {".".join(str(part) for part in loc) for loc in locs if loc}
-        later = [
-            p
-            for p in _later_problems(partial)
-            if not any(re.search(rf"\b{re.escape(key)}\b", p) for key in refused)
-        ]
-        raise ConfigError(source, problems + later) from None
-    # The build log's guard rails are not applied to a valid file here: tpudeploy.policy runs
-    # them for the commands that create or change billable resources only.
+        refused = frozenset(".".join(str(part) for part in loc) for loc in locs if loc)
+        failed = ConfigError(source, problems, judged=partial, refused=refused)
+        raise failed.with_later(cross_check(partial)) from None
+    # The build log's guard rails are not applied here, to a valid file or a failing one: this
+    # package validates shape. tpudeploy.policy applies them for the commands that create or
+    # change billable resources, and tpudeploy.platform.load_config adds them to a failure.
     problems = cross_check(cfg)
     if problems:
-        raise ConfigError(source, problems + _later_problems(cfg, cross=False))
+        raise ConfigError(source, problems, judged=cfg)
     return cfg
 
 
@@ -366,15 +386,6 @@ def _without(data: dict[str, Any], locs: list[tuple[Any, ...]]) -> dict[str, Any
         elif loc and isinstance(out, dict):
             out.pop(loc[0], None)
     return out
-
-
-def _later_problems(cfg: DeployConfig, *, cross: bool = True) -> list[str]:
-    """What the next rounds would have said about a file that already failed: the cross-key
-    checks and the guard-rail refusals. The file fails anyway, so saying them now costs
-    nothing, and a valid file still meets the guard rails only where tpudeploy.policy runs."""
-    from tpudeploy import policy  # policy builds on the config package: imported late
-
-    return (cross_check(cfg) if cross else []) + policy.refusals(cfg)
 
 
 def config_path() -> Path:

@@ -13,7 +13,7 @@ import math
 from tpudeploy import cacheguard, facts, render
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import pod
-from tpudeploy.pinning import pinned_digest
+from tpudeploy.pins import pinned_digest
 from tpudeploy.planner import Finding
 
 SCRIPT = "cache.sh"

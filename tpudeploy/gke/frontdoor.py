@@ -1,5 +1,5 @@
 """The client side of the GKE front door: the Service's internal load balancer address and the
-one certificate every replica serves (tlscert.py), pinned as on the TPU VM (tpudeploy.frontdoor).
+one certificate every replica serves (tlscert.py), pinned as on the TPU VM (tpudeploy.endpoint).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 from typing import Protocol, TextIO
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.frontdoor import (
+from tpudeploy.endpoint import (
     ENDPOINT_ENV,
     FINGERPRINT_ENV,
     Endpoint,

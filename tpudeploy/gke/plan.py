@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import adapter
 from tpudeploy.planner import KvPool, NoPricesError, kv_pool, lookup_accelerator, price_table
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
 from tpudeploy.terraform import StateResource
@@ -148,63 +147,6 @@ def replica_plan(cfg: DeployConfig) -> ReplicaPlan:
     )
 
 
-def summary(cfg: DeployConfig) -> list[str]:
-    """What `make synth`, `make check` and `make cost` print for platform = "gke"."""
-    plan = replica_plan(cfg)
-    a = plan.autoscaling
-    lines = [
-        f"replicas: {a.min_replicas} to {a.max_replicas} x {facts.V5E.machine_type} "
-        f"({cfg.gke.capacity.replace(',', ' first, then ')}), one v5e chip and one pod each",
-        f"per replica: KV pool {plan.pool.tokens:,} tokens, {plan.safe_clients_per_replica} safe "
-        f"client(s) at {plan.context:,} tokens of context (clients x context < "
-        f"{plan.pool.safe_tokens:,})",
-    ]
-    if plan.replicas_needed is not None:
-        fits = (
-            "fits"
-            if plan.replicas_needed <= a.max_replicas
-            else f"MORE than max_replicas = {a.max_replicas}: raise it or expect queueing"
-        )
-        lines.append(
-            f"load: {plan.clients} client(s) at {plan.context:,} tokens need "
-            f"{plan.replicas_needed} replica(s) by the KV wall ({fits})"
-        )
-    lines.append(
-        f"autoscaling: HPA on vllm:num_requests_waiting, target {a.waiting_target} waiting per "
-        f"replica, {a.min_replicas}..{a.max_replicas} replicas, scale-down after "
-        f"{a.scale_down_window_s} s (a warm boot is {SEED_BOOT.warm_s:g} s)"
-    )
-    if not adapter.pinned(adapter.image()):
-        lines.append(
-            f"metrics adapter: {adapter.image()} by tag, not pinned by digest (unfinished: set "
-            "DIGEST in tpudeploy/gke/adapter.py)"
-        )
-    if cfg.routing.gateway:
-        lines.append(routing_line(cfg))
-    if plan.chip_rate is None:
-        lines.append(f"cost: not estimated: no {plan.chip_model} or idle-floor prices here")
-        return [*lines, deadline_line(cfg, plan)]
-    lo, hi = plan.hourly(a.min_replicas), plan.hourly(a.max_replicas)
-    assert lo is not None and hi is not None
-    ctx, cl = plan.throughput_cell
-    lines += [
-        f"cost: ${lo:.4f}/h at {a.min_replicas} replica(s), ${hi:.4f}/h at {a.max_replicas} "
-        f"({plan.chip_model} ${plan.chip_rate:.4f}/chip-hour); ${lo * HOURS_PER_MONTH:,.0f} to "
-        f"${hi * HOURS_PER_MONTH:,.0f}/month if left running",
-        f"idle floor: ${plan.idle_floor_per_hour:.4f}/h with no replica ("
-        + "; ".join(f"{item} ${rate:.4f}" for item, rate in plan.idle_items)
-        + ")",
-        f"$/M output tokens: ${plan.per_million(a.min_replicas):.3f} at {a.min_replicas}, "
-        f"${plan.per_million(a.max_replicas):.3f} at {a.max_replicas} replica(s), each at the "
-        f"build log's {plan.throughput_tok_s:,} tok/s ({ctx:,} ctx, {cl} clients)",
-        f"billing stops: flex-start nodes end after {cfg.gke.max_run_duration_seconds / 3600:g} h"
-        " (GKE recycles them); spot nodes when make destroy removes the serving stack (the "
-        "autoscaler then removes idle TPU nodes); the idle floor at make destroy-all",
-        deadline_line(cfg, plan),
-    ]
-    return lines
-
-
 def billing_in_state(cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
     """What of the cluster and serving stacks' state bills by the hour (a failed deploy or
     destroy names it): the cluster (the idle floor) and the Deployment (its replicas ask for
@@ -228,22 +170,6 @@ def billing_in_state(cfg: DeployConfig, resources: list[StateResource]) -> list[
             f"each a TPU node at {rate} while it runs (`make destroy` removes it)"
         )
     return found
-
-
-def routing_line(cfg: DeployConfig) -> str:
-    """[routing] gateway: what answers, how it picks, and the load balancer the costs below leave
-    out (its rates are in a section of Google's pricing page this project does not hold)."""
-    from tpudeploy.gke import routing
-
-    kind = "internal" if routing.gateway_class(cfg) == routing.INTERNAL_CLASS else "external"
-    return (
-        f"routing: Gateway {cfg.name} ({routing.gateway_class(cfg)}, {kind}, TLS with Certificate "
-        f"Manager certificate {cfg.routing.certificate or '(none set)'}) to InferencePool "
-        f"{routing.pool_name(cfg)}; endpoint picker scoring {cfg.routing.scoring}, failing open. "
-        "Its regional Application Load Balancer bills beyond the cost and idle floor below "
-        "(forwarding rule, proxy instances, data processed; not priced here: "
-        "cloud.google.com/load-balancing/pricing, its internal Application Load Balancer section)"
-    )
 
 
 def deadline_line(cfg: DeployConfig, plan: ReplicaPlan) -> str:

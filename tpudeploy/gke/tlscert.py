@@ -15,6 +15,9 @@ import datetime
 import hashlib
 import ipaddress
 from dataclasses import dataclass
+from typing import Protocol, TextIO
+
+from tpudeploy.config import DeployConfig
 
 # The TPU VM's certificate lifetime (templates/startup.sh.j2): at most 398 days is what
 # browsers and Apple's TLS clients accept for a server certificate.
@@ -113,3 +116,27 @@ def fingerprints(cert_pem: str) -> dict[str, str]:
         "sha256": hashlib.sha256(der).hexdigest(),
         "spki": "sha256//" + base64.b64encode(hashlib.sha256(spki).digest()).decode(),
     }
+
+
+class AddsVersions(Protocol):
+    """What `make tls-cert` needs of Secret Manager (tpudeploy.secretstore.SecretStore has it)."""
+
+    def add_version(self, secret_id: str, value: str) -> str: ...
+
+
+def store_new_tls_cert(cfg: DeployConfig, store: AddsVersions, out: TextIO) -> int:
+    """GKE: one front-door certificate for every replica, made in memory, stored as a new
+    version of <name>-tls (certificate then key); only its fingerprint is printed."""
+    bundle = make_bundle(cfg.name)
+    version = store.add_version(cfg.tls_secret_id, bundle.text)
+    pins = fingerprints(bundle.cert_pem)
+    print(
+        f"stored a new front-door certificate and key as {version or 'a new version'} of "
+        f"{cfg.tls_secret_id} (the key is in no file).\n"
+        f"certificate SHA-256: {pins['sha256']}\n"
+        "Every replica's front door serves it from its next start (replicas running now keep "
+        "the old one until they are replaced: a rollout, or delete the pods); `make endpoint` "
+        "prints the pin.",
+        file=out,
+    )
+    return 0

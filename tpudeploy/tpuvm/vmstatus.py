@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from tpudeploy import deadline, planner
 from tpudeploy.config import DeployConfig
+from tpudeploy.tpuvm import guestattributes
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm.deadline import node_url
 from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
@@ -38,9 +39,7 @@ def status(cfg: DeployConfig, project: str) -> int:
         print("\n".join(printable(line) for line in lines(cfg, project, state)))
     if report["node_state"] != "NOT_FOUND":
         # What the node says it runs, and how its boot compared with the planner.
-        from tpudeploy import nodebuild
-
-        print("\n".join(printable(line) for line in nodebuild.status_lines(cfg, project)))
+        print("\n".join(printable(line) for line in guestattributes.status_lines(cfg, project)))
     return 0
 
 

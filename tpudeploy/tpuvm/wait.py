@@ -10,41 +10,22 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.terminal import printable
+from tpudeploy.iapssh import ssh_argv
+from tpudeploy.nodebuild import check_lines
 from tpudeploy.timefmt import format_seconds
-from tpudeploy.tpuvm.nodessh import ssh_argv
+from tpudeploy.tpuvm.guestattributes import node_name, read_attributes
 from tpudeploy.tpuvm.queued_resource import ApiError, TpuApi
 
-NAMESPACE = "tpudeploy"
 # The startup script waits 2400 s for /health after the pull; the pull and the cache restore
 # come on top (seed: cold boot 857 s).
 DEFAULT_TIMEOUT = 3000.0
 DEFAULT_INTERVAL = 10.0
 
 
-def node_name(cfg: DeployConfig, project: str) -> str:
-    return f"projects/{project}/locations/{cfg.zone}/nodes/{cfg.node_id}"
-
-
 @dataclass(frozen=True)
 class BootState:
     phase: str  # a startup-script phase, or "no-node" / "no-report" before there is one
     reason: str = ""
-
-
-def read_attributes(api: TpuApi, name: str) -> dict[str, str] | None:
-    """The node's guest attributes in the tpudeploy/ namespace; None before the first one."""
-    response = api.get_guest_attributes(name, f"{NAMESPACE}/")
-    if response is None:
-        return None
-    values: dict[str, str] = {}
-    for attributes in response.get("guestAttributes") or []:
-        for item in (attributes.get("queryValue") or {}).get("items") or []:
-            if item.get("namespace") == NAMESPACE and "key" in item:
-                # The node writes these (and so can whoever holds its account): every reader
-                # prints them, so no escape sequence or control character gets through.
-                values[printable(item["key"])] = printable(item.get("value", ""))
-    return values
 
 
 def read_state(api: TpuApi, name: str) -> BootState:
@@ -113,8 +94,6 @@ def wait_ready(
             )
         if state.phase == "ready":
             # What the node measured against the planner: warnings and open wins only.
-            from tpudeploy.nodebuild import check_lines
-
             try:
                 alerts = check_lines(read_attributes(api, name) or {}, only_alerts=True)
             except ApiError:

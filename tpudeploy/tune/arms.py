@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from tpudeploy import policy
-from tpudeploy.config import ConfigError, DeployConfig, parse_config
+from tpudeploy.config import ConfigError, DeployConfig
+from tpudeploy.platform import guard_rails, parse_config
 
 ARMS_DIR = Path(__file__).resolve().parent.parent.parent / "tune"
 BASELINE = "baseline"
@@ -83,7 +84,7 @@ def _validated(
         cfg = parse_config(dict(data), source=source)
     except ConfigError as exc:
         return None, tuple(exc.problems)
-    return cfg, tuple(policy.refusals(cfg))
+    return cfg, tuple(policy.refusals(guard_rails(cfg)))
 
 
 def baseline(base: Mapping[str, Any], *, source: str) -> Arm:

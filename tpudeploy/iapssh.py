@@ -1,4 +1,7 @@
-"""The one way this project reaches a node's shell: gcloud's SSH to the TPU VM through IAP.
+"""The one way this project reaches a TPU VM's shell: gcloud's SSH to the node through IAP.
+
+Below both platforms because the sweep (tpudeploy/bench/) runs on a TPU VM's node through it as
+well as in a GKE pod (tpudeploy/gke/bench.py); the TPU VM's own commands use it too.
 
 The node's firewall opens port 22 to Google's IAP range only (stacks/), so every SSH goes through
 IAP. GA `gcloud compute tpus tpu-vm ssh` has no --tunnel-through-iap (Cloud SDK 528 and its

@@ -18,10 +18,8 @@ from typing import Any, TextIO
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.errors import UserError
 from tpudeploy.nodebuild import CONFIG_BLOB_ID, REPO_DIGEST, Build, parse_build
-from tpudeploy.planner import Finding
-from tpudeploy.render import compile_cache_key, image_repository
+from tpudeploy.render import image_repository
 
-PINNED = re.compile(r"@sha256:([0-9a-f]{64})$")
 # The tables `make pin` edits, and the guest-attribute role of each image.
 TABLES = {"vllm": "vllm", "proxy": "proxy"}
 _HEADER = re.compile(r"^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(?:#.*)?$")
@@ -30,43 +28,6 @@ _IMAGE_LINE = re.compile(r"^(\s*)image\s*=")
 
 class PinError(UserError):
     """`make pin` cannot pin; the message says why and what to run."""
-
-
-def pinned_digest(image: str) -> str | None:
-    """The 64 hex digits an image reference is pinned to, or None for a tag."""
-    m = PINNED.search(image)
-    return m.group(1) if m else None
-
-
-def moving_tags(cfg: DeployConfig) -> list[Finding]:
-    """One warning while an image is a tag (what `make check` and `make synth` print)."""
-    unpinned = [
-        (f"{table}.image", image)
-        for table, image in (("vllm", cfg.vllm.image), ("proxy", cfg.proxy.image))
-        if pinned_digest(image) is None
-    ]
-    if not unpinned:
-        return []
-    (key, image), others = unpinned[0], unpinned[1:]
-    also = "".join(f"; {k} = {v!r} too" for k, v in others)
-    return [
-        Finding(
-            "warning",
-            key,
-            image,
-            "a tag, not a digest: the registry can move it, so two deploys of this commit can "
-            "run different builds (vLLM version, memory layout, compile cache)"
-            f"{also}. After a boot, `make pin` writes the digests the node pulled",
-        )
-    ]
-
-
-def pinned_cache_object(cfg: DeployConfig) -> str | None:
-    """The exact compile-cache object a node of `cfg` reads and writes, once the vLLM image is
-    pinned (the startup script's restore_cache: xla/<key>/<digest>.tar.gz); None for a tag,
-    whose digest is known only after the pull. An IAM condition on the cache bucket can name it."""
-    digest = pinned_digest(cfg.vllm.image)
-    return f"xla/{compile_cache_key(cfg)}/{digest}.tar.gz" if digest else None
 
 
 def pin_reference(role: str, configured: str, build: Build) -> str:

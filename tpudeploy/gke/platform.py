@@ -1,0 +1,158 @@
+"""GKE behind the seam (tpudeploy/platform.py): a cluster with TPU node pools and N replicas, its
+stacks, its guard rails, its ops commands.
+
+The ops commands' modules load when a command runs (imported in the method), always from this
+package or below it; GKE never imports the TPU VM's package.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+from tpudeploy import planner, policy, replicasecrets
+from tpudeploy.config import DeployConfig
+from tpudeploy.errors import NotOnThisPlatform
+
+if TYPE_CHECKING:
+    from tpudeploy.bench.commands import BenchTarget
+    from tpudeploy.bench.sweep import Executor
+    from tpudeploy.endpoint import Endpoint
+    from tpudeploy.terraform import StateResource
+
+
+# Not built for GKE (issue 25 leaves them): what to do instead.
+GKE_NOT_BUILT = {
+    "extend": "make extend moves a TPU VM's deadline job; GKE's TPU nodes end by "
+    "[gke] max_run_duration (flex-start) or `make destroy`",
+    "pin": "make pin reads the digests one TPU VM published; on GKE set [vllm] image to a "
+    "digest (image@sha256:...) yourself",
+}
+
+
+class Gke:
+    name = "gke"
+    replaces_dead_nodes = False
+    billing_noun = "cluster, TPU node pool or replica"
+
+    def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)
+
+    def billing_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        # The serving objects: with no pod asking for google.com/tpu, the cluster autoscaler
+        # removes the TPU nodes (both pools scale from 0), so the chip-hours stop. The cluster
+        # (deletion protection on) and its idle floor stay until make destroy-all; the secrets
+        # and the compile cache stay like on the TPU VM.
+        return (cfg.serving_stack_name,)
+
+    def protected_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        return (cfg.gke_stack_name,)
+
+    def describe(self, cfg: DeployConfig) -> str:
+        g = cfg.gke
+        return (
+            f"GKE: {g.min_replicas}-{g.max_replicas} replicas of {cfg.accelerator_type} "
+            f"({g.capacity}) in {cfg.zone}"
+        )
+
+    def recover_note(self, cfg: DeployConfig) -> str | None:
+        # A preempted spot node or a recycled flex-start node is the node pool's: GKE's auto-repair
+        # and the cluster autoscaler replace it while the Deployment asks for the replica. There is
+        # no queued resource or VM in Terraform's state to replace (make rehearse PLATFORM=gke
+        # found make deploy failing here: recover looked for the TPU VM's node stack).
+        return (
+            f"{cfg.name} runs on GKE: the node pools replace preempted or recycled TPU nodes "
+            "themselves; nothing to recover"
+        )
+
+    def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
+        from tpudeploy.gke.cache import cache_findings
+        from tpudeploy.gke.scaleplan import configured
+        from tpudeploy.gke.summary import summary
+
+        return [*map(str, cache_findings(cfg)), *summary(cfg), *configured(cfg)]
+
+    def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
+        from tpudeploy.gke import routing, scaleplan
+
+        return routing.findings(cfg) + scaleplan.findings(cfg) + policy.shared_findings(cfg)
+
+    def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
+        # One front-door certificate for every replica (tpudeploy/gke/tlscert.py).
+        return (*replicasecrets.shared(cfg), (cfg.tls_secret_id, "make tls-cert"))
+
+    def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
+        keys = ["secrets (all models)"]
+        deadline = cfg.deadline_seconds is not None
+        if deadline:  # the job's account and role, in the secrets stack as on the TPU VM
+            keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
+        if purpose == "deploy":
+            keys += ["cluster (gke)", "serving (gke)", "serving (gke: the custom metrics adapter)"]
+            if deadline:
+                keys.append("cluster (gke: the deadline job)")
+            if cfg.routing.gateway:
+                keys.append("serving (gke, [routing] gateway: the endpoint picker)")
+        return keys
+
+    def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
+        return (
+            # The cluster stack enables it (google_project_service) before the cluster.
+            ("container.googleapis.com", True, "the GKE cluster"),
+            # Managed Prometheus stores vLLM's metrics in Cloud Monitoring, and the HPA reads
+            # vllm:num_requests_waiting from there; no stack enables it
+            # (cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed).
+            ("monitoring.googleapis.com", False, "Managed Prometheus and the HPA's metric"),
+        )
+
+    def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
+        from tpudeploy.gke.plan import billing_in_state
+
+        return billing_in_state(cfg, resources)
+
+    def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
+        from tpudeploy.gke import ops
+
+        return ops.wait_ready(cfg, project, timeout=timeout, interval=interval)
+
+    def status(self, cfg: DeployConfig, project: str) -> int:
+        from tpudeploy.gke import ops
+
+        return ops.status(cfg, project)
+
+    def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
+        from tpudeploy.gke import frontdoor
+
+        return frontdoor.resolve_endpoint(cfg, project)
+
+    def endpoint_report(self, cfg: DeployConfig, project: str, *, cert_out: str) -> int:
+        from tpudeploy.gke import frontdoor
+
+        return frontdoor.endpoint_report(cfg, project, cert_out=cert_out)
+
+    def tunnel(self, cfg: DeployConfig, project: str) -> int:
+        raise NotOnThisPlatform(
+            "make tunnel forwards a port to one TPU VM over IAP SSH; on GKE the front door is "
+            "the Service's internal load balancer: reach it from the VPC or [network] "
+            "allowed_cidrs (`make endpoint` prints the address), or forward a port with "
+            f"`kubectl -n tpudeploy port-forward service/{cfg.name} "
+            f"{cfg.proxy.port}:{cfg.proxy.port}`"
+        )
+
+    def cleanup(self, cfg: DeployConfig, project: str, *, timeout: float | None) -> int:
+        from tpudeploy.gke import ops
+
+        return ops.after_destroy(cfg, project)
+
+    def bench_target(
+        self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
+    ) -> tuple[BenchTarget, Executor] | None:
+        from tpudeploy.bench.sweep import subprocess_executor
+        from tpudeploy.gke import bench
+
+        if plan:
+            return bench.plan_target(route), subprocess_executor
+        return bench.bench_target(cfg, project, route=route)
+
+    def require(self, cfg: DeployConfig, command: str) -> None:
+        if command in GKE_NOT_BUILT:
+            raise NotOnThisPlatform(f'{GKE_NOT_BUILT[command]} (platform = "gke")')

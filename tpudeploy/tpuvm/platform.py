@@ -1,0 +1,107 @@
+"""The TPU VM behind the seam (tpudeploy/platform.py): one node, a spot or on-demand TPU VM or a
+flex-start queued resource, its stacks, its guard rails, its ops commands.
+
+The ops commands' modules load when a command runs (imported in the method: a `make check`
+never pays for the TPU API client), always from this package or below it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+from tpudeploy import planner, policy, replicasecrets
+from tpudeploy.config import DeployConfig
+from tpudeploy.tpuvm import billing
+
+if TYPE_CHECKING:
+    from tpudeploy.bench.commands import BenchTarget
+    from tpudeploy.bench.sweep import Executor
+    from tpudeploy.endpoint import Endpoint
+    from tpudeploy.terraform import StateResource
+
+
+class TpuVm:
+    name = "tpu-vm"
+    replaces_dead_nodes = True
+    billing_noun = "TPU node or queued resource"
+
+    def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        return (cfg.secrets_stack_name, cfg.node_stack_name)
+
+    def billing_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        return (cfg.node_stack_name,)
+
+    def protected_stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
+        return ()
+
+    def describe(self, cfg: DeployConfig) -> str:
+        return f"{cfg.provisioning} {cfg.accelerator_type} in {cfg.zone}"
+
+    def recover_note(self, cfg: DeployConfig) -> str | None:
+        return None
+
+    def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
+        return planner.synth_summary(cfg, today=today)
+
+    def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
+        return policy.shared_findings(cfg)
+
+    def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
+        return replicasecrets.shared(cfg)
+
+    def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
+        vm = cfg.provisioning != "flex-start"
+        keys = ["secrets (all models)"]
+        if vm:
+            keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
+        if purpose == "deploy":
+            keys += ["node (all models)", "node (spot, on-demand)" if vm else "node (flex-start)"]
+            if cfg.declares_nat:
+                keys.append("node (no external address)")
+        return keys
+
+    def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
+        # The secrets stack enables every API the TPU VM uses (stacks/secrets.py).
+        return ()
+
+    def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
+        return billing.billing_resources(cfg, resources)
+
+    def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
+        from tpudeploy.tpuvm import wait
+
+        return wait.wait_ready(cfg, project, timeout=timeout, interval=interval)
+
+    def status(self, cfg: DeployConfig, project: str) -> int:
+        from tpudeploy.tpuvm.vmstatus import status
+
+        return status(cfg, project)
+
+    def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
+        from tpudeploy.tpuvm import frontdoor
+
+        return frontdoor.resolve_endpoint(cfg, project)
+
+    def endpoint_report(self, cfg: DeployConfig, project: str, *, cert_out: str) -> int:
+        from tpudeploy.tpuvm import frontdoor
+
+        return frontdoor.endpoint_report(cfg, project, cert_out=cert_out)
+
+    def tunnel(self, cfg: DeployConfig, project: str) -> int:
+        from tpudeploy.tpuvm import frontdoor
+
+        return frontdoor.run_tunnel(cfg, project)
+
+    def cleanup(self, cfg: DeployConfig, project: str, *, timeout: float | None) -> int:
+        from tpudeploy.tpuvm.flex import delete_queued_resource
+
+        return delete_queued_resource(cfg, project, timeout=timeout)
+
+    def bench_target(
+        self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
+    ) -> tuple[BenchTarget, Executor] | None:
+        return None
+
+    def require(self, cfg: DeployConfig, command: str) -> None:
+        return None
