@@ -257,10 +257,11 @@ rehearse: install ## Dress rehearsal of the lifecycle: PROVISIONING=flex-start|s
 	@$(PY) -m tools.rehearsal --platform $(PLATFORM) --provisioning $(PROVISIONING) \
 	  --scenario $(SCENARIO) $(if $(KEEP),--keep)
 
-lint: $(VENV_STAMP) ## ruff and mypy
+lint: $(VENV_STAMP) ## ruff, mypy and the import layers (tools/layers.py)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+	$(PY) -m tools.layers
 
 readme: $(VENV_STAMP) ## Regenerate the generated sections of README.md and docs/
 	$(PY) -m tools.readme
