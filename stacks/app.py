@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-from cdktf import App
+from cdktf import App, TerraformStack
 
 from stacks.secrets import SecretsStack
 from stacks.tpuvm.node import TpuNodeStack
@@ -14,32 +15,42 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.platform import platform_for, summary_lines
 
 
-def _tpu_vm(app: App, cfg: DeployConfig, secrets: SecretsStack) -> None:
-    node = TpuNodeStack(app, cfg.node_stack_name, config=cfg)
-    node.add_dependency(secrets)
+def _node(app: App, cfg: DeployConfig) -> TerraformStack:
+    return TpuNodeStack(app, cfg.node_stack_name, config=cfg)
 
 
-def _gke(app: App, cfg: DeployConfig, secrets: SecretsStack) -> None:
+def _cluster(app: App, cfg: DeployConfig) -> TerraformStack:
     # Imported here only: the Kubernetes bindings' jsii assembly costs the TPU VM nothing.
     from stacks.gke.cluster import GkeStack
+
+    return GkeStack(app, cfg.gke_stack_name, config=cfg)
+
+
+def _serving(app: App, cfg: DeployConfig) -> TerraformStack:
     from stacks.gke.serving import ServingStack
 
-    cluster = GkeStack(app, cfg.gke_stack_name, config=cfg)
-    cluster.add_dependency(secrets)
-    serving = ServingStack(app, cfg.serving_stack_name, config=cfg)
-    serving.add_dependency(cluster)
+    return ServingStack(app, cfg.serving_stack_name, config=cfg)
 
 
-# By tpudeploy.platform's name: the seam picks the platform, this only says which stacks it is.
-_BILLING_STACKS = {"tpu-vm": _tpu_vm, "gke": _gke}
+# The construct behind each kind of billing stack the platforms name
+# (Platform.billing_stack_kinds): the seam says which, this says how.
+_STACK_KINDS: dict[str, Callable[[App, DeployConfig], TerraformStack]] = {
+    "node": _node,
+    "cluster": _cluster,
+    "serving": _serving,
+}
 
 
 def build_app(cfg: DeployConfig, *, outdir: str | None = None) -> App:
     """Two lifetimes, two stacks: `<name>-secrets` (long-lived) and `<name>-node` (billing); on
     GKE the billing part is the cluster (`<name>-gke`) and its objects (`<name>-serving`)."""
     app = App(outdir=outdir) if outdir else App()
-    secrets = SecretsStack(app, cfg.secrets_stack_name, config=cfg)
-    _BILLING_STACKS[platform_for(cfg).name](app, cfg, secrets)
+    previous: TerraformStack = SecretsStack(app, cfg.secrets_stack_name, config=cfg)
+    # Each depends on the one before: the cluster on its secrets, the serving objects on it.
+    for kind in platform_for(cfg).billing_stack_kinds:
+        stack = _STACK_KINDS[kind](app, cfg)
+        stack.add_dependency(previous)
+        previous = stack
     return app
 
 

@@ -36,7 +36,6 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, configure, service_account_email
-from tpudeploy import identities
 from tpudeploy.config import DeployConfig
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
@@ -66,22 +65,17 @@ def node_account(
     )
 
 
-# What the deadline job's account may do, by platform (tpudeploy.identities.STOP_PERMISSIONS):
-# (what it stops, what its role may delete).
-_STOPS = {"tpu-vm": ("TPU node", "TPU nodes"), "gke": ("GKE cluster", "GKE clusters")}
-
-
 def stop_account(
     scope: Construct, id_: str, cfg: DeployConfig, services: list[GoogleProjectService]
 ) -> GoogleServiceAccount:
     """The deadline job's identity, shared with the GitOps bootstrap like node_account."""
+    one, many = platform_for(cfg).stop_nouns
     return GoogleServiceAccount(
         scope,
         id_,
         account_id=cfg.stop_account_id,
-        display_name=f"{_STOPS[cfg.platform][0]} {cfg.name} deadline",
-        description=f"The deadline job's identity: deletes {_STOPS[cfg.platform][1]}, nothing "
-        "else.",
+        display_name=f"{one} {cfg.name} deadline",
+        description=f"The deadline job's identity: deletes {many}, nothing else.",
         depends_on=services,
     )
 
@@ -258,8 +252,8 @@ class SecretsStack(TerraformStack):
             "stop-role",
             role_id=cfg.stop_role_id,
             title=cfg.stop_role_id,
-            description=f"Delete {_STOPS[cfg.platform][1]}: the deadline job of {cfg.name}",
-            permissions=list(identities.STOP_PERMISSIONS[cfg.platform]),
+            description=f"Delete {platform_for(cfg).stop_nouns[1]}: the deadline job of {cfg.name}",
+            permissions=list(platform_for(cfg).stop_permissions),
             depends_on=services,
         )
         GoogleProjectIamMember(

@@ -18,11 +18,12 @@ import pytest
 
 from tests.conftest import REPO_ROOT, Synthesizer
 from tools.rehearsal.fakes import iamrules
-from tpudeploy import deadline, facts, identities
+from tpudeploy import deadline, facts
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.gke import deadline as gke_deadline
 from tpudeploy.gke import summary
 from tpudeploy.planner.cost import HOURS_PER_MONTH
+from tpudeploy.tpuvm import deadline as tpuvm_deadline
 from tpudeploy.tpuvm.extend import extension_seconds
 from tpudeploy.tpuvm.recover import RecoverError
 
@@ -124,16 +125,16 @@ def test_the_cluster_url_is_the_documented_clusters_delete() -> None:
 
 
 def test_the_stop_role_holds_the_one_documented_permission() -> None:
-    assert identities.STOP_PERMISSIONS["gke"] == ("container.clusters.delete",)
+    assert gke_deadline.STOP_PERMISSIONS == ("container.clusters.delete",)
     # the IAM fake checks it on the cluster, which only the project's policy reaches
     assert iamrules.CHECKED_ON["container.clusters.delete"] == iamrules.GKE_CLUSTER
     cluster = iamrules.gke_cluster(PROJECT, CFG.zone, CFG.name)
     assert cluster.policies == (f"cloudresourcemanager/projects/{PROJECT}",)
     stop = f"serviceAccount:{CFG.stop_account_id}@{PROJECT}.iam.gserviceaccount.com"
     binding = {"role": "projects/p/roles/r", "members": [stop]}
-    perms = frozenset(identities.STOP_PERMISSIONS["gke"])
+    perms = frozenset(gke_deadline.STOP_PERMISSIONS)
     assert iamrules.binding_grants(binding, stop, "container.clusters.delete", cluster, perms)
-    node_role = frozenset(identities.STOP_PERMISSIONS["tpu-vm"])
+    node_role = frozenset(tpuvm_deadline.STOP_PERMISSIONS)
     assert not iamrules.binding_grants(
         binding, stop, "container.clusters.delete", cluster, node_role
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.gitops import STATE_PREFIX_ROOT
+from tpudeploy.tpuvm.deadline import STOP_PERMISSIONS
 
 # Where a grant is attached. A project-level grant reaches every resource of its kind in the
 # project unless a condition narrows it; the others are attached to one resource.
@@ -23,18 +24,8 @@ DEPLOY_ACCOUNT = "deploy service account"
 PLAN_ACCOUNT = "plan service account"
 STOP_ACCOUNT = "stop service account"
 
-# The deadline job's identity (spot, on-demand): it calls the TPU API's nodes.delete, whose only
-# required permission is tpu.nodes.delete (TPU REST reference, projects.locations.nodes.delete);
-# Cloud Scheduler does not poll the operation the delete returns, so no get is needed either.
-NODE_STOP_PERMISSIONS = ("tpu.nodes.delete",)
-# GKE's deadline job calls the container API's projects.locations.clusters.delete, whose only
-# required permission is container.clusters.delete, "on the specified resource name" (the
-# cluster; https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
-# projects.locations.clusters/delete). A cluster has no IAM policy of its own: the grant is on
-# the project (tools/rehearsal/fakes/iamrules.py keeps the rule). Nothing polls the operation.
-CLUSTER_STOP_PERMISSIONS = ("container.clusters.delete",)
-# What each platform's deadline job deletes, with the one permission it needs.
-STOP_PERMISSIONS = {"tpu-vm": NODE_STOP_PERMISSIONS, "gke": CLUSTER_STOP_PERMISSIONS}
+# What each platform's deadline job may delete is the platform's (its Platform.stop_permissions,
+# from tpudeploy/tpuvm/deadline.py and tpudeploy/gke/deadline.py, with the documented rule).
 
 # Custom roles (project-level definitions, granted per deployment with a condition). Predefined
 # roles that would do (secretmanager.admin, storage.admin, compute.securityAdmin, tpu.admin) also
@@ -121,7 +112,7 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     # The deadline job's own identity (<name>-stop), granted to that account only.
-    "tpudeployNodeStop": ("Delete TPU nodes: the deadline jobs' identity", NODE_STOP_PERMISSIONS),
+    "tpudeployNodeStop": ("Delete TPU nodes: the deadline jobs' identity", STOP_PERMISSIONS),
     # Terraform and the flex-start client poll the operations they start. Read-only.
     "tpudeployOperations": (
         "Poll Compute and TPU operations",

@@ -35,6 +35,12 @@ class Platform(Protocol):
     replaces_dead_nodes: bool
     # What a failed deploy or destroy looks for in state ("no TPU node or queued resource").
     billing_noun: str
+    # The billing stacks' kinds after the secrets stack, in deploy order: the cdktf stacks
+    # behind each are stacks/app.py's (tpudeploy never imports cdktf).
+    billing_stack_kinds: tuple[str, ...]
+    # What its deadline job deletes (one, many) and the permissions its stop role holds.
+    stop_nouns: tuple[str, str]
+    stop_permissions: tuple[str, ...]
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         """Every stack, in the order `make deploy` applies them (destroy runs it backwards)."""

@@ -17,7 +17,6 @@ from tpudeploy.config.base import Strict
 from tpudeploy.config.messages import problem
 from tpudeploy.durations import DurationError, parse_duration
 
-PLATFORMS = ("tpu-vm", "gke")
 # Capacity a TPU pool draws on, in the ComputeClass's order: spot first (the build log's
 # cheapest), flex-start when spot has none (3.8% more, and it ends on its own).
 CAPACITY_CHOICES = ("spot", "flex-start", "spot,flex-start")

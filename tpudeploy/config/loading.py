@@ -101,7 +101,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
         )
     problems += _zone_problems(cfg)
     problems += _bucket_problems(cfg)
-    if cfg.platform == "gke":
+    if cfg.section.node_pools:
         # The TPU VM's provisioning model and run end do not apply: [gke] capacity and
         # max_run_duration say what a node draws on and when it ends.
         problems += gke_problems(
@@ -133,7 +133,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 'remove [deadline] region, or choose provisioning = "spot" or "on-demand"',
             )
         )
-    if cfg.platform != "gke" and cfg.routing.gateway:
+    if not cfg.section.node_pools and cfg.routing.gateway:
         problems.append(
             problem(
                 "routing.gateway",
@@ -144,7 +144,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             )
         )
     if (
-        cfg.platform == "gke"
+        cfg.section.node_pools
         and cfg.routing.gateway
         and version_tuple(cfg.gke.min_version) < version_tuple(facts.GKE_INFERENCE_CRDS_MIN_VERSION)
     ):
@@ -185,7 +185,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                     "allow_untested_flex_zone = true to try anyway",
                 )
             )
-    if cfg.platform != "gke":
+    if cfg.section.one_node:
         problems += _run_end_problems(cfg)
     else:
         problems += _deadline_problems(cfg)
@@ -245,7 +245,7 @@ def _zone_problems(cfg: DeployConfig) -> list[str]:
     API refuses it only at apply. Flex-start has its own, narrower list (below), whose override
     allow_untested_flex_zone already says "try a zone nobody vetted"."""
     # GKE's TPU pools have their own, narrower zone list (tpudeploy.config.gke).
-    if cfg.allow_unlisted_zone or cfg.provisioning == "flex-start" or cfg.platform == "gke":
+    if cfg.allow_unlisted_zone or cfg.provisioning == "flex-start" or not cfg.section.one_node:
         return []
     generation = facts.lookup_accelerator(cfg.accelerator_type).chip.generation
     zones = facts.TPU_ZONES.get(generation, {})
@@ -325,7 +325,7 @@ def _deadline_problems(cfg: DeployConfig) -> list[str]:
     """A deadline job must exist before its deadline (TPU VM spot and on-demand, GKE)."""
     if cfg.deadline_seconds is None or cfg.deadline_seconds >= MIN_DEADLINE_SECONDS:
         return []
-    what = "GKE cluster" if cfg.platform == "gke" else cfg.provisioning
+    what = cfg.section.deadline_noun or cfg.provisioning
     return [
         problem(
             "max_run_duration",

@@ -23,6 +23,7 @@ from tpudeploy.config.deadline import DeadlineConfig
 from tpudeploy.config.geometry import ModelGeometry
 from tpudeploy.config.gke import GkeConfig
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
+from tpudeploy.config.platforms import PlatformSection, section_of
 from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.routing import RoutingConfig
 from tpudeploy.config.serveflags import check_extra_args, served_model_name
@@ -33,10 +34,9 @@ DEFAULT_NAME = "gemma4-v5e"
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # max_run_duration when unset. Flex-start: the build log's 4h runs. Spot and on-demand bill until
 # deleted (build log: "no automatic stop"), so they get a deadline the cloud enforces (a Cloud
-# Scheduler job deleting the node): one forgotten weekend on spot costs about $35. On GKE the
-# cluster (its spot pool, flex-start pool and idle floor) gets the spot node's deadline.
+# Scheduler job deleting the node): one forgotten weekend on spot costs about $35. GKE's
+# cluster takes one of these too (config/platforms.py: run_duration_as).
 DEFAULT_RUN_DURATION = MappingProxyType({"flex-start": "4h", "spot": "8h", "on-demand": "8h"})
-GKE_RUN_DURATION_AS = "spot"
 
 
 class VllmConfig(Strict):
@@ -292,12 +292,16 @@ class DeployConfig(Strict):
         return prices_config.check_prices(v)
 
     @property
+    def section(self) -> PlatformSection:
+        """What config derives and validates differently on this platform (config/platforms)."""
+        return section_of(self.platform)
+
+    @property
     def max_run_duration_seconds(self) -> int | None:
         """Seconds a node bills before it is stopped; None for "none" (spot, on-demand only)."""
         value = self.max_run_duration
         if value is None:
-            model = GKE_RUN_DURATION_AS if self.platform == "gke" else self.provisioning
-            value = DEFAULT_RUN_DURATION[model]
+            value = DEFAULT_RUN_DURATION[self.section.run_duration_as or self.provisioning]
         if isinstance(value, str) and value.strip().lower() == NO_END:
             return None
         return parse_duration(value, name="max_run_duration")
@@ -315,7 +319,7 @@ class DeployConfig(Strict):
     def flex_start_node(self) -> bool:
         """One flex-start TPU VM (its queued resource fixes the run's end when it is created);
         GKE's flex-start pool is [gke] capacity, not this."""
-        return self.platform != "gke" and self.provisioning == "flex-start"
+        return self.section.one_node and self.provisioning == "flex-start"
 
     @property
     def deadline_job_name(self) -> str:
@@ -325,12 +329,12 @@ class DeployConfig(Strict):
     @property
     def deadline_stack_name(self) -> str:
         """The stack holding the deadline and its job: the node's, or GKE's cluster stack."""
-        return self.gke_stack_name if self.platform == "gke" else self.node_stack_name
+        return f"{self.name}-{self.section.deadline_stack}"
 
     @property
     def deadline_target(self) -> str:
         """What the deadline job deletes, in messages."""
-        return "the cluster" if self.platform == "gke" else "the node"
+        return self.section.deadline_target
 
     @property
     def stop_account_id(self) -> str:
@@ -343,8 +347,7 @@ class DeployConfig(Strict):
         deployment (role ids allow letters, digits, '_' and '.'): two deployments of one project
         must not fight over one role. The GitOps bootstrap defines a shared one instead. GKE's
         holds container.clusters.delete instead, under its own id (a role's id names it)."""
-        prefix = "tpudeployClusterStop_" if self.platform == "gke" else "tpudeployNodeStop_"
-        return prefix + self.name.replace("-", "_")
+        return self.section.stop_role_prefix + self.name.replace("-", "_")
 
     @property
     def flex_start_timeout_seconds(self) -> int:

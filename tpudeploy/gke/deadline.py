@@ -14,6 +14,15 @@ from __future__ import annotations
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cluster
 
+# The deadline job calls the container API's projects.locations.clusters.delete, whose only
+# required permission is container.clusters.delete, "on the specified resource name" (the
+# cluster; https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
+# projects.locations.clusters/delete). A cluster has no IAM policy of its own: the grant is on
+# the project (tools/rehearsal/fakes/iamrules.py keeps the rule). Nothing polls the operation.
+STOP_PERMISSIONS = ("container.clusters.delete",)
+# In the stop account's and role's descriptions: what the job deletes, one and many.
+STOP_NOUNS = ("GKE cluster", "GKE clusters")
+
 # The container API (v1, GA); DELETE v1/{name=projects/*/locations/*/clusters/*}, body empty.
 CONTAINER_API = "https://container.googleapis.com/v1"
 WHAT = "GKE cluster"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
+from tpudeploy.gke import deadline
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -27,6 +28,9 @@ GKE_NOT_BUILT = {
     "[gke] max_run_duration (flex-start) or `make destroy`",
     "pin": "make pin reads the digests one TPU VM published; on GKE set [vllm] image to a "
     "digest (image@sha256:...) yourself",
+    "tune": "make tune runs the arms one after another on a TPU VM; running them side by side "
+    "on GKE is not built yet (make tune-plan shows what it would cost). Tune with a tpu-vm "
+    'config (platform = "tpu-vm"), then apply the winner to your GKE config',
 }
 
 
@@ -34,6 +38,9 @@ class Gke:
     name = "gke"
     replaces_dead_nodes = False
     billing_noun = "cluster, TPU node pool or replica"
+    billing_stack_kinds: tuple[str, ...] = ("cluster", "serving")
+    stop_nouns = deadline.STOP_NOUNS
+    stop_permissions: tuple[str, ...] = deadline.STOP_PERMISSIONS
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)

@@ -3,6 +3,13 @@ holds the deadline's lifecycle, shared with GKE)."""
 
 from __future__ import annotations
 
+# The deadline job's identity (spot, on-demand): it calls the TPU API's nodes.delete, whose only
+# required permission is tpu.nodes.delete (TPU REST reference, projects.locations.nodes.delete);
+# Cloud Scheduler does not poll the operation the delete returns, so no get is needed either.
+STOP_PERMISSIONS = ("tpu.nodes.delete",)
+# In the stop account's and role's descriptions: what the job deletes, one and many.
+STOP_NOUNS = ("TPU node", "TPU nodes")
+
 # The node's TPU API (v2, GA) delete; the body must be empty.
 TPU_API = "https://tpu.googleapis.com/v2"
 

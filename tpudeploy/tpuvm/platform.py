@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
-from tpudeploy.tpuvm import billing
+from tpudeploy.tpuvm import billing, deadline
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -25,6 +25,9 @@ class TpuVm:
     name = "tpu-vm"
     replaces_dead_nodes = True
     billing_noun = "TPU node or queued resource"
+    billing_stack_kinds: tuple[str, ...] = ("node",)
+    stop_nouns = deadline.STOP_NOUNS
+    stop_permissions: tuple[str, ...] = deadline.STOP_PERMISSIONS
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.node_stack_name)

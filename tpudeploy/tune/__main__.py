@@ -13,7 +13,9 @@ from tpudeploy import errors, facts
 from tpudeploy.bench.results import ReportError
 from tpudeploy.bench.settings import BenchConfigError
 from tpudeploy.config import ConfigError, config_path
+from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.planner.cost import NoPricesError, hourly_cost, price_table
+from tpudeploy.platform import platform_for
 from tpudeploy.tune.arms import ARMS_DIR, BASELINE, ArmError, load_arms
 from tpudeploy.tune.plan import TunePlan, build_plan, plan_text
 from tpudeploy.tune.report import collect, write_report
@@ -78,12 +80,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     plan = _plan(args)
     base = plan.arms[0].arm.config
     assert base is not None
-    if getattr(base, "platform", "tpu-vm") != "tpu-vm":
-        raise TuneError(
-            "make tune runs the arms one after another on a TPU VM; running them side by side "
-            "on GKE is not built yet (make tune-plan shows what it would cost). Tune with a "
-            'tpu-vm config (platform = "tpu-vm"), then apply the winner to your GKE config'
-        )
+    platform_for(base).require(base, "tune")
     print(plan_text(plan))
     if not args.yes:
         if not sys.stdin.isatty():
@@ -160,7 +157,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = {"plan": _cmd_plan, "run": _cmd_run, "report": _cmd_report}
     try:
         return commands[args.command](args)
-    except (ArmError, TuneError, BenchConfigError, ReportError, ConfigError, OSError) as exc:
+    except (
+        ArmError,
+        TuneError,
+        NotOnThisPlatform,
+        BenchConfigError,
+        ReportError,
+        ConfigError,
+        OSError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
