@@ -349,7 +349,7 @@ def test_tls_cert_stores_certificate_and_key_and_prints_only_the_fingerprint(
     (the working directory stays empty)."""
     from cryptography import x509
 
-    from tpudeploy.secretstore import store_new_tls_cert
+    from tpudeploy.gcp.secretmanager import store_new_tls_cert
 
     class Recorder:
         project = PROJECT

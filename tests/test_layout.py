@@ -72,8 +72,8 @@ def test_the_commands_errors_are_user_errors() -> None:
     from tpudeploy.config import ConfigError
     from tpudeploy.errors import UserError, explain
     from tpudeploy.frontdoor import FrontDoorError
+    from tpudeploy.gcp.secretmanager import SecretStoreError
     from tpudeploy.planner.cost import NoPricesError
-    from tpudeploy.secretstore import SecretStoreError
     from tpudeploy.smoke import SmokeError
     from tpudeploy.tpuvm.queued_resource.errors import QueuedResourceError
     from tpudeploy.tpuvm.recover import RecoverError

@@ -212,12 +212,12 @@ def _after_failure(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import secretstore
+    from tpudeploy.gcp import secretmanager
 
     project = require_project(cfg, source=str(config_path()))
     # The token is read and checked before any credential is looked for.
-    return secretstore.store_hf_token(
-        cfg, lambda: secretstore.SecretStore.from_env(project), sys.stdin, sys.stdout
+    return secretmanager.store_hf_token(
+        cfg, lambda: secretmanager.SecretStore.from_env(project), sys.stdin, sys.stdout
     )
 
 
@@ -230,10 +230,10 @@ def _empty_cache(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import secretstore
+    from tpudeploy.gcp import secretmanager
 
-    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
-    return secretstore.store_new_api_key(cfg, store, sys.stdout)
+    store = secretmanager.SecretStore.from_env(require_project(cfg, source=str(config_path())))
+    return secretmanager.store_new_api_key(cfg, store, sys.stdout)
 
 
 def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -279,10 +279,10 @@ def _tunnel(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import secretstore
+    from tpudeploy.gcp import secretmanager
 
-    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
-    return secretstore.store_new_tls_cert(cfg, store, sys.stdout)
+    store = secretmanager.SecretStore.from_env(require_project(cfg, source=str(config_path())))
+    return secretmanager.store_new_tls_cert(cfg, store, sys.stdout)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from tpudeploy import errors, policy, terraform
 from tpudeploy.config import DeployConfig, config_path
-from tpudeploy.secretstore import SecretStore, SecretStoreError
+from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
 from tpudeploy.tpuvm.scheduler import SchedulerApi
 
