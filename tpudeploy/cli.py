@@ -222,11 +222,11 @@ def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _empty_cache(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import cachebucket
+    from tpudeploy.gcp import storage
 
     project = require_project(cfg, source=str(config_path()))
-    store = cachebucket.CacheBucket.from_env()
-    return cachebucket.empty_cache(cfg, project, store, assume_yes=args.yes)
+    store = storage.CacheBucket.from_env()
+    return storage.empty_cache(cfg, project, store, assume_yes=args.yes)
 
 
 def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
