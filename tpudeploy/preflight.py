@@ -164,11 +164,12 @@ def check_permissions(
     (tpudeploy.permissions); a missing one would be PERMISSION_DENIED in the middle of an apply.
     actAs is granted per service account, which this project-level test cannot see."""
     from tpudeploy import permissions
+    from tpudeploy.gcp import resourcemanager
 
     wanted = permissions.project_permissions(cfg, purpose)
     try:
-        have = (held or permissions.held_permissions)(cfg.project, wanted)
-    except permissions.PermissionCheckError as exc:
+        have = (held or resourcemanager.held_permissions)(cfg.project, wanted)
+    except resourcemanager.PermissionCheckError as exc:
         return Check(
             True,
             f"could not test your permissions on {cfg.project} ({exc}); a missing one fails "
