@@ -18,8 +18,9 @@ from tpudeploy.frontdoor import (
     colon_fingerprint,
     normalize_fingerprint,
 )
+from tpudeploy.gcp.container import KubeError
 from tpudeploy.gke import ops, tlscert
-from tpudeploy.gke.kube import KubeApi, KubeError
+from tpudeploy.gke.kube import KubeApi
 
 
 class LatestVersion(Protocol):
