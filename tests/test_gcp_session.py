@@ -5,7 +5,9 @@ keys is a loopback fake, and no call is sent to a googleapis.com URL."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -276,3 +278,91 @@ def test_an_unreachable_api_is_the_clients_error_naming_the_network() -> None:
 def test_a_bug_in_the_caller_is_not_dressed_as_an_api_failure() -> None:
     with pytest.raises(TypeError):
         session.call(requests.Session(), "GET", "http://127.0.0.1:9/", FAILURES, timeout=5, nope=1)
+
+
+# --- one home ---------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+GCP = ROOT / "tpudeploy" / "gcp"
+EMULATOR_VARIABLE = re.compile(r"[A-Z][A-Z0-9_]*_EMULATOR_HOST")
+
+
+def _outside_gcp() -> list[Path]:
+    """The product's and the tools' modules, tpudeploy/gcp's aside (the tests set the
+    variables by name, as a user would)."""
+    return [
+        path
+        for folder in ("tpudeploy", "stacks", "tools")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if not path.is_relative_to(GCP)
+    ]
+
+
+def _credential_lookups(path: Path) -> list[str]:
+    """google.auth.default() called, or google.auth's default / AuthorizedSession imported."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "default"
+            and ast.unparse(node.value) == "google.auth"
+        ):
+            found.append(f"{path.name}:{node.lineno}: google.auth.default")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("google.auth"):
+            for alias in node.names:
+                if alias.name in ("default", "AuthorizedSession"):
+                    found.append(f"{path.name}:{node.lineno}: imports {alias.name}")
+    return found
+
+
+def _emulator_variables(path: Path) -> list[str]:
+    """String constants naming an *_EMULATOR_HOST variable (docstrings aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    return [
+        f"{path.name}:{node.lineno}: {node.value}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and id(node) not in docstrings
+        and isinstance(node.value, str)
+        and EMULATOR_VARIABLE.fullmatch(node.value.strip())
+    ]
+
+
+def test_only_tpudeploy_gcp_looks_up_google_credentials() -> None:
+    modules = _outside_gcp()
+    assert len(modules) > 100  # the walk found the packages
+    found = [hit for path in modules for hit in _credential_lookups(path)]
+    assert not found, "take a session or credentials from tpudeploy.gcp.session:\n" + "\n".join(
+        found
+    )
+    assert _credential_lookups(GCP / "session.py")  # and the scan sees the one that does
+
+
+def test_each_emulator_variable_is_defined_once_in_tpudeploy_gcp() -> None:
+    found = [hit for path in _outside_gcp() for hit in _emulator_variables(path)]
+    assert not found, "name the API from tpudeploy.gcp.apis instead:\n" + "\n".join(found)
+    defined = [hit for path in sorted(GCP.glob("*.py")) for hit in _emulator_variables(path)]
+    assert len(defined) == len(apis.ALL) and all(h.startswith("apis.py:") for h in defined)
+    variables = [api.emulator_env for api in apis.ALL]
+    assert len(set(variables)) == len(variables)
+    assert len({api.name for api in apis.ALL}) == len(apis.ALL)
+
+
+def test_the_scans_find_a_planted_copy(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        '"""Reads FOO_EMULATOR_HOST (a docstring: fine)."""\n'
+        "import google.auth\n"
+        "from google.auth.transport.requests import AuthorizedSession\n"
+        'EMULATOR_ENV = "FOO_EMULATOR_HOST"\n'
+        "credentials, _ = google.auth.default()\n"
+    )
+    assert len(_credential_lookups(planted)) == 2
+    assert _emulator_variables(planted) == ["planted.py:4: FOO_EMULATOR_HOST"]
