@@ -453,7 +453,7 @@ def test_cli_run_key_sources_stay_off_argv(
         assert sm.requests == []
     for argv, _ in node.calls:
         assert not any(FAKE_KEY in arg for arg in argv)
-        assert argv[:2] != ["gcloud", "secrets"]  # Secret Manager only through secretstore
+        assert argv[:2] != ["gcloud", "secrets"]  # Secret Manager only through gcp.secretmanager
     cell_stdins = {stdin for argv, stdin in node.calls if "vllm bench serve" in argv[-1]}
     assert cell_stdins == {(FAKE_KEY + "\n").encode()}
 

@@ -13,8 +13,8 @@ import pytest
 
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.storage import FakeStorage
-from tpudeploy.cachebucket import CacheBucket, CacheBucketError, empty_cache
 from tpudeploy.config import parse_config
+from tpudeploy.gcp.storage import CacheBucket, CacheBucketError, empty_cache
 
 PROJECT = "cache-proj"
 CFG = parse_config({"project": PROJECT})

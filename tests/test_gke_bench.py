@@ -29,8 +29,10 @@ from tpudeploy.bench.commands import RESULT_DIR_IN_CONTAINER
 from tpudeploy.bench.cost_kv import cost_per_million
 from tpudeploy.bench.report import build_report
 from tpudeploy.config import parse_config
-from tpudeploy.gke import bench, kube, podexec
-from tpudeploy.gke.kube import ClusterAccess, KubeApi, KubeError
+from tpudeploy.gcp.apis import CONTAINER
+from tpudeploy.gcp.container import ClusterAccess, KubeError
+from tpudeploy.gke import bench, podexec
+from tpudeploy.gke.kube import KubeApi
 from tpudeploy.gke.serving import labels
 
 PROJECT = "demo-proj"
@@ -107,7 +109,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster
         k8s.FakeKubernetes(tmp_path / "kube") as api,
         k8s.FakeContainer(api, clusters={CFG.name}) as container,
     ):
-        monkeypatch.setenv(kube.EMULATOR_ENV, container.host)
+        monkeypatch.setenv(CONTAINER.emulator_env, container.host)
         yield Cluster(api, container, bin_dir)
 
 
@@ -239,7 +241,7 @@ def test_bench_says_so_when_no_replica_is_ready(
 def test_bench_plan_on_gke_prints_the_in_container_commands_and_asks_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(kube.EMULATOR_ENV, raising=False)
+    monkeypatch.delenv(CONTAINER.emulator_env, raising=False)
     config = tmp_path / "gke.toml"
     config.write_text(f'platform = "gke"\nproject = "{PROJECT}"\n')
     assert bench_cli.main(["plan", "--config", str(config), "--profile", "quick"]) == 0

@@ -18,6 +18,8 @@ from tools.rehearsal.fakes import k8s_ops as k8s
 from tpudeploy import facts
 from tpudeploy.cli import main
 from tpudeploy.config import parse_config
+from tpudeploy.gcp.apis import CONTAINER
+from tpudeploy.gcp.container import ClusterAccess, KubeError
 from tpudeploy.gke import kube, ops, plan, pod, tlscert
 from tpudeploy.gke.serving import labels
 from tpudeploy.planner import price_table
@@ -49,7 +51,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster
         k8s.FakeKubernetes(tmp_path / "kube") as api,
         k8s.FakeContainer(api, clusters={CFG.name}) as container,
     ):
-        monkeypatch.setenv(kube.EMULATOR_ENV, container.host)
+        monkeypatch.setenv(CONTAINER.emulator_env, container.host)
         yield Cluster(api, container)
 
 
@@ -258,8 +260,8 @@ def test_status_shows_replicas_nodes_by_capacity_hpa_and_cost_now(
 
 def test_the_api_server_refuses_a_request_without_a_token(cluster: Cluster) -> None:
     access = kube.cluster_access(CFG, PROJECT)
-    api = kube.KubeApi(kube.ClusterAccess(access.url, access.ca_pem, ""))
-    with pytest.raises(kube.KubeError, match=r"HTTP 401: Unauthorized.*roles/container.viewer"):
+    api = kube.KubeApi(ClusterAccess(access.url, access.ca_pem, ""))
+    with pytest.raises(KubeError, match=r"HTTP 401: Unauthorized.*roles/container.viewer"):
         api.get("/api/v1/nodes")
 
 
@@ -270,17 +272,17 @@ def test_a_server_with_another_certificate_is_never_sent_the_token(
     gets no request (and no token)."""
     access = kube.cluster_access(CFG, PROJECT)
     other = tlscert.make_bundle("impostor").cert_pem
-    api = kube.KubeApi(kube.ClusterAccess(access.url, other, access.token))
+    api = kube.KubeApi(ClusterAccess(access.url, other, access.token))
     before = len(cluster.kube.requests)
-    with pytest.raises(kube.KubeError, match="cannot reach the cluster's control plane"):
+    with pytest.raises(KubeError, match="cannot reach the cluster's control plane"):
         api.get("/api/v1/nodes")
     assert len(cluster.kube.requests) == before
 
 
 def test_no_cluster_says_to_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with k8s.FakeKubernetes(tmp_path) as api, k8s.FakeContainer(api, clusters=set()) as c:
-        monkeypatch.setenv(kube.EMULATOR_ENV, c.host)
-        with pytest.raises(kube.KubeError, match=r"cluster .* does not exist .*make deploy"):
+        monkeypatch.setenv(CONTAINER.emulator_env, c.host)
+        with pytest.raises(KubeError, match=r"cluster .* does not exist .*make deploy"):
             kube.cluster_access(CFG, PROJECT)
         # make destroy-all ends with the same report: the cluster is gone, so nothing bills
         # (never "the cluster stays").
@@ -292,9 +294,9 @@ def test_no_cluster_says_to_deploy(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_no_credentials_is_the_one_credentials_message(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv(kube.EMULATOR_ENV, raising=False)
+    monkeypatch.delenv(CONTAINER.emulator_env, raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
-    with pytest.raises(kube.KubeError, match="no Google Cloud credentials"):
+    with pytest.raises(KubeError, match="no Google Cloud credentials"):
         kube.cluster_access(CFG, PROJECT)
 
 

@@ -68,12 +68,12 @@ def test_errors_imports_nothing_of_tpudeploy() -> None:
 def test_the_commands_errors_are_user_errors() -> None:
     """What a user can cause prints as one line with its fix, not as a bug: each command's own
     error type is a UserError, so errors.explain needs no list of them."""
-    from tpudeploy.cachebucket import CacheBucketError
     from tpudeploy.config import ConfigError
     from tpudeploy.endpoint import FrontDoorError
     from tpudeploy.errors import UserError, explain
+    from tpudeploy.gcp.secretmanager import SecretStoreError
+    from tpudeploy.gcp.storage import CacheBucketError
     from tpudeploy.planner.cost import NoPricesError
-    from tpudeploy.secretstore import SecretStoreError
     from tpudeploy.smoke import SmokeError
     from tpudeploy.tpuvm.queued_resource.errors import QueuedResourceError
     from tpudeploy.tpuvm.recover import RecoverError

@@ -194,7 +194,7 @@ def test_on_gke_refused_credentials_are_one_line(
     tmp_path: Path, refusing: RefusingTokenEndpoint
 ) -> None:
     """One command: wait, status and endpoint get their token from the same call
-    (tpudeploy.gke.kube.cluster_access)."""
+    (tpudeploy.gcp.container.cluster_access)."""
     key = service_account_key(tmp_path / "key.json", refusing.url)
     before = refusing.requests
     args, stdin, extra = COMMANDS["status"]

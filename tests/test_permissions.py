@@ -18,6 +18,7 @@ from tools import readme
 from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tpudeploy import permissions, preflight
 from tpudeploy.config import parse_config
+from tpudeploy.gcp.apis import RESOURCE_MANAGER
 
 SPOT = parse_config({"provisioning": "spot", "project": "perm-proj-1"})
 FLEX = parse_config({"project": "perm-proj-1"})
@@ -143,7 +144,7 @@ def test_preflight_names_each_missing_permission_and_the_role(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with FakeResourceManager() as rm:
-        monkeypatch.setenv(permissions.EMULATOR_ENV, rm.host)
+        monkeypatch.setenv(RESOURCE_MANAGER.emulator_env, rm.host)
         rm.held = set(permissions.project_permissions(FLEX, "deploy"))  # enough for flex-start
         assert preflight.check_permissions(FLEX, "deploy").ok
         check = preflight.check_permissions(SPOT, "deploy")
@@ -156,6 +157,6 @@ def test_preflight_names_each_missing_permission_and_the_role(
 
 
 def test_a_test_that_cannot_be_made_is_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(permissions.EMULATOR_ENV, "127.0.0.1:9")
+    monkeypatch.setenv(RESOURCE_MANAGER.emulator_env, "127.0.0.1:9")
     check = preflight.check_permissions(SPOT, "deploy-secrets")
     assert check.ok and check.note and "PERMISSION_DENIED" in check.line

@@ -23,8 +23,9 @@ from tools.rehearsal.fakes.cloudscheduler import LOCATIONS, FakeCloudScheduler
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS
 from tpudeploy.config import ConfigError, parse_config
+from tpudeploy.gcp.apis import CLOUD_SCHEDULER
 from tpudeploy.preflight import check_scheduler_location
-from tpudeploy.tpuvm.scheduler import EMULATOR_ENV, SchedulerApi
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 PROJECT = "rules-unit"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"
@@ -91,7 +92,7 @@ def test_a_patch_outside_the_documented_fields_is_refused(tpu: FakeTpuApi, mask:
 def scheduler(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCloudScheduler]:
     with FakeCloudScheduler(Inventory()) as fake:
         fake.inventory.enable(PROJECT, "cloudscheduler.googleapis.com")
-        monkeypatch.setenv(EMULATOR_ENV, fake.host)
+        monkeypatch.setenv(CLOUD_SCHEDULER.emulator_env, fake.host)
         yield fake
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests.fake_boot_apis import FakeSecretManager
 from tpudeploy import cli
 from tpudeploy.config import parse_config
-from tpudeploy.secretstore import SecretStore, SecretStoreError
+from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 
 # Built at run time (no tracked file holds a token-shaped string); a fake that proves the real
 # one never leaks, in the format the node accepts (tpudeploy/secretshape.py).

@@ -68,8 +68,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.replicasecrets",
             "tpudeploy.terraform",
             "tpudeploy.gcp",
-            "tpudeploy.secretstore",
-            "tpudeploy.cachebucket",
             "tpudeploy.bench",
         ),
     ),

@@ -204,28 +204,28 @@ def _after_failure(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import secretstore
+    from tpudeploy.gcp import secretmanager
 
     project = require_project(cfg, source=str(config_path()))
     # The token is read and checked before any credential is looked for.
-    return secretstore.store_hf_token(
-        cfg, lambda: secretstore.SecretStore.from_env(project), sys.stdin, sys.stdout
+    return secretmanager.store_hf_token(
+        cfg, lambda: secretmanager.SecretStore.from_env(project), sys.stdin, sys.stdout
     )
 
 
 def _empty_cache(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import cachebucket
+    from tpudeploy.gcp import storage
 
     project = require_project(cfg, source=str(config_path()))
-    store = cachebucket.CacheBucket.from_env()
-    return cachebucket.empty_cache(cfg, project, store, assume_yes=args.yes)
+    store = storage.CacheBucket.from_env()
+    return storage.empty_cache(cfg, project, store, assume_yes=args.yes)
 
 
 def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import secretstore
+    from tpudeploy.gcp import secretmanager
 
-    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
-    return secretstore.store_new_api_key(cfg, store, sys.stdout)
+    store = secretmanager.SecretStore.from_env(require_project(cfg, source=str(config_path())))
+    return secretmanager.store_new_api_key(cfg, store, sys.stdout)
 
 
 def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -271,10 +271,10 @@ def _tunnel(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import secretstore
+    from tpudeploy.gcp import secretmanager
     from tpudeploy.gke import tlscert
 
-    store = secretstore.SecretStore.from_env(require_project(cfg, source=str(config_path())))
+    store = secretmanager.SecretStore.from_env(require_project(cfg, source=str(config_path())))
     return tlscert.store_new_tls_cert(cfg, store, sys.stdout)
 
 

@@ -12,77 +12,21 @@ credentials and says so; it never changes anything.
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from tpudeploy.gcp.resourcemanager import LookupFailed, number_and_policy
 
-from tpudeploy.names import CLOUD_PLATFORM_SCOPE
-
-EMULATOR_ENV = "RESOURCEMANAGER_EMULATOR_HOST"
-API = "https://cloudresourcemanager.googleapis.com/v1"
 # Basic roles that reach every service: Editor is the default grant; Owner is worse.
 BROAD_ROLES = ("roles/editor", "roles/owner")
-
-
-class LookupFailed(Exception):
-    """The policy could not be read; the message says why (never a refusal)."""
 
 
 def default_account(project_number: str) -> str:
     return f"{project_number}-compute@developer.gserviceaccount.com"
 
 
-def _session() -> tuple[Any, str]:
-    emulator = os.environ.get(EMULATOR_ENV, "").strip()
-    if emulator:
-        import requests
-
-        return requests.Session(), f"http://{emulator}/v1"
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-    from google.auth.transport.requests import AuthorizedSession
-
-    from tpudeploy.preflight import check_credentials
-
-    # From disk first (no token request, no metadata-server probe off a Google machine).
-    found = check_credentials()
-    if not found.ok:
-        raise LookupFailed(found.line)
-    try:
-        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-    except DefaultCredentialsError:
-        raise LookupFailed(
-            "no Google credentials (`gcloud auth application-default login`)"
-        ) from None
-    return AuthorizedSession(credentials), API  # type: ignore[no-untyped-call]
-
-
-def _json(session: Any, method: str, url: str, what: str) -> dict[str, Any]:
-    import requests
-
-    try:
-        response = session.request(method, url, json={} if method == "POST" else None, timeout=30)
-    except requests.RequestException as exc:
-        raise LookupFailed(f"cannot reach Resource Manager ({type(exc).__name__})") from None
-    if response.status_code != 200:
-        raise LookupFailed(
-            f"Resource Manager answered {response.status_code} for {what} (reading it needs "
-            "resourcemanager.projects.get and getIamPolicy, e.g. roles/iam.securityReviewer)"
-        )
-    data: dict[str, Any] = response.json()
-    return data
-
-
 def broad_roles(project: str) -> tuple[str, list[str]]:
     """The default account's email and the broad roles it holds in `project` (unconditioned
     bindings only: a conditional Editor grant is somebody's deliberate choice)."""
-    session, base = _session()
-    number = str(
-        _json(session, "GET", f"{base}/projects/{project}", "the project").get("projectNumber", "")
-    )
-    if not number:
-        raise LookupFailed(f"Resource Manager gave no project number for {project}")
+    number, policy = number_and_policy(project)
     email = default_account(number)
-    policy = _json(session, "POST", f"{base}/projects/{project}:getIamPolicy", "its IAM policy")
     held = sorted(
         str(b.get("role"))
         for b in policy.get("bindings") or []

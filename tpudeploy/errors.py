@@ -85,6 +85,12 @@ def refused_credentials(detail: object) -> str:
     )
 
 
+def token_service_unreachable(detail: object) -> str:
+    """The one message for a token request that never got an answer (google.auth's
+    TransportError)."""
+    return f"cannot reach Google's token service ({one_line(detail, 160)}); check the network"
+
+
 def explain(exc: BaseException) -> tuple[str, int]:
     """The line to print for `exc` and the exit code."""
     if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Interrupted":
@@ -99,11 +105,7 @@ def explain(exc: BaseException) -> tuple[str, int]:
         if name == "RefreshError":
             return f"error: {refused_credentials(exc)}", 1
         if name == "TransportError":
-            return (
-                f"error: cannot reach Google's token service ({one_line(exc, 160)}); check the "
-                "network",
-                1,
-            )
+            return f"error: {token_service_unreachable(exc)}", 1
     if module.startswith("googleapiclient") and name == "HttpError":
         status = getattr(getattr(exc, "resp", None), "status", "?")
         return f"error: a Google API answered HTTP {status}: {one_line(exc, 200)}", 1

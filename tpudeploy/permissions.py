@@ -2,24 +2,15 @@
 permissions that create it and the predefined role that grants them, with the documentation
 that says so. docs/deploying.md's role list is generated from here (tools/readme.py), tests
 hold it to the resource types the stacks actually declare, and `make preflight` checks the
-permissions with your credentials (Resource Manager projects.testIamPermissions)."""
+permissions with your credentials (Resource Manager projects.testIamPermissions:
+tpudeploy/gcp/resourcemanager.py)."""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.names import CLOUD_PLATFORM_SCOPE
-
-EMULATOR_ENV = "RESOURCEMANAGER_EMULATOR_HOST"
-# projects.testIamPermissions: body {"permissions": [...]}, wildcards not allowed; the answer
-# lists the subset the caller holds, and making the call needs no permission itself
-# (https://cloud.google.com/resource-manager/reference/rest/v1/projects/testIamPermissions).
-TEST_URL = "https://cloudresourcemanager.googleapis.com/v1/projects/{project}:testIamPermissions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,33 +321,3 @@ def role_table() -> str:
         f"on those two accounts | {', '.join(a.permissions)} | [docs]({a.source}) |"
     )
     return "\n".join(lines)
-
-
-class PermissionCheckError(Exception):
-    """The test could not be made (network, API refused): a note, never a refusal."""
-
-
-def held_permissions(project: str, permissions: list[str], *, timeout: float = 10.0) -> set[str]:
-    """The subset of `permissions` the caller holds on the project, by its own credentials
-    (RESOURCEMANAGER_EMULATOR_HOST=host:port: a loopback fake, plain HTTP, no credentials)."""
-    emulator = os.environ.get(EMULATOR_ENV, "").strip()
-    session: Any
-    if emulator:
-        import requests
-
-        session = requests.Session()
-        url = f"http://{emulator}/v1/projects/{project}:testIamPermissions"
-    else:
-        import google.auth
-        from google.auth.transport.requests import AuthorizedSession
-
-        credentials, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
-        url = TEST_URL.format(project=project)
-    try:
-        response = session.post(url, data=json.dumps({"permissions": permissions}), timeout=timeout)
-    except Exception as exc:  # network or token failure: the check could not be made
-        raise PermissionCheckError(f"{type(exc).__name__}") from None
-    if response.status_code != 200:
-        raise PermissionCheckError(f"HTTP {response.status_code}")
-    return set(response.json().get("permissions") or [])

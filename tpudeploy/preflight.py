@@ -10,16 +10,17 @@ failure is one line with the command that fixes it.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 from tpudeploy import errors, policy, terraform
 from tpudeploy.config import DeployConfig, config_path
-from tpudeploy.secretstore import SecretStore, SecretStoreError
+from tpudeploy.gcp import session as gcp_session
+from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
+from tpudeploy.gcp.serviceusage import ServiceUsageError, service_state
 from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
 from tpudeploy.tpuvm.scheduler import SchedulerApi
 
@@ -53,41 +54,9 @@ def check_terraform() -> Check:
 
 def check_credentials() -> Check:
     """Application Default Credentials present and readable, without asking Google for a token
-    (and without probing the metadata server off a Google machine)."""
-    import google.auth
-    from google.auth import _cloud_sdk
-    from google.auth.compute_engine import _metadata
-    from google.auth.exceptions import DefaultCredentialsError
-
-    explicit = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS", "").strip()
-    candidates = []
-    if explicit:
-        candidates.append((explicit, "GOOGLE_APPLICATION_CREDENTIALS"))
-    else:
-        default = _cloud_sdk.get_application_default_credentials_path()  # type: ignore[no-untyped-call]
-        if os.path.isfile(default):
-            candidates.append((default, "gcloud auth application-default login"))
-    for path, origin in candidates:
-        if not os.path.isfile(path):
-            return Check(
-                False,
-                f"GOOGLE_APPLICATION_CREDENTIALS={path} is not a file: fix the path, or unset it "
-                "and run `gcloud auth application-default login`",
-            )
-        try:
-            google.auth.load_credentials_from_file(path)  # type: ignore[no-untyped-call]
-        except DefaultCredentialsError as exc:
-            return Check(
-                False, f"{path} ({origin}) is not a usable credentials file: {errors.one_line(exc)}"
-            )
-        return Check(True, f"credentials from {origin}")
-    # google-auth's own switch turns off this local DMI check too, read as google-auth reads it
-    # (compute_engine/_metadata.py: exactly "true"; "True" still probes the metadata server).
-    skip = os.environ.get("NO_GCE_CHECK") == "true"
-    on_gce = not skip and _metadata.detect_gce_residency_linux()  # type: ignore[no-untyped-call]
-    if on_gce:
-        return Check(True, "credentials from this Google Cloud machine's service account")
-    return Check(False, errors.no_credentials())
+    (and without probing the metadata server off a Google machine): tpudeploy/gcp/session.py."""
+    found = gcp_session.find_credentials()
+    return Check(found.ok, found.line)
 
 
 def check_project(cfg: DeployConfig) -> Check:
@@ -164,11 +133,12 @@ def check_permissions(
     (tpudeploy.permissions); a missing one would be PERMISSION_DENIED in the middle of an apply.
     actAs is granted per service account, which this project-level test cannot see."""
     from tpudeploy import permissions
+    from tpudeploy.gcp import resourcemanager
 
     wanted = permissions.project_permissions(cfg, purpose)
     try:
-        have = (held or permissions.held_permissions)(cfg.project, wanted)
-    except permissions.PermissionCheckError as exc:
+        have = (held or resourcemanager.held_permissions)(cfg.project, wanted)
+    except resourcemanager.PermissionCheckError as exc:
         return Check(
             True,
             f"could not test your permissions on {cfg.project} ({exc}); a missing one fails "
@@ -187,37 +157,6 @@ def check_permissions(
     )
 
 
-SERVICEUSAGE_EMULATOR_ENV = "SERVICEUSAGE_EMULATOR_HOST"
-# services.get: state ENABLED or DISABLED; needs serviceusage.services.get
-# (https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get).
-SERVICEUSAGE_URL = "https://serviceusage.googleapis.com/v1/projects/{project}/services/{service}"
-
-
-def service_state(project: str, service: str, *, timeout: float = 5.0) -> str:
-    """The service's state (ENABLED, DISABLED); ValueError saying why when it cannot tell."""
-    import requests
-
-    emulator = os.environ.get(SERVICEUSAGE_EMULATOR_ENV, "").strip()
-    session: Any
-    if emulator:
-        session = requests.Session()
-        url = f"http://{emulator}/v1/projects/{project}/services/{service}"
-    else:
-        import google.auth
-        from google.auth.transport.requests import AuthorizedSession
-
-        credentials, _ = google.auth.default()
-        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
-        url = SERVICEUSAGE_URL.format(project=project, service=service)
-    try:
-        response = session.get(url, timeout=timeout)
-    except Exception as exc:  # network or token failure: the check could not be made
-        raise ValueError(type(exc).__name__) from None
-    if response.status_code != 200:
-        raise ValueError(f"HTTP {response.status_code}")
-    return str(response.json().get("state") or "STATE_UNSPECIFIED")
-
-
 def check_apis(cfg: DeployConfig, state: Callable[[str, str], str] = service_state) -> list[Check]:
     """The APIs the platform needs that no stack enables are enabled (a disabled one fails the
     apply, or a GKE add-on, well after the cluster bills); one a stack enables is a note."""
@@ -227,7 +166,7 @@ def check_apis(cfg: DeployConfig, state: Callable[[str, str], str] = service_sta
     for service, enabled_by_stack, why in platform_for(cfg).apis(cfg):
         try:
             found = state(cfg.project, service)
-        except ValueError as exc:
+        except ServiceUsageError as exc:
             checks.append(
                 Check(True, f"cannot tell whether {service} is enabled ({exc}); {why}", note=True)
             )

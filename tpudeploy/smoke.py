@@ -156,7 +156,7 @@ def resolve_api_key(cfg: DeployConfig, project: str, *, store: Any | None = None
     key = os.environ.get(API_KEY_ENV, "")
     where = API_KEY_ENV
     if not key:
-        from tpudeploy.secretstore import SecretStore, SecretStoreError
+        from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 
         try:
             key = (store or SecretStore.from_env(project)).access_latest(cfg.api_key_secret_id)

@@ -33,8 +33,8 @@ from tpudeploy.bench.sweep import (
     subprocess_executor,
 )
 from tpudeploy.config import ConfigError
+from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 from tpudeploy.render import compile_cache_key
-from tpudeploy.secretstore import SecretStore, SecretStoreError
 from tpudeploy.timefmt import format_seconds
 
 
@@ -126,7 +126,7 @@ def _api_key(args: argparse.Namespace, cfg: Any = None, *, store: SecretStore | 
     if not secret and args.route == "gateway" and cfg is not None:
         secret = cfg.api_key_secret_id
     if secret:
-        # Read like make smoke reads it (tpudeploy.secretstore): the value stays in this process.
+        # Read like make smoke reads it (tpudeploy.gcp.secretmanager): the value stays here.
         project = (
             args.project
             or (cfg.project if cfg is not None else None)

@@ -13,8 +13,9 @@ from dataclasses import replace
 from tpudeploy.bench.commands import PodTarget
 from tpudeploy.bench.sweep import ExecResult, Executor
 from tpudeploy.config import DeployConfig
+from tpudeploy.gcp.container import KubeError
 from tpudeploy.gke import podexec
-from tpudeploy.gke.kube import KubeApi, KubeError
+from tpudeploy.gke.kube import KubeApi
 from tpudeploy.gke.ops import NS, gateway_address, replica_of, selector, vllm_status
 from tpudeploy.gke.pod import VLLM_CONTAINER
 

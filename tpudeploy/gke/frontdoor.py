@@ -18,12 +18,13 @@ from tpudeploy.endpoint import (
     colon_fingerprint,
     normalize_fingerprint,
 )
+from tpudeploy.gcp.container import KubeError
 from tpudeploy.gke import ops, tlscert
-from tpudeploy.gke.kube import KubeApi, KubeError
+from tpudeploy.gke.kube import KubeApi
 
 
 class LatestVersion(Protocol):
-    """What is read of Secret Manager here (tpudeploy.secretstore.SecretStore has it)."""
+    """What is read of Secret Manager here (tpudeploy.gcp.secretmanager.SecretStore has it)."""
 
     def access_latest(self, secret_id: str) -> str: ...
 
@@ -32,7 +33,7 @@ def published_certificate(
     cfg: DeployConfig, project: str, *, store: LatestVersion | None = None
 ) -> str:
     """The certificate (PEM) of the latest <name>-tls version; its key is dropped at once."""
-    from tpudeploy.secretstore import SecretStore, SecretStoreError
+    from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 
     try:
         text = (store or SecretStore.from_env(project)).access_latest(cfg.tls_secret_id)

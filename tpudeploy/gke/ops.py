@@ -13,11 +13,12 @@ from typing import Any, TextIO
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.gcp.container import ClusterMissing, KubeError
 from tpudeploy.gke import cluster as names
 from tpudeploy.gke import plan
 from tpudeploy.gke import pod as pod_targets
 from tpudeploy.gke.adapter import KV_CACHE_METRIC, WAITING_METRIC
-from tpudeploy.gke.kube import ClusterMissing, KubeApi, KubeError
+from tpudeploy.gke.kube import KubeApi
 from tpudeploy.gke.pod import VLLM_CONTAINER
 from tpudeploy.gke.serving import labels
 from tpudeploy.planner import NoPricesError, price_table

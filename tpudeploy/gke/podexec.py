@@ -1,6 +1,6 @@
 """A command in one container of a running pod, through the Kubernetes API's exec subresource
-over a WebSocket, as `kubectl exec -i` does, with the user's own Google token (tpudeploy.gke.kube):
-no kubectl, no kubeconfig.
+over a WebSocket, as `kubectl exec -i` does, with the user's own Google token
+(tpudeploy.gcp.container): no kubectl, no kubeconfig.
 
 The protocol is the API server's (k8s.io/apimachinery/pkg/util/remotecommand and
 k8s.io/apiserver/pkg/util/wsstream; the rules the loopback fake enforces are
@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tpudeploy.gke.kube import KubeApi, KubeError
+from tpudeploy.gcp.container import KubeError
+from tpudeploy.gke.kube import KubeApi
 
 PROTOCOL = "v4.channel.k8s.io"
 STDIN, STDOUT, STDERR, ERROR = 0, 1, 2, 3

@@ -119,7 +119,7 @@ def fingerprints(cert_pem: str) -> dict[str, str]:
 
 
 class AddsVersions(Protocol):
-    """What `make tls-cert` needs of Secret Manager (tpudeploy.secretstore.SecretStore has it)."""
+    """What `make tls-cert` needs of Secret Manager (gcp.secretmanager.SecretStore has it)."""
 
     def add_version(self, secret_id: str, value: str) -> str: ...
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tpudeploy.gcp.apis import CLOUD_SCHEDULER
 from tpudeploy.tpuvm.queued_resource.api import DiscoveryApi, build_service
-
-# Like TPU_EMULATOR_HOST: host:port of a local fake answering like cloudscheduler.googleapis.com.
-EMULATOR_ENV = "CLOUD_SCHEDULER_EMULATOR_HOST"
 
 
 def job_name(project: str, region: str, job_id: str) -> str:
@@ -15,12 +13,13 @@ def job_name(project: str, region: str, job_id: str) -> str:
 
 
 class SchedulerApi(DiscoveryApi):
-    """jobs.get through the v1 discovery document; googleapiclient retries 429/5xx."""
+    """jobs.get through the v1 discovery document; googleapiclient retries 429/5xx
+    (CLOUD_SCHEDULER_EMULATOR_HOST: a loopback fake, tpudeploy/gcp/apis.py)."""
 
     API_NAME = "Cloud Scheduler API"
 
     def _build(self) -> Any:
-        return build_service(api="cloudscheduler", version="v1", emulator_env=EMULATOR_ENV)
+        return build_service(api=CLOUD_SCHEDULER, version="v1")
 
     def get_job(self, name: str) -> dict[str, Any] | None:
         """The job, or None when it does not exist."""

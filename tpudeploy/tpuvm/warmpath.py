@@ -11,11 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.gcp.apis import STORAGE
 from tpudeploy.render import compile_cache_key
 from tpudeploy.tpuvm.queued_resource.api import DiscoveryApi, build_service
-
-# host:port of a local fake answering like storage.googleapis.com's JSON API.
-EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 
 
 def cache_prefix(cfg: DeployConfig) -> str:
@@ -23,12 +21,13 @@ def cache_prefix(cfg: DeployConfig) -> str:
 
 
 class StorageApi(DiscoveryApi):
-    """objects.list through the v1 discovery document; names only, never an object's content."""
+    """objects.list through the v1 discovery document; names only, never an object's content
+    (STORAGE_EMULATOR_HOST: a loopback fake, tpudeploy/gcp/apis.py)."""
 
     API_NAME = "Cloud Storage API"
 
     def _build(self) -> Any:
-        return build_service(api="storage", version="v1", emulator_env=EMULATOR_ENV)
+        return build_service(api=STORAGE, version="v1")
 
     def has_objects(self, bucket: str, prefix: str) -> bool | None:
         """Whether any object name starts with `prefix`; None when the bucket does not exist."""

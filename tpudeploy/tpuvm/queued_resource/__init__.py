@@ -5,7 +5,7 @@
 # command the Terraform provisioners run. Standard library only at import (googleapiclient loads
 # when the first call is built): the GitOps helper imports the timeouts under a bare python3.
 
-from tpudeploy.tpuvm.queued_resource.api import EMULATOR_ENV, TpuApi, build_service
+from tpudeploy.tpuvm.queued_resource.api import TpuApi, build_service
 from tpudeploy.tpuvm.queued_resource.cli import POLL_ENV, SPEC_ENV, main
 from tpudeploy.tpuvm.queued_resource.client import (
     DEFAULT_CLEANUP_TIMEOUT,
@@ -35,7 +35,6 @@ __all__ = [
     "DEFAULT_DELETE_TIMEOUT",
     "DEFAULT_POLL",
     "DEFAULT_SCOPES",
-    "EMULATOR_ENV",
     "POLL_ENV",
     "SPEC_ENV",
     "SPEC_LABEL",

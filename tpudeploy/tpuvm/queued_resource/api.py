@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from tpudeploy import names
-from tpudeploy.errors import no_credentials, refused_credentials
+from tpudeploy.errors import refused_credentials
+from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp.apis import TPU, Api
 from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
-
-EMULATOR_ENV = "TPU_EMULATOR_HOST"
 
 
 def _http_error_message(exc: Any) -> str:
@@ -29,43 +27,39 @@ def _http_error_message(exc: Any) -> str:
     return str(reason or exc)
 
 
-def build_service(
-    *,
-    http_timeout: float = 60.0,
-    api: str = "tpu",
-    version: str = "v2alpha1",
-    emulator_env: str = EMULATOR_ENV,
-) -> Any:
+# The one client family that keeps googleapiclient and its httplib2 transport
+# (google_auth_httplib2) instead of tpudeploy/gcp/session.py's requests sessions: the TPU API
+# needs the v2alpha1 discovery document (TpuApi below says why), and DiscoveryApi relies on
+# googleapiclient's own retries of 429/5xx and dropped connections, with the notices wait,
+# status and recover show. Cloud Scheduler and the warm path's object listing
+# (tpudeploy/tpuvm/scheduler.py, warmpath.py) ride on DiscoveryApi for the same retries and its
+# ApiError. Credentials and the emulator come from the session factory all the same.
+def build_service(*, http_timeout: float = 60.0, api: Api = TPU, version: str = "v2alpha1") -> Any:
     """Build a discovery client from the document shipped in google-api-python-client (TPU
-    v2alpha1 by default): the emulator named by `emulator_env` with anonymous credentials,
-    else Application Default Credentials."""
-    import google.auth
+    v2alpha1 by default): the API's emulator with anonymous credentials, else Application
+    Default Credentials (tpudeploy/gcp/session.py)."""
     import google.auth.credentials
     import google_auth_httplib2  # type: ignore[import-untyped]
     import httplib2  # type: ignore[import-untyped]
-    from google.auth.exceptions import DefaultCredentialsError
     from googleapiclient import discovery, discovery_cache
 
-    document = discovery_cache.get_static_doc(api, version)
+    document = discovery_cache.get_static_doc(api.name, version)
     if document is None:
         raise QueuedResourceError(
-            f"the {api} {version} discovery document is missing from google-api-python-client; "
-            "reinstall the pinned requirements (make install)"
+            f"the {api.name} {version} discovery document is missing from "
+            "google-api-python-client; reinstall the pinned requirements (make install)"
         )
-    emulator = os.environ.get(emulator_env, "").strip().removeprefix("http://")
+    root = gcp.emulator(api)
     credentials: Any
-    if emulator:
-        # Same convention as PUBSUB_EMULATOR_HOST: plain HTTP to host:port, no credentials.
+    if root:
+        # Plain HTTP to host:port, no credentials (tpudeploy/gcp/apis.py).
         credentials = google.auth.credentials.AnonymousCredentials()  # type: ignore[no-untyped-call]
         # The endpoint replaces the document's root URL and service path alike (storage's
         # path is storage/v1/; the TPU API's and Cloud Scheduler's are empty).
         service_path = json.loads(document).get("servicePath", "")
-        endpoint = f"http://{emulator.rstrip('/')}/{service_path}"
+        endpoint = f"{root}/{service_path}"
     else:
-        try:
-            credentials, _ = google.auth.default(scopes=[names.CLOUD_PLATFORM_SCOPE])
-        except DefaultCredentialsError as exc:
-            raise QueuedResourceError(no_credentials(exc)) from None
+        credentials = gcp.credentials(QueuedResourceError)
         endpoint = None
     http = google_auth_httplib2.AuthorizedHttp(
         credentials, http=httplib2.Http(timeout=http_timeout)

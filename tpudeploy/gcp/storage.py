@@ -8,17 +8,14 @@ version. Emptying it is therefore an explicit, confirmed step of destroying ever
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, TextIO
 from urllib.parse import quote
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
-
-EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
-API = "https://storage.googleapis.com"
-SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
+from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp.apis import STORAGE
 
 
 class CacheBucketError(UserError):
@@ -28,52 +25,42 @@ class CacheBucketError(UserError):
 class CacheBucket:
     """The JSON API calls needed: list object generations, delete one generation."""
 
-    def __init__(self, *, session: Any, base_url: str = API) -> None:
+    def __init__(self, *, session: Any, base_url: str = STORAGE.base_url) -> None:
         self.session = session
         self.base_url = base_url.rstrip("/")
 
     @classmethod
     def from_env(cls) -> CacheBucket:
         """STORAGE_EMULATOR_HOST=host:port (the client libraries' convention) means plain HTTP
-        and no credentials; otherwise Application Default Credentials."""
-        emulator = os.environ.get(EMULATOR_ENV, "").strip()
-        if emulator:
-            import requests
-
-            host = emulator if "://" in emulator else f"http://{emulator}"
-            return cls(session=requests.Session(), base_url=host)
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-        from google.auth.transport.requests import AuthorizedSession
-
-        try:
-            credentials, _ = google.auth.default(scopes=SCOPES)
-        except DefaultCredentialsError:
-            raise CacheBucketError(
-                "no Google credentials: run `gcloud auth application-default login`, then try again"
-            ) from None
-        return cls(session=AuthorizedSession(credentials))  # type: ignore[no-untyped-call]
+        and no credentials; otherwise Application Default Credentials (tpudeploy/gcp/session.py)."""
+        session, base_url = gcp.session(STORAGE, CacheBucketError)
+        return cls(session=session, base_url=base_url)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        import requests
-
-        try:
-            response = self.session.request(method, self.base_url + path, timeout=60, **kwargs)
-        except requests.RequestException as exc:
-            raise CacheBucketError(
-                f"cannot reach Cloud Storage ({type(exc).__name__}); check the network"
-            ) from None
-        if response.status_code in (200, 204):
-            return response.json() if response.content else {}
-        if response.status_code == 404:
-            return None
-        if response.status_code in (401, 403):
-            raise CacheBucketError(
-                f"Cloud Storage refused {method} {path} (HTTP {response.status_code}): your "
+        """The answer's JSON ({} for an empty one); None when the bucket or object is gone."""
+        failures = gcp.Failures(
+            CacheBucketError,
+            unreachable="cannot reach Cloud Storage ({error}); check the network",
+            refused=(
+                f"Cloud Storage refused {method} {path} (HTTP {{status}}): your "
                 "account needs roles/storage.admin on the bucket, and fresh credentials "
                 "(`gcloud auth application-default login`)"
-            )
-        raise CacheBucketError(f"Cloud Storage answered HTTP {response.status_code} for {path}")
+            ),
+            otherwise=f"Cloud Storage answered HTTP {{status}} for {path}",
+        )
+        response = gcp.call(
+            self.session,
+            method,
+            self.base_url + path,
+            failures,
+            timeout=60,
+            ok=(200, 204),
+            allow_404=True,
+            **kwargs,
+        )
+        if response is None:
+            return None
+        return response.json() if response.content else {}
 
     def generations(self, bucket: str) -> list[tuple[str, str]] | None:
         """(object, generation) of every version in `bucket`; None when the bucket is gone."""

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import base64
 import getpass
-import os
 import secrets
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.secretshape import API_KEY_RE, HF_TOKEN_RE
-from tpudeploy.errors import UserError, no_credentials
-from tpudeploy.names import CLOUD_PLATFORM_SCOPE
+from tpudeploy.errors import UserError
+from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp.apis import SECRET_MANAGER
 
-EMULATOR_ENV = "SECRETMANAGER_EMULATOR_HOST"
-API = "https://secretmanager.googleapis.com/v1"
-SCOPES = [CLOUD_PLATFORM_SCOPE]
+UNREACHABLE = "cannot reach Secret Manager ({error}); check the network"
 
 
 class SecretStoreError(UserError):
@@ -27,7 +25,9 @@ class SecretStoreError(UserError):
 class SecretStore:
     """Two calls of the v1 REST API: addVersion and access the latest version."""
 
-    def __init__(self, project: str, *, session: Any, base_url: str = API) -> None:
+    def __init__(
+        self, project: str, *, session: Any, base_url: str = SECRET_MANAGER.base_url
+    ) -> None:
         self.project = project
         self.session = session
         self.base_url = base_url.rstrip("/")
@@ -35,53 +35,34 @@ class SecretStore:
     @classmethod
     def from_env(cls, project: str) -> SecretStore:
         """SECRETMANAGER_EMULATOR_HOST=host:port means plain HTTP and no credentials (tests);
-        otherwise Application Default Credentials (`gcloud auth application-default login`)."""
-        emulator = os.environ.get(EMULATOR_ENV, "").strip()
-        if emulator:
-            import requests
-
-            return cls(project, session=requests.Session(), base_url=f"http://{emulator}/v1")
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-        from google.auth.transport.requests import AuthorizedSession
-
-        try:
-            credentials, _ = google.auth.default(scopes=SCOPES)
-        except DefaultCredentialsError as exc:
-            raise SecretStoreError(no_credentials(exc)) from None
-        return cls(project, session=AuthorizedSession(credentials))  # type: ignore[no-untyped-call]
+        otherwise Application Default Credentials (tpudeploy/gcp/session.py)."""
+        session, base_url = gcp.session(SECRET_MANAGER, SecretStoreError)
+        return cls(project, session=session, base_url=base_url)
 
     def _secret(self, secret_id: str) -> str:
         return f"{self.base_url}/projects/{self.project}/secrets/{secret_id}"
 
     def _call(self, method: str, url: str, secret_id: str, **kwargs: Any) -> dict[str, Any]:
-        import requests
-
-        try:
-            response = self.session.request(method, url, timeout=30, **kwargs)
-        except requests.RequestException as exc:
-            raise SecretStoreError(
-                f"cannot reach Secret Manager ({type(exc).__name__}); check the network"
-            ) from None
-        if response.status_code == 200:
-            result: dict[str, Any] = response.json()
-            return result
-        if response.status_code == 404:
-            raise SecretStoreError(
+        failures = gcp.Failures(
+            SecretStoreError,
+            unreachable=UNREACHABLE,
+            missing=(
                 f"secret {secret_id} (or a version of it) does not exist in project "
                 f"{self.project}: `make deploy-secrets` creates the secret, `make secret` / "
                 "`make api-key` add its value"
-            )
-        if response.status_code in (401, 403):
-            raise SecretStoreError(
-                f"Secret Manager refused access to {secret_id} (HTTP {response.status_code}): "
+            ),
+            refused=(
+                f"Secret Manager refused access to {secret_id} (HTTP {{status}}): "
                 "your account needs roles/secretmanager.secretVersionAdder (to store) or "
                 "secretAccessor (to read) on it, and fresh credentials "
                 "(`gcloud auth application-default login`)"
-            )
-        raise SecretStoreError(
-            f"Secret Manager answered HTTP {response.status_code} for {secret_id}; try again"
+            ),
+            otherwise=f"Secret Manager answered HTTP {{status}} for {secret_id}; try again",
         )
+        response = gcp.call(self.session, method, url, failures, timeout=30, **kwargs)
+        assert response is not None  # no 404 allowed: `missing` says it
+        result: dict[str, Any] = response.json()
+        return result
 
     # What version_state answers besides a version's own state (ENABLED, DISABLED, DESTROYED).
     NO_SECRET = "NO_SECRET"  # noqa: S105 - a state name, not a secret
@@ -91,31 +72,24 @@ class SecretStore:
         """The state of the secret's latest version, as the node's boot will find it, from
         metadata only (never the value): NO_SECRET, NO_VERSION, ENABLED, DISABLED or DESTROYED.
         Raises SecretStoreError when Secret Manager cannot be asked or refuses."""
-        import requests
-
+        failures = gcp.Failures(
+            SecretStoreError,
+            unreachable=UNREACHABLE,
+            refused=(
+                f"Secret Manager refused to show {secret_id} (HTTP {{status}}): "
+                "reading a version's state needs secretmanager.versions.get "
+                "(roles/secretmanager.viewer)"
+            ),
+            otherwise=f"Secret Manager answered HTTP {{status}} for {secret_id}; try again",
+        )
         for url, missing in (
             (self._secret(secret_id), self.NO_SECRET),
             (f"{self._secret(secret_id)}/versions/latest", self.NO_VERSION),
         ):
-            try:
-                response = self.session.request("GET", url, timeout=timeout)
-            except requests.RequestException as exc:
-                raise SecretStoreError(
-                    f"cannot reach Secret Manager ({type(exc).__name__}); check the network"
-                ) from None
-            if response.status_code == 404:
+            response = gcp.call(self.session, "GET", url, failures, timeout=timeout, allow_404=True)
+            if response is None:
                 return missing
-            if response.status_code in (401, 403):
-                raise SecretStoreError(
-                    f"Secret Manager refused to show {secret_id} (HTTP {response.status_code}): "
-                    "reading a version's state needs secretmanager.versions.get "
-                    "(roles/secretmanager.viewer)"
-                )
-            if response.status_code != 200:
-                raise SecretStoreError(
-                    f"Secret Manager answered HTTP {response.status_code} for {secret_id}; "
-                    "try again"
-                )
+        assert response is not None
         return str(response.json().get("state") or "STATE_UNSPECIFIED")
 
     def add_version(self, secret_id: str, value: str) -> str:
