@@ -54,7 +54,7 @@ from stacks.secrets import (
     stop_account,
 )
 from tpudeploy import errors, identities
-from tpudeploy.bootstrap import (
+from tpudeploy.bootstrap_config import (
     BOOTSTRAP_STACK,
     DEPLOY_ATTRIBUTE,
     Bootstrap,

@@ -177,15 +177,16 @@ def node_stack(synth: Synthesizer, default_config: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def bootstrap() -> Any:
-    """The committed gitops.toml with the committed deployments/*.toml (tpudeploy.bootstrap)."""
-    from tpudeploy.bootstrap import load_bootstrap
+    """The committed gitops.toml with the committed deployments/*.toml
+    (tpudeploy.bootstrap_config)."""
+    from tpudeploy.bootstrap_config import load_bootstrap
 
     return load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT)
 
 
 @pytest.fixture(scope="session")
 def bootstrap_cfg(bootstrap: Any) -> Any:
-    """The repository's own gitops.toml, validated (tpudeploy.bootstrap.BootstrapConfig)."""
+    """The repository's own gitops.toml, validated (tpudeploy.bootstrap_config.BootstrapConfig)."""
     return bootstrap.config
 
 
@@ -206,7 +207,7 @@ def bootstrap_outdir(
 @pytest.fixture
 def boot(bootstrap_outdir: Path) -> dict[str, Any]:
     """The bootstrap's cdk.tf.json, a fresh copy per test."""
-    from tpudeploy.bootstrap import BOOTSTRAP_STACK
+    from tpudeploy.bootstrap_config import BOOTSTRAP_STACK
 
     path = bootstrap_outdir / "stacks" / BOOTSTRAP_STACK / "cdk.tf.json"
     doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))

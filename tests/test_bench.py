@@ -19,7 +19,7 @@ import pytest
 
 from tests.fake_boot_apis import FakeSecretManager
 from tpudeploy import facts
-from tpudeploy.bench import __main__ as cli
+from tpudeploy.bench import __main__ as bench_cli
 from tpudeploy.bench.commands import (
     RESULT_DIR_IN_CONTAINER,
     Cell,
@@ -437,14 +437,14 @@ def test_cli_run_key_sources_stay_off_argv(
 ) -> None:
     clock = [0.0]
     node = FakeNode(clock)
-    monkeypatch.setattr(cli, "subprocess_executor", node)
+    monkeypatch.setattr(bench_cli, "subprocess_executor", node)
     monkeypatch.setenv("BENCH_KEY", FAKE_KEY)
     args = ["run", "--node", "n1", "--zone", "us-west4-a", "--profile", "quick"]
     args += ["--out", str(tmp_path / "o")]
     args += ["--api-key-env", "BENCH_KEY"] if key_flag == "env" else ["--api-key-secret", "vk"]
     with FakeSecretManager({"vk": [FAKE_KEY]}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
-        assert cli.main([*args, "--project", "bench-proj-1"]) == 0
+        assert bench_cli.main([*args, "--project", "bench-proj-1"]) == 0
     if key_flag == "secret":
         assert [r["path"] for r in sm.requests] == [
             "/v1/projects/bench-proj-1/secrets/vk/versions/latest:access"
@@ -459,13 +459,13 @@ def test_cli_run_key_sources_stay_off_argv(
 
 
 def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["run", "--profile", "quick"]) == 2
+    assert bench_cli.main(["run", "--profile", "quick"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --node and --zone") and err.count("\n") == 1
 
 
 def test_cli_plan_prints_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["plan", "--profile", "quick", "--node", "n", "--zone", "z"]) == 0
+    assert bench_cli.main(["plan", "--profile", "quick", "--node", "n", "--zone", "z"]) == 0
     lines = capsys.readouterr().out.splitlines()
     commands = [shlex.split(line) for line in lines if not line.startswith("#")]
     assert len(commands) == 4
@@ -481,7 +481,7 @@ def test_cli_plan_takes_node_and_sweep_from_config(
         '[vllm]\ncontainer_name = "served"\nport = 8100\n'
         "[bench]\ncontexts = [256]\nclients = [2, 8]\nrepetitions = 2\noutput_len = 64\n"
     )
-    assert cli.main(["plan", "--config", str(config)]) == 0
+    assert bench_cli.main(["plan", "--config", str(config)]) == 0
     commands = [shlex.split(x) for x in capsys.readouterr().out.splitlines() if x[0] != "#"]
     assert len(commands) == 1 * 2 * 2
     for argv in commands:
@@ -503,7 +503,7 @@ def test_cli_config_hash_follows_the_serving_config(
     def config_pairs(text: str) -> set[str]:
         config = tmp_path / "deploy.toml"
         config.write_text('zone = "us-west4-a"\n' + text)
-        assert cli.main(["plan", "--config", str(config), "--profile", "quick"]) == 0
+        assert bench_cli.main(["plan", "--config", str(config), "--profile", "quick"]) == 0
         commands = [shlex.split(x) for x in capsys.readouterr().out.splitlines() if x[0] != "#"]
         pairs = {p for argv in commands for p in flags(bench_part(argv))["--metadata"]}
         assert "tpudeploy_image=IMAGE_ID" in pairs  # filled in by run from the node's docker
@@ -525,15 +525,15 @@ def test_no_key_by_default_and_the_named_secret_when_asked(
     args = argparse.Namespace(api_key_env=None, api_key_secret=None, project=None, route="replica")
     with FakeSecretManager({cfg.api_key_secret_id: ["old-key", "k3y-value\n"]}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
-        assert cli._api_key(args, cfg) == ""
+        assert bench_cli._api_key(args, cfg) == ""
         assert sm.requests == []
         args.api_key_secret = cfg.api_key_secret_id
-        assert cli._api_key(args, cfg) == "k3y-value"
+        assert bench_cli._api_key(args, cfg) == "k3y-value"
         # Through the Gateway each replica's front door checks the key: the deployment's own.
         gateway = argparse.Namespace(
             api_key_env=None, api_key_secret=None, project=None, route="gateway"
         )
-        assert cli._api_key(gateway, cfg) == "k3y-value"
+        assert bench_cli._api_key(gateway, cfg) == "k3y-value"
     assert [r["path"] for r in sm.requests] == 2 * [
         f"/v1/projects/bench-proj-1/secrets/{cfg.api_key_secret_id}/versions/latest:access"
     ]
@@ -544,7 +544,7 @@ def test_api_key_secret_without_a_project_is_one_clear_error(
 ) -> None:
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     args = ["run", "--node", "n1", "--zone", "us-west4-a", "--api-key-secret", "vk"]
-    assert cli.main(args) == 2
+    assert bench_cli.main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --api-key-secret vk: no project to read it from; pass --project")
     assert err.count("\n") == 1
@@ -556,7 +556,7 @@ def test_a_missing_api_key_secret_says_how_to_create_it(
     args = ["run", "--node", "n1", "--zone", "us-west4-a", "--api-key-secret", "vk"]
     with FakeSecretManager({}) as sm:
         monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
-        assert cli.main([*args, "--project", "bench-proj-1"]) == 2
+        assert bench_cli.main([*args, "--project", "bench-proj-1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot read the API key: secret vk (or a version of it) does not")
     assert "`make api-key`" in err and err.count("\n") == 1

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tpudeploy import facts
-from tpudeploy.bench import __main__ as cli
+from tpudeploy.bench import __main__ as bench_cli
 from tpudeploy.bench.cost_kv import cost_per_million, default_kv_pool, default_prices, kv_status
 from tpudeploy.bench.report import build_report, write_report
 from tpudeploy.bench.results import ReportError, snap_context
@@ -414,7 +414,7 @@ def test_a_run_without_concurrency_is_listed_and_skipped(
         report.markdown,
         by_cell([r for r in written(vllm_dir) if r["max_concurrency"]], from_tokens),
     )
-    assert cli.main(["report", str(vllm_dir), "--out", str(tmp_path / "out")]) == 0
+    assert bench_cli.main(["report", str(vllm_dir), "--out", str(tmp_path / "out")]) == 0
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     used = len(CELLS) * REPS
@@ -499,7 +499,7 @@ def test_off_grid_context_is_used_once_the_config_sweeps_it(
     save(vllm_dir, "hand-2k.json", record(2048, 16, 1))
     config = tmp_path / "deploy.toml"
     config.write_text("[bench]\ncontexts = [128, 1024, 2048, 8192]\n")
-    assert cli.main(["report", str(vllm_dir), "--config", str(config)]) == 0
+    assert bench_cli.main(["report", str(vllm_dir), "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert table(out, "Aggregate")[(2048, 16)].startswith(
         f"{record(2048, 16, 1)['output_throughput']:,.1f}"
@@ -694,7 +694,9 @@ def test_cli_report_prints_markdown(
     results_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "cli"
-    assert cli.main(["report", str(results_dir), "--out", str(out), "--price", "spot=0.5"]) == 0
+    assert (
+        bench_cli.main(["report", str(results_dir), "--out", str(out), "--price", "spot=0.5"]) == 0
+    )
     printed = capsys.readouterr().out
     assert printed == (out / "report.md").read_text()
     assert "| spot ($0.5000/h) |" in printed
@@ -712,7 +714,7 @@ def test_a_directory_with_no_usable_run_is_one_clear_error(
     message = str(err.value)
     assert "no `vllm bench serve` results" in message
     assert "a.json: not JSON" in message and "b.json: max_concurrency is null" in message
-    assert cli.main(["report", str(out)]) == 2
+    assert bench_cli.main(["report", str(out)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
@@ -751,7 +753,7 @@ def test_cli_report_sizes_pool_from_config(
 
     config = tmp_path / "deploy.toml"
     config.write_text("[vllm]\nmax_model_len = 16384\ngpu_memory_utilization = 0.9\n")
-    assert cli.main(["report", str(results_dir), "--config", str(config)]) == 0
+    assert bench_cli.main(["report", str(results_dir), "--config", str(config)]) == 0
     expected = kv_pool(max_model_len=16384, gpu_memory_utilization=0.9)
     assert f"Pool {expected.tokens:,} tokens; safe line {expected.safe_tokens:,}" in (
         capsys.readouterr().out

@@ -21,7 +21,7 @@ from tests.conftest import REPO_ROOT
 from tools.rehearsal.fakes.base import serving
 from tpudeploy import errors
 from tpudeploy import github_environments as ge
-from tpudeploy.bootstrap import load_bootstrap
+from tpudeploy.bootstrap_config import load_bootstrap
 
 
 def _token() -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tpudeploy import bootstrap_preflight
-from tpudeploy.bootstrap import BOOTSTRAP_ENV
+from tpudeploy.bootstrap_config import BOOTSTRAP_ENV
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, root: Path) -> tuple[int, str, str]:

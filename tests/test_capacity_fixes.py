@@ -12,7 +12,7 @@ from tpudeploy import facts
 from tpudeploy.config import parse_config
 from tpudeploy.planner import check_settings
 from tpudeploy.planner.capacity import kv_pool
-from tpudeploy.planner.report import synth_summary
+from tpudeploy.planner.tables import synth_summary
 
 
 def _errors(data: dict[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import REPO_ROOT, Synthesizer, resources
 from tools.rehearsal.fakes import iamrules
 from tpudeploy import identities
-from tpudeploy.bootstrap import DEPLOY_ATTRIBUTE, Bootstrap, BootstrapConfig
+from tpudeploy.bootstrap_config import DEPLOY_ATTRIBUTE, Bootstrap, BootstrapConfig
 from tpudeploy.config import DeployConfig, parse_config
 
 PROJECT_NUMBER = "123456789012"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, Synthesizer, resources
 from tpudeploy import gitops
-from tpudeploy.bootstrap import (
+from tpudeploy.bootstrap_config import (
     BOOTSTRAP_STACK,
     Bootstrap,
     BootstrapConfig,

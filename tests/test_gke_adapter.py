@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import REPO_ROOT, Synthesizer
 from tools.k8s_manifests import manifests
 from tpudeploy.config import parse_config
-from tpudeploy.gke import adapter
+from tpudeploy.gke import metrics_adapter
 
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
 CFG = parse_config(RAW)
@@ -48,12 +48,12 @@ DOCUMENTED_PRINCIPAL = (
 
 
 def test_the_hpa_names_the_metric_as_googles_guides_do() -> None:
-    assert adapter.waiting_metric_name() == DOCUMENTED_HPA_NAME
+    assert metrics_adapter.waiting_metric_name() == DOCUMENTED_HPA_NAME
 
 
 def test_the_adapter_reads_that_name_as_the_managed_prometheus_type() -> None:
-    assert adapter.adapter_metric_type(DOCUMENTED_HPA_NAME) == DOCUMENTED_METRIC_TYPE
-    assert adapter.managed_prometheus_type("vllm:num_requests_waiting", "gauge") == (
+    assert metrics_adapter.adapter_metric_type(DOCUMENTED_HPA_NAME) == DOCUMENTED_METRIC_TYPE
+    assert metrics_adapter.managed_prometheus_type("vllm:num_requests_waiting", "gauge") == (
         DOCUMENTED_METRIC_TYPE
     )
 
@@ -72,12 +72,12 @@ def test_the_adapter_reads_that_name_as_the_managed_prometheus_type() -> None:
     ],
 )
 def test_the_adapters_name_rule(hpa_name: str, metric_type: str) -> None:
-    assert adapter.adapter_metric_type(hpa_name) == metric_type
-    assert adapter.adapter_metric_type(hpa_name) != DOCUMENTED_METRIC_TYPE
+    assert metrics_adapter.adapter_metric_type(hpa_name) == metric_type
+    assert metrics_adapter.adapter_metric_type(hpa_name) != DOCUMENTED_METRIC_TYPE
 
 
 def test_the_principal_is_the_documented_form() -> None:
-    assert adapter.principal(project="my-proj", project_number="123456789012") == (
+    assert metrics_adapter.principal(project="my-proj", project_number="123456789012") == (
         DOCUMENTED_PRINCIPAL
     )
 
@@ -85,23 +85,23 @@ def test_the_principal_is_the_documented_form() -> None:
 @pytest.mark.parametrize(
     ("ref", "ok"),
     [
-        (f"{adapter.IMAGE}@sha256:{'a' * 64}", True),
-        (adapter.IMAGE, False),
-        (f"{adapter.IMAGE}@sha256:{'a' * 63}", False),
+        (f"{metrics_adapter.IMAGE}@sha256:{'a' * 64}", True),
+        (metrics_adapter.IMAGE, False),
+        (f"{metrics_adapter.IMAGE}@sha256:{'a' * 63}", False),
         ("gcr.io/x/y@sha512:" + "a" * 64, False),
     ],
 )
 def test_pinned_means_a_manifest_digest(ref: str, ok: bool) -> None:
-    assert adapter.pinned(ref) is ok
+    assert metrics_adapter.pinned(ref) is ok
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="UNFINISHED: no published digest for custom-metrics-stackdriver-adapter:v0.16.9-gke.0 "
-    "was found offline; set tpudeploy.gke.adapter.DIGEST (`crane digest` of the tag)",
+    "was found offline; set tpudeploy.gke.metrics_adapter.DIGEST (`crane digest` of the tag)",
 )
 def test_the_adapter_image_is_pinned_by_digest() -> None:
-    assert adapter.pinned(adapter.image())
+    assert metrics_adapter.pinned(metrics_adapter.image())
 
 
 # ---- the synthesized objects ------------------------------------------------------------------
@@ -127,13 +127,16 @@ def test_what_the_hpa_names_is_what_the_adapter_serves(
     (hpa,) = _of_kind(objects, "HorizontalPodAutoscaler")
     waiting, kv = hpa["spec"]["metrics"]
     assert waiting["type"] == kv["type"] == "Pods"
-    assert adapter.adapter_metric_type(waiting["pods"]["metric"]["name"]) == DOCUMENTED_METRIC_TYPE
-    assert adapter.adapter_metric_type(kv["pods"]["metric"]["name"]) == (
+    assert (
+        metrics_adapter.adapter_metric_type(waiting["pods"]["metric"]["name"])
+        == DOCUMENTED_METRIC_TYPE
+    )
+    assert metrics_adapter.adapter_metric_type(kv["pods"]["metric"]["name"]) == (
         "prometheus.googleapis.com/vllm:kv_cache_usage_perc/gauge"
     )
     metric = waiting
     # the API that type is read through is registered, and points at the adapter's Service
-    group = adapter.API_GROUP_OF_METRIC_TYPE[metric["type"]]
+    group = metrics_adapter.API_GROUP_OF_METRIC_TYPE[metric["type"]]
     services = [a for a in _of_kind(objects, "APIService") if a["spec"]["group"] == group]
     assert {a["spec"]["version"] for a in services} == {"v1beta1", "v1beta2"}
     for api in services:
@@ -187,7 +190,7 @@ def test_the_adapter_runs_small_locked_down_and_off_the_tpu_nodes(
     objects: dict[str, dict[str, Any]],
 ) -> None:
     (deployment,) = [
-        d for d in _of_kind(objects, "Deployment") if d["metadata"]["name"] == adapter.NAME
+        d for d in _of_kind(objects, "Deployment") if d["metadata"]["name"] == metrics_adapter.NAME
     ]
     spec = deployment["spec"]["template"]["spec"]
     assert "tolerations" not in spec and "nodeSelector" not in spec
@@ -196,8 +199,8 @@ def test_the_adapter_runs_small_locked_down_and_off_the_tpu_nodes(
     ctx = container["securityContext"]
     assert ctx["readOnlyRootFilesystem"] is True and ctx["allowPrivilegeEscalation"] is False
     assert ctx["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
-    assert f"--cert-dir={adapter.CERT_DIR}" in container["command"]
-    assert adapter.CERT_DIR in {m["mountPath"] for m in container["volumeMounts"]}
+    assert f"--cert-dir={metrics_adapter.CERT_DIR}" in container["command"]
+    assert metrics_adapter.CERT_DIR in {m["mountPath"] for m in container["volumeMounts"]}
 
 
 def test_the_adapter_reads_monitoring_as_the_documented_principal(

@@ -33,7 +33,7 @@ from tpudeploy.gcp.apis import CONTAINER
 from tpudeploy.gcp.container import ClusterAccess, KubeError
 from tpudeploy.gke import bench, podexec
 from tpudeploy.gke.kube import KubeApi
-from tpudeploy.gke.serving import labels
+from tpudeploy.gke.manifests import labels
 
 PROJECT = "demo-proj"
 CFG = parse_config({"platform": "gke", "project": PROJECT})

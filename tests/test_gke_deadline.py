@@ -20,10 +20,10 @@ from tests.conftest import REPO_ROOT, Synthesizer
 from tools.rehearsal.fakes import iamrules
 from tpudeploy import deadline, facts
 from tpudeploy.config import ConfigError, parse_config
-from tpudeploy.gke import deadline as gke_deadline
+from tpudeploy.gke import deadline_target as gke_deadline
 from tpudeploy.gke import summary
 from tpudeploy.planner.cost import HOURS_PER_MONTH
-from tpudeploy.tpuvm import deadline as tpuvm_deadline
+from tpudeploy.tpuvm import deadline_target as tpuvm_deadline
 from tpudeploy.tpuvm.extend import extension_seconds
 from tpudeploy.tpuvm.recover import RecoverError
 

@@ -20,8 +20,8 @@ from tpudeploy.cli import main
 from tpudeploy.config import parse_config
 from tpudeploy.gcp.apis import CONTAINER
 from tpudeploy.gcp.container import ClusterAccess, KubeError
-from tpudeploy.gke import kube, ops, plan, pod, tlscert
-from tpudeploy.gke.serving import labels
+from tpudeploy.gke import kube, ops, pod, replicaplan, tlscert
+from tpudeploy.gke.manifests import labels
 from tpudeploy.planner import price_table
 from tpudeploy.planner.cost import SEED_BOOT
 
@@ -127,7 +127,7 @@ def test_wait_follows_each_replica_from_no_node_to_ready(cluster: Cluster) -> No
     assert rc == 0, out
     # The planner's boot estimate up front, then each replica's phase as it changes.
     assert f"cold {SEED_BOOT.cold_s:g} s" in out and f"warm {SEED_BOOT.warm_s:g} s" in out
-    assert str(plan.startup_budget_s()) in out
+    assert str(replicaplan.startup_budget_s()) in out
     assert "r-a: waiting-for-node" in out and "untolerated taint" in out
     assert "r-a: compiling" in out and "on gke-tpu-spot-1" in out
     assert "r-b: starting" in out
@@ -242,7 +242,7 @@ def test_status_shows_replicas_nodes_by_capacity_hpa_and_cost_now(
     # Nodes by capacity type, the system pool's node not among the TPU nodes.
     assert "TPU nodes: 1 flex-start (tpu-flex-1), 1 spot (tpu-spot-1)" in out
     assert "system-1" not in out
-    waiting = plan.replica_plan(CFG).autoscaling.waiting_target
+    waiting = replicaplan.replica_plan(CFG).autoscaling.waiting_target
     assert (
         f"2 -> 3 replica(s) (1..4); vllm:num_requests_waiting 7 waiting per replica, "
         f"target {waiting}" in out
@@ -252,7 +252,7 @@ def test_status_shows_replicas_nodes_by_capacity_hpa_and_cost_now(
     # $/hour now: the idle floor, then each node at its own model's rate plus its NAT share.
     prices = price_table(CFG)
     nat = facts.GKE_IDLE_PRICES["us-west4"][1].per_hour
-    idle = sum(rate for _, rate in plan.idle_items(CFG))
+    idle = sum(rate for _, rate in replicaplan.idle_items(CFG))
     expected = idle + prices.rate("spot") + prices.rate("flex-start") + 2 * nat
     assert f"cost now: ${expected:.4f}/h" in out
     assert "flex-start nodes after" in out and "make destroy-all" in out
@@ -390,7 +390,7 @@ def test_a_failed_gke_deploy_names_the_cluster_and_the_replicas_in_state(tmp_pat
     state_file(tmp_path, CFG.gke_stack_name, [resource("google_container_cluster", "cluster")])
     state_file(tmp_path, CFG.serving_stack_name, [resource("kubernetes_deployment_v1", "d")])
     text = say(failures.after_deploy, cfg=CFG, root=tmp_path)
-    idle = sum(rate for _, rate in plan.idle_items(CFG))
+    idle = sum(rate for _, rate in replicaplan.idle_items(CFG))
     assert f"GKE cluster {CFG.name} with its system node and NAT (${idle:.4f}/h" in text
     assert f"Deployment {CFG.name}: 1 to 4 replica(s)" in text and "make destroy" in text
     assert "no chip bills" not in text

@@ -8,11 +8,11 @@ import pytest
 
 from tpudeploy import facts
 from tpudeploy.config import parse_config
-from tpudeploy.gke import plan, summary
+from tpudeploy.gke import replicaplan, summary
 from tpudeploy.planner import cost_per_million_tokens
 
 
-def _cfg(clients: int, context: int, **gke: object) -> plan.ReplicaPlan:
+def _cfg(clients: int, context: int, **gke: object) -> replicaplan.ReplicaPlan:
     cfg = parse_config(
         {
             "platform": "gke",
@@ -20,7 +20,7 @@ def _cfg(clients: int, context: int, **gke: object) -> plan.ReplicaPlan:
             "load": {"expected_clients": clients, "expected_context": context},
         }
     )
-    return plan.replica_plan(cfg)
+    return replicaplan.replica_plan(cfg)
 
 
 def test_64_clients_at_8k_need_more_than_one_replica_by_the_kv_wall() -> None:
@@ -64,15 +64,20 @@ def test_flex_start_alone_prices_at_flex_start() -> None:
 
 
 def test_boot_budgets_come_from_the_build_log() -> None:
-    assert plan.startup_budget_s() >= facts.COLD_BOOT_S * 1.2
-    assert plan.startup_failure_threshold() * plan.PROBE_PERIOD_S >= plan.startup_budget_s()
-    assert plan.scale_down_window_s() > facts.WARM_BOOT_S
-    assert plan.scale_down_window_s() % 60 == 0
+    assert replicaplan.startup_budget_s() >= facts.COLD_BOOT_S * 1.2
+    assert (
+        replicaplan.startup_failure_threshold() * replicaplan.PROBE_PERIOD_S
+        >= replicaplan.startup_budget_s()
+    )
+    assert replicaplan.scale_down_window_s() > facts.WARM_BOOT_S
+    assert replicaplan.scale_down_window_s() % 60 == 0
 
 
 def test_hpa_target_is_a_fraction_of_what_one_replica_runs() -> None:
     p = _cfg(64, 8192)
-    assert p.autoscaling.waiting_target == math.ceil(30 * plan.QUEUE_FRACTION_OF_SAFE_CLIENTS)
+    assert p.autoscaling.waiting_target == math.ceil(
+        30 * replicaplan.QUEUE_FRACTION_OF_SAFE_CLIENTS
+    )
     assert (p.autoscaling.min_replicas, p.autoscaling.max_replicas) == (1, 4)
 
 

@@ -25,7 +25,7 @@ from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.config.gke import version_tuple
 from tpudeploy.config.secretshape import HF_TOKEN_ERE
 from tpudeploy.gke import metrics, picker_interface, pod, routing, scaleplan
-from tpudeploy.gke.serving import labels
+from tpudeploy.gke.manifests import labels
 from tpudeploy.platform import guard_rails
 
 SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"

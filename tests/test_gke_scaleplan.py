@@ -10,7 +10,7 @@ import pytest
 
 from tpudeploy import cli, platform
 from tpudeploy.config import DeployConfig, parse_config
-from tpudeploy.gke import plan, scaleplan
+from tpudeploy.gke import replicaplan, scaleplan
 
 ROOT = Path(__file__).resolve().parent.parent
 GKE_TOML = ROOT / "deployments" / "gke.toml"
@@ -87,7 +87,10 @@ def test_targets_come_from_the_plan_not_from_typed_numbers() -> None:
     kv_wall = _plan(64, 8192)
     # without a TTFT target: issue 25's HPA rule, the same number the HPA gets today
     cfg = _cfg(expected_clients=64, expected_context=8192)
-    assert kv_wall.targets.waiting_per_replica == plan.replica_plan(cfg).autoscaling.waiting_target
+    assert (
+        kv_wall.targets.waiting_per_replica
+        == replicaplan.replica_plan(cfg).autoscaling.waiting_target
+    )
     assert kv_wall.targets.waiting_per_replica == math.ceil(30 * 0.25)
     assert kv_wall.targets.running_per_replica == 30
     # KV use at the wall: 250,000 of 321,344 tokens, rounded down
@@ -160,7 +163,10 @@ def test_the_hpa_is_given_the_planners_queue_target() -> None:
     from tpudeploy.gke import pod
 
     kv_wall = _cfg(expected_clients=64, expected_context=8192)
-    assert pod.hpa_waiting_target(kv_wall) == plan.replica_plan(kv_wall).autoscaling.waiting_target
+    assert (
+        pod.hpa_waiting_target(kv_wall)
+        == replicaplan.replica_plan(kv_wall).autoscaling.waiting_target
+    )
     tight = _cfg(expected_clients=64, expected_context=128, target_ttft_ms=99)
     assert pod.hpa_waiting_target(tight) == 1
 

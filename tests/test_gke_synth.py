@@ -23,8 +23,8 @@ from tpudeploy import facts, render
 from tpudeploy.config import parse_config
 from tpudeploy.config.gke import version_tuple
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
-from tpudeploy.gke import cache, plan, pod, scaleplan
-from tpudeploy.gke.serving import hpa_kv_metric_name, hpa_metric_name
+from tpudeploy.gke import cache, pod, replicaplan, scaleplan
+from tpudeploy.gke.manifests import hpa_kv_metric_name, hpa_metric_name
 
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
 CFG = parse_config(RAW)
@@ -140,7 +140,7 @@ def test_hpa_metric_target_and_bounds_come_from_the_planner(
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 4)
     waiting, kv = hpa["metrics"]
     assert waiting["pods"]["metric"]["name"] == hpa_metric_name()
-    target = plan.replica_plan(CFG).autoscaling.waiting_target
+    target = replicaplan.replica_plan(CFG).autoscaling.waiting_target
     assert waiting["pods"]["target"] == {"type": "AverageValue", "averageValue": str(target)}
     # Issue 26: the KV pool's use at the planner's KV wall, in the API server's own notation.
     assert kv["pods"]["metric"]["name"] == hpa_kv_metric_name()
@@ -343,5 +343,7 @@ def test_a_cold_rollout_is_not_reported_failed(objects: dict[str, dict[str, Any]
     """Kubernetes' default progress deadline (600 s) is shorter than one cold boot (build log:
     857 s): the Deployment waits for the spot capacity and the startup probe's whole budget."""
     spec = _deployment(objects)["spec"]
-    waited = pod.capacity_wait_s() + plan.startup_failure_threshold() * plan.PROBE_PERIOD_S
+    waited = (
+        pod.capacity_wait_s() + replicaplan.startup_failure_threshold() * replicaplan.PROBE_PERIOD_S
+    )
     assert spec["progressDeadlineSeconds"] >= waited and waited > facts.COLD_BOOT_S > 600

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, Synthesizer
 from tests.inventory import WRITE_ENV, assert_inventory, inventory
-from tpudeploy.bootstrap import BOOTSTRAP_STACK
+from tpudeploy.bootstrap_config import BOOTSTRAP_STACK
 
 
 def _toml(rel: str) -> dict[str, Any]:

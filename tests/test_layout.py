@@ -75,7 +75,7 @@ def test_the_commands_errors_are_user_errors() -> None:
     from tpudeploy.gcp.storage import CacheBucketError
     from tpudeploy.planner.cost import NoPricesError
     from tpudeploy.smoke import SmokeError
-    from tpudeploy.tpuvm.queued_resource.errors import QueuedResourceError
+    from tpudeploy.tpuvm.queued_resource.api_errors import QueuedResourceError
     from tpudeploy.tpuvm.recover import RecoverError
 
     for cls in (
@@ -90,3 +90,85 @@ def test_the_commands_errors_are_user_errors() -> None:
         assert issubclass(cls, UserError), cls
         assert explain(cls("the fix")) == ("error: the fix", 1)
     assert explain(ConfigError("deploy.toml", ["zone: bad"]))[1] == 2
+
+
+# Files that may share a base name: Python's own (__init__, __main__), the same role in the
+# two platform packages (tpudeploy/tpuvm/ and tpudeploy/gke/: frontdoor.py, deadline_target.py,
+# platform.py), and the seam whose protocol those platform.py files implement.
+PYTHON_NAMES = {"__init__.py", "__main__.py"}
+PLATFORM_PACKAGES = ("tpudeploy/tpuvm", "tpudeploy/gke")
+SEAM_ROLE = {"platform.py": "tpudeploy/platform.py"}
+
+
+def same_named(paths: list[str]) -> dict[str, list[str]]:
+    """Base names held by more than one product file, where the rule above does not allow it."""
+    by_name: dict[str, list[str]] = {}
+    for path in paths:
+        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+    found = {}
+    for name, where in by_name.items():
+        if name in PYTHON_NAMES or len(where) < 2:
+            continue
+        rest = [p for p in where if p != SEAM_ROLE.get(name)]
+        in_packages = [p for p in rest if p.rsplit("/", 1)[0] in PLATFORM_PACKAGES]
+        if len(rest) == len(in_packages) == len({p.rsplit("/", 1)[0] for p in rest}) <= 2:
+            continue  # one file per platform package: the same role in each
+        found[name] = where
+    return found
+
+
+def test_no_two_product_files_share_a_base_name() -> None:
+    """Issue 35: five files were called deadline.py and none said which deadline; a name says
+    where a thing is, so a second file of that name is a different thing to rename."""
+    paths = sorted(module_lengths())
+    assert "tpudeploy/gke/frontdoor.py" in paths
+    assert same_named([*paths, "main.py"]) == {}
+
+
+def test_the_naming_rule_finds_what_it_must() -> None:
+    assert same_named(["tpudeploy/deadline.py", "stacks/deadline.py"]) == {
+        "deadline.py": ["tpudeploy/deadline.py", "stacks/deadline.py"]
+    }
+    assert same_named(["tpudeploy/tpuvm/deadline.py", "tpudeploy/deadline.py"])
+    assert not same_named(["tpudeploy/tpuvm/frontdoor.py", "tpudeploy/gke/frontdoor.py"])
+    assert not same_named(
+        ["tpudeploy/platform.py", "tpudeploy/tpuvm/platform.py", "tpudeploy/gke/platform.py"]
+    )
+
+
+def shadowing_aliases(root: Path) -> list[str]:
+    """`import a.b as c` / `from a import b as c` where c is another module's name in the
+    package (tpudeploy.gke.cluster was imported `as names`, hiding tpudeploy.names)."""
+    import ast
+
+    module_names = {
+        p.stem if p.name != "__init__.py" else p.parent.name
+        for folder in ("tpudeploy", "stacks")
+        for p in (root / folder).rglob("*.py")
+    }
+    found = []
+    for folder in ("tpudeploy", "stacks", "tools", "tests"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    for alias in node.names:
+                        shown = alias.asname
+                        renamed = shown and shown != alias.name.rsplit(".", 1)[-1]
+                        if renamed and shown in module_names:
+                            rel = path.relative_to(root)
+                            found.append(f"{rel}:{node.lineno}: {alias.name} as {shown}")
+    return found
+
+
+def test_no_import_alias_hides_another_module() -> None:
+    assert shadowing_aliases(ROOT) == []
+
+
+def test_the_alias_check_finds_what_it_must(tmp_path: Path) -> None:
+    (tmp_path / "tpudeploy" / "gke").mkdir(parents=True)
+    (tmp_path / "tpudeploy" / "names.py").write_text("")
+    (tmp_path / "tpudeploy" / "gke" / "ops.py").write_text(
+        "from tpudeploy.gke import identifiers as names\n"
+    )
+    (tmp_path / "stacks").mkdir()
+    assert shadowing_aliases(tmp_path) == ["tpudeploy/gke/ops.py:1: identifiers as names"]

@@ -48,11 +48,11 @@ def _declared(path: Path) -> set[str]:
     [
         "secrets.py",
         "tpuvm/node.py",
-        "deadline.py",
+        "deadline_job.py",
         "gke/cluster.py",
         "gke/serving.py",
         "gke/adapter.py",
-        "gke/routing.py",
+        "gke/routing_objects.py",
     ],
 )
 def test_every_type_a_stack_declares_has_its_permissions(stack: str) -> None:

@@ -14,7 +14,7 @@ from tpudeploy.planner.capacity import (
 )
 from tpudeploy.planner.chips import V5E, lookup_accelerator
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType
-from tpudeploy.planner.report import capacity_table
+from tpudeploy.planner.tables import capacity_table
 
 MIB = 1024**2
 

@@ -24,7 +24,7 @@ from tpudeploy.planner.cost import (
     preemption_break_even,
     price_table,
 )
-from tpudeploy.planner.report import cost_table, synth_summary
+from tpudeploy.planner.tables import cost_table, synth_summary
 
 # Seed, cost-per-million table: (tok/s, spot, flex-start, on-demand).
 SEED_COST_TABLE = [

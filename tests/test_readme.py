@@ -249,16 +249,16 @@ def test_what_stops_the_billing_is_what_the_code_does() -> None:
 
 def test_the_scale_out_figures_are_the_planners() -> None:
     """Issue 25: the README's GKE money sentences are what `make check` computes for the shipped
-    example (tpudeploy.gke.plan), not figures typed once."""
+    example (tpudeploy.gke.replicaplan), not figures typed once."""
     import tomllib
 
     from tpudeploy.config import parse_config
-    from tpudeploy.gke import plan
+    from tpudeploy.gke import replicaplan
 
     raw = tomllib.loads((readme.ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
     cfg = parse_config(raw)
     text = " ".join(readme.README.read_text().split("## Scale out", 1)[1].split("\n## ")[0].split())
-    p = plan.replica_plan(cfg)
+    p = replicaplan.replica_plan(cfg)
     low, high = cfg.gke.min_replicas, cfg.gke.max_replicas
     assert p.chip_rate is not None and cfg.max_run_duration_seconds
     chips_alone = p.chip_rate / (p.throughput_tok_s * 3600 / 1e6)
@@ -267,7 +267,7 @@ def test_the_scale_out_figures_are_the_planners() -> None:
         f"${p.per_million(high):.3f} at {high}",
         f"${chips_alone:.3f} for the chips alone",
         f"idle floor (${p.idle_floor_per_hour:.4f}/h",
-        f"after {plan.scale_down_window_s()} s",
+        f"after {replicaplan.scale_down_window_s()} s",
         f"(default {(cfg.max_run_duration_seconds or 0) / 3600:g} h;",
     ]
     missing = [c for c in claims if c not in text]

@@ -25,7 +25,7 @@ from tools.rehearsal.fakes.k8s_rules import CRD_SCHEMAS
 from tools.rehearsal.resources.base import ApiError, ProviderConfig
 from tools.rehearsal.resources.container import ContainerCluster
 from tpudeploy.config import parse_config
-from tpudeploy.gke.serving import custom_resources
+from tpudeploy.gke.manifests import custom_resources
 
 PROJECT = "rehearsal-unit"
 ZONE = "us-west4-a"

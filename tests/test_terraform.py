@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO_ROOT, Synthesizer, terraform_env, without_backend
-from tpudeploy.bootstrap import BOOTSTRAP_STACK
+from tpudeploy.bootstrap_config import BOOTSTRAP_STACK
 
 GOOGLE_BETA = "registry.terraform.io/hashicorp/google-beta"
 # The bindings' pin (cdktf-cdktf-provider-google-beta 16.12.1 encodes google-beta 6.50.0).
@@ -195,7 +195,7 @@ def expressions(doc: dict[str, Any]) -> set[str]:
     return found
 
 
-# The deadline of a spot or on-demand node (stacks/deadline.py): computed from the apply's
+# The deadline of a spot or on-demand node (stacks/deadline_job.py): computed from the apply's
 # time or `make extend`'s variable, and the job's cron line from it. Config strings never enter
 # them.
 _DEADLINE_EXPRESSIONS = (

@@ -20,7 +20,7 @@ from tpudeploy.render import render_startup_script, vllm_serve_args
 from tpudeploy.tune import tomlwrite
 from tpudeploy.tune.arms import ARMS_DIR, BASELINE, Arm, ArmError, load_arms
 from tpudeploy.tune.plan import build_plan, flag_groups, plan_text, schedule
-from tpudeploy.tune.report import collect, write_report
+from tpudeploy.tune.ranking import collect, write_report
 from tpudeploy.tune.runner import StepResult, TuneError, arm_config_file, run_tune, status_path
 from tpudeploy.tune.verdict import BETTER, NOISY, UNCLEAR, WORSE, compare, judge
 

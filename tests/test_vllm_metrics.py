@@ -16,7 +16,7 @@ from tools import vllm_metrics
 from tools.rehearsal.fakes.base import serving
 from tpudeploy.config.serveflags import VLLM_VERSION as FLAGS_VERSION
 from tpudeploy.gke import metrics
-from tpudeploy.gke.serving import hpa_kv_metric_name, hpa_metric_name
+from tpudeploy.gke.manifests import hpa_kv_metric_name, hpa_metric_name
 
 
 def test_the_list_is_generated_from_the_vllm_the_flags_were_checked_against() -> None:

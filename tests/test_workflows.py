@@ -252,7 +252,7 @@ def _auth_steps(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def test_deploy_identities_only_in_the_deploy_workflows() -> None:
     """The bootstrap's federation admits a deploy identity only for environment jobs of these
     files (as committed on main); every other job authenticates as the read-only plan identity."""
-    from tpudeploy.bootstrap import DEPLOY_WORKFLOWS
+    from tpudeploy.bootstrap_config import DEPLOY_WORKFLOWS
 
     assert {p.name for p in FILES} >= set(DEPLOY_WORKFLOWS)
     suffix = "@${{ vars.GCP_PROJECT }}.iam.gserviceaccount.com"

@@ -86,7 +86,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.defaultaccount",
             "tpudeploy.failures",
             "tpudeploy.smoke",
-            "tpudeploy.bootstrap",
+            "tpudeploy.bootstrap_config",
             "tpudeploy.bootstrap_preflight",
             "tpudeploy.identities",
             "tpudeploy.github_environments",

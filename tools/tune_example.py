@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tpudeploy import facts
 from tpudeploy.bench.commands import META_CLIENTS, META_CONFIG, META_CONTEXT, META_IMAGE, META_REP
-from tpudeploy.tune.report import STATUS_SUFFIX, write_report
+from tpudeploy.tune.ranking import STATUS_SUFFIX, write_report
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tuning.md"
 BEGIN, END = "<!-- BEGIN synthetic verdict -->", "<!-- END synthetic verdict -->"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from tpudeploy import errors
-from tpudeploy.bootstrap import BootstrapConfig, bootstrap_path, load_bootstrap
+from tpudeploy.bootstrap_config import BootstrapConfig, bootstrap_path, load_bootstrap
 from tpudeploy.config import ConfigError
 from tpudeploy.preflight import check_credentials, check_terraform
 

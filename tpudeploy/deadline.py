@@ -2,8 +2,9 @@
 
 The build log: spot and on-demand "bill until preempted or deleted". The billing stack therefore
 declares a Cloud Scheduler job that deletes what bills at a deadline: the TPU VM's node (the TPU
-API's nodes.delete, tpudeploy.tpuvm.deadline) or the GKE cluster with its pools and idle floor
-(the container API's clusters.delete, tpudeploy.gke.deadline). stacks/deadline.py declares both.
+API's nodes.delete, tpudeploy.tpuvm.deadline_target) or the GKE cluster with its pools and idle
+floor (the container API's clusters.delete, tpudeploy.gke.deadline_target).
+stacks/deadline_job.py declares both.
 The deadline is a Terraform value computed once, when the stack's `terraform_data.deadline-time`
 is created (`timeadd(timestamp(), ...)`), and kept with `ignore_changes`: timestamp() changes at
 every plan, and a second `make deploy` must plan no change. It is renewed only deliberately:

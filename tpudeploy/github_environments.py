@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tpudeploy import defaultaccount, errors
-from tpudeploy.bootstrap import BootstrapConfig, bootstrap_path, load_bootstrap
+from tpudeploy.bootstrap_config import BootstrapConfig, bootstrap_path, load_bootstrap
 from tpudeploy.config import ConfigError
 
 DEFAULT_API_URL = "https://api.github.com"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.gitops import STATE_PREFIX_ROOT
-from tpudeploy.tpuvm.deadline import STOP_PERMISSIONS
+from tpudeploy.tpuvm.deadline_target import STOP_PERMISSIONS
 
 # Where a grant is attached. A project-level grant reaches every resource of its kind in the
 # project unless a condition narrows it; the others are attached to one resource.
@@ -25,7 +25,8 @@ PLAN_ACCOUNT = "plan service account"
 STOP_ACCOUNT = "stop service account"
 
 # What each platform's deadline job may delete is the platform's (its Platform.stop_permissions,
-# from tpudeploy/tpuvm/deadline.py and tpudeploy/gke/deadline.py, with the documented rule).
+# from tpudeploy/tpuvm/deadline_target.py and tpudeploy/gke/deadline_target.py, with the
+# documented rule).
 
 # Custom roles (project-level definitions, granted per deployment with a condition). Predefined
 # roles that would do (secretmanager.admin, storage.admin, compute.securityAdmin, tpu.admin) also

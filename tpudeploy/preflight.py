@@ -21,7 +21,7 @@ from tpudeploy.config import DeployConfig, config_path
 from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 from tpudeploy.gcp.serviceusage import ServiceUsageError, service_state
-from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, QueuedResourceError
 from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 # What each creating or destroying command needs before it starts.

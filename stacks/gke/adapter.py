@@ -5,7 +5,7 @@ is bound to (auth-delegator, extension-apiserver-authentication-reader); the man
 resource-reader ClusterRole and its binding; the Deployment (one replica on the system pool),
 its Service, and the APIServices registering custom.metrics.k8s.io v1beta1 and v1beta2.
 Its IAM (roles/monitoring.viewer) is the cluster stack's. What each value is and where it comes
-from: tpudeploy/gke/adapter.py.
+from: tpudeploy/gke/metrics_adapter.py.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from cdktf_cdktf_provider_kubernetes.service_v1 import (
 )
 
 from stacks.gke.objects import bind_account, declare_deployment
-from tpudeploy.gke import adapter
+from tpudeploy.gke import metrics_adapter
 
 _CERTS = "serving-cert"
 
@@ -45,89 +45,95 @@ _CERTS = "serving-cert"
 def declare_adapter(stack: TerraformStack) -> None:
     """Every object of the adapter, under construct ids starting with `metrics-adapter`."""
     ns = NamespaceV1(
-        stack, "metrics-adapter-ns", metadata=NamespaceV1Metadata(name=adapter.NAMESPACE)
+        stack, "metrics-adapter-ns", metadata=NamespaceV1Metadata(name=metrics_adapter.NAMESPACE)
     )
     namespace = ns.metadata.name
     sa = ServiceAccountV1(
         stack,
         "metrics-adapter-sa",
-        metadata=ServiceAccountV1Metadata(name=adapter.SERVICE_ACCOUNT, namespace=namespace),
+        metadata=ServiceAccountV1Metadata(
+            name=metrics_adapter.SERVICE_ACCOUNT, namespace=namespace
+        ),
     )
     account = (sa.metadata.name, namespace)
     bind_account(
         stack,
         "metrics-adapter-auth-delegator",
-        metadata={"name": f"{adapter.NAMESPACE}:{adapter.AUTH_DELEGATOR}"},
-        role=("ClusterRole", adapter.AUTH_DELEGATOR),
+        metadata={"name": f"{metrics_adapter.NAMESPACE}:{metrics_adapter.AUTH_DELEGATOR}"},
+        role=("ClusterRole", metrics_adapter.AUTH_DELEGATOR),
         account=account,
     )
     bind_account(
         stack,
         "metrics-adapter-auth-reader",
         metadata={
-            "name": f"{adapter.NAMESPACE}-auth-reader",
-            "namespace": adapter.AUTH_READER_NAMESPACE,
+            "name": f"{metrics_adapter.NAMESPACE}-auth-reader",
+            "namespace": metrics_adapter.AUTH_READER_NAMESPACE,
         },
-        role=("Role", adapter.AUTH_READER),
+        role=("Role", metrics_adapter.AUTH_READER),
         account=account,
     )
     reader = ClusterRoleV1(
         stack,
         "metrics-adapter-resource-reader",
-        metadata=ClusterRoleV1Metadata(name=adapter.RESOURCE_READER),
+        metadata=ClusterRoleV1Metadata(name=metrics_adapter.RESOURCE_READER),
         rule=[
             ClusterRoleV1Rule(
                 api_groups=list(r.api_groups), resources=list(r.resources), verbs=list(r.verbs)
             )
-            for r in adapter.RESOURCE_READER_RULES
+            for r in metrics_adapter.RESOURCE_READER_RULES
         ],
     )
     bind_account(
         stack,
         "metrics-adapter-resource-reader-binding",
-        metadata={"name": adapter.RESOURCE_READER},
+        metadata={"name": metrics_adapter.RESOURCE_READER},
         role=("ClusterRole", reader.metadata.name),
         account=account,
     )
     deployment = declare_deployment(
         stack,
         "metrics-adapter",
-        metadata={"name": adapter.NAME, "namespace": namespace, "labels": dict(adapter.LABELS)},
-        labels=dict(adapter.LABELS),
+        metadata={
+            "name": metrics_adapter.NAME,
+            "namespace": namespace,
+            "labels": dict(metrics_adapter.LABELS),
+        },
+        labels=dict(metrics_adapter.LABELS),
         pod=_pod_spec(sa.metadata.name),
     )
     ServiceV1(
         stack,
         "metrics-adapter-service",
         metadata=ServiceV1Metadata(
-            name=adapter.NAME, namespace=namespace, labels=dict(adapter.LABELS)
+            name=metrics_adapter.NAME, namespace=namespace, labels=dict(metrics_adapter.LABELS)
         ),
         spec=ServiceV1Spec(
             type="ClusterIP",
-            selector=dict(adapter.LABELS),
+            selector=dict(metrics_adapter.LABELS),
             port=[
                 ServiceV1SpecPort(
-                    name="https", port=adapter.PORT, target_port="https", protocol="TCP"
+                    name="https", port=metrics_adapter.PORT, target_port="https", protocol="TCP"
                 )
             ],
         ),
     )
-    for group, version, priority in adapter.API_SERVICES:
+    for group, version, priority in metrics_adapter.API_SERVICES:
         ApiServiceV1(
             stack,
             f"metrics-adapter-api-{version}",
-            metadata=ApiServiceV1Metadata(name=adapter.api_service_name(group, version)),
+            metadata=ApiServiceV1Metadata(name=metrics_adapter.api_service_name(group, version)),
             spec=ApiServiceV1Spec(
                 group=group,
                 version=version,
-                group_priority_minimum=adapter.GROUP_PRIORITY_MINIMUM,
+                group_priority_minimum=metrics_adapter.GROUP_PRIORITY_MINIMUM,
                 version_priority=priority,
                 # As the manifest: the adapter serves a self-signed certificate it makes at
                 # start (no CA bundle exists before it runs); the API server reaches it over
                 # the cluster network only.
                 insecure_skip_tls_verify=True,
                 service=ApiServiceV1SpecService(
-                    name=adapter.NAME, namespace=namespace, port=adapter.PORT
+                    name=metrics_adapter.NAME, namespace=namespace, port=metrics_adapter.PORT
                 ),
             ),
             depends_on=[deployment],
@@ -137,10 +143,10 @@ def declare_adapter(stack: TerraformStack) -> None:
 def _pod_spec(service_account: str) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "adapter",
-        "image": adapter.image(),
-        "command": list(adapter.COMMAND),
-        "port": [{"name": "https", "container_port": adapter.PORT, "protocol": "TCP"}],
-        "resources": adapter.RESOURCES,
+        "image": metrics_adapter.image(),
+        "command": list(metrics_adapter.COMMAND),
+        "port": [{"name": "https", "container_port": metrics_adapter.PORT, "protocol": "TCP"}],
+        "resources": metrics_adapter.RESOURCES,
         "readiness_probe": {
             "http_get": {"path": "/healthz", "port": "https", "scheme": "HTTPS"},
             "initial_delay_seconds": 40,
@@ -154,7 +160,7 @@ def _pod_spec(service_account: str) -> dict[str, Any]:
             "read_only_root_filesystem": True,
             "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
         },
-        "volume_mount": [{"name": _CERTS, "mount_path": adapter.CERT_DIR}],
+        "volume_mount": [{"name": _CERTS, "mount_path": metrics_adapter.CERT_DIR}],
     }
     return {
         "service_account_name": service_account,

@@ -9,7 +9,7 @@ from 0 to [gke] max_replicas, tainted for TPU work and labelled for the ComputeC
 serving Kubernetes service account's read access to its secrets, and to the compile cache the
 TPU VM node account's read and conditioned create; the custom metrics adapter's
 roles/monitoring.viewer; the deadline (deploy time + max_run_duration) and the Cloud Scheduler
-job deleting the cluster then (stacks/deadline.py).
+job deleting the cluster then (stacks/deadline_job.py).
 """
 
 from __future__ import annotations
@@ -61,12 +61,10 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email
-from stacks.deadline import declare_deadline
+from stacks.deadline_job import declare_deadline
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import adapter
-from tpudeploy.gke import cluster as spec
-from tpudeploy.gke import deadline as gke_deadline
+from tpudeploy.gke import deadline_target, identifiers, metrics_adapter
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
@@ -92,14 +90,18 @@ class GkeStack(TerraformStack):
         )
         network = cfg.network.network
         router = GoogleComputeRouter(
-            self, "router", name=spec.router_name(cfg), network=network, region=cfg.effective_region
+            self,
+            "router",
+            name=identifiers.router_name(cfg),
+            network=network,
+            region=cfg.effective_region,
         )
         # Private nodes have no external address: pulling the image and the weights goes out
-        # through NAT (its gateway bills per VM using it, tpudeploy.gke.plan).
+        # through NAT (its gateway bills per VM using it, tpudeploy.gke.replicaplan).
         GoogleComputeRouterNat(
             self,
             "nat",
-            name=spec.nat_name(cfg),
+            name=identifiers.nat_name(cfg),
             router=router.name,
             region=cfg.effective_region,
             nat_ip_allocate_option="AUTO_ONLY",
@@ -121,7 +123,7 @@ class GkeStack(TerraformStack):
         self.cluster = GoogleContainerCluster(
             self,
             "cluster",
-            name=spec.cluster_name(cfg),
+            name=identifiers.cluster_name(cfg),
             # Zonal: one zone is where the v5e pools are (facts.GKE_V5E_ZONES), and GKE's free
             # tier credits one zonal cluster's management fee.
             location=cfg.zone,
@@ -133,7 +135,7 @@ class GkeStack(TerraformStack):
             min_master_version=cfg.gke.min_version,
             release_channel=GoogleContainerClusterReleaseChannel(channel=cfg.gke.release_channel),
             workload_identity_config=GoogleContainerClusterWorkloadIdentityConfig(
-                workload_pool=spec.workload_pool(project)
+                workload_pool=identifiers.workload_pool(project)
             ),
             addons_config=GoogleContainerClusterAddonsConfig(
                 gcs_fuse_csi_driver_config=GoogleContainerClusterAddonsConfigGcsFuseCsiDriverConfig(
@@ -162,7 +164,7 @@ class GkeStack(TerraformStack):
                 # The Kubernetes provider of the serving stack reaches the control plane from
                 # the operator's machine; authorized networks narrow it to allowed_cidrs.
                 enable_private_endpoint=False,
-                master_ipv4_cidr_block=spec.MASTER_CIDR,
+                master_ipv4_cidr_block=identifiers.MASTER_CIDR,
             ),
             master_authorized_networks_config=authorized,
             ip_allocation_policy=GoogleContainerClusterIpAllocationPolicy(),
@@ -245,7 +247,7 @@ class GkeStack(TerraformStack):
 
     def _tpu_pool(self, cfg: DeployConfig, capacity: str, account: str) -> GoogleContainerNodePool:
         flex = capacity == "flex-start"
-        pool_name = spec.pool_name(capacity)
+        pool_name = identifiers.pool_name(capacity)
         return GoogleContainerNodePool(
             self,
             pool_name,
@@ -265,17 +267,17 @@ class GkeStack(TerraformStack):
                 flex_start=flex,
                 # GKE recycles a flex-start node at its run's end: the node stops billing.
                 max_run_duration=f"{cfg.gke.max_run_duration_seconds}s" if flex else None,
-                labels=spec.pool_labels(cfg, capacity),
+                labels=identifiers.pool_labels(cfg, capacity),
                 taints=[
                     GoogleContainerNodePoolNodeConfigTaint(key=k, value=v, effect=e)
-                    for k, v, e in spec.pool_taints(cfg)
+                    for k, v, e in identifiers.pool_taints(cfg)
                 ],
             ),
         )
 
     def _deadline(self, cfg: DeployConfig, project: str) -> None:
         """Spot TPU nodes and the idle floor bill until deleted: the deadline job deletes the
-        cluster (pools, nodes, fee; tpudeploy.gke.deadline says what it leaves), unless
+        cluster (pools, nodes, fee; tpudeploy.gke.deadline_target says what it leaves), unless
         max_run_duration = "none" opted out. deletion_protection is Terraform's own guard (the
         provider's, not the API's): the job's clusters.delete is not refused by it. Creating the
         cluster again (a deploy after the job deleted it) starts a new deadline."""
@@ -292,8 +294,8 @@ class GkeStack(TerraformStack):
             cfg,
             project,
             cfg.deadline_seconds,
-            what=gke_deadline.what(cfg),
-            uri=gke_deadline.cluster_url(cfg, project),
+            what=deadline_target.what(cfg),
+            uri=deadline_target.cluster_url(cfg, project),
             renew_on=[self.cluster.id],
         )
 
@@ -303,16 +305,17 @@ class GkeStack(TerraformStack):
         the cluster: the Workload Identity pool exists only once a cluster uses it."""
         number = DataGoogleProject(self, "project-number", project_id=project).number
         # The custom metrics adapter reads Cloud Monitoring as its own Kubernetes service
-        # account: the HPA's signal (tpudeploy.gke.adapter). Project-level, as GKE documents it.
+        # account: the HPA's signal (tpudeploy.gke.metrics_adapter). Project-level, as GKE
+        # documents it.
         GoogleProjectIamMember(
             self,
             "metrics-adapter-viewer",
             project=project,
-            role=adapter.IAM_ROLE,
-            member=adapter.principal(project=project, project_number=number),
+            role=metrics_adapter.IAM_ROLE,
+            member=metrics_adapter.principal(project=project, project_number=number),
             depends_on=[self.cluster],
         )
-        member = spec.serving_principal(cfg, project=project, project_number=number)
+        member = identifiers.serving_principal(cfg, project=project, project_number=number)
         for secret, _ in platform_for(cfg).secrets(cfg):
             GoogleSecretManagerSecretIamMember(
                 self,

@@ -1,6 +1,6 @@
 """Kubernetes objects that more than one part of the serving stack declares the same way: a
 role bound to one service account, and a Deployment whose pods carry its selector's labels (the
-metrics adapter, stacks/gke/adapter.py; the endpoint picker, stacks/gke/routing.py)."""
+metrics adapter, stacks/gke/adapter.py; the endpoint picker, stacks/gke/routing_objects.py)."""
 
 from __future__ import annotations
 

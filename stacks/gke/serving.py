@@ -57,9 +57,8 @@ from stacks.common import configure, terraform_literal
 from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import cache, pod
-from tpudeploy.gke import cluster as names
-from tpudeploy.gke.serving import custom_resources, hpa_kv_metric_name, hpa_metric_name, labels
+from tpudeploy.gke import cache, identifiers, pod
+from tpudeploy.gke.manifests import custom_resources, hpa_kv_metric_name, hpa_metric_name, labels
 
 # Where the tpudeploy.gke.pod paths are mounted from.
 _SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
@@ -82,7 +81,7 @@ class ServingStack(TerraformStack):
         cfg = config
         project = configure(self, cfg)
         cluster = DataGoogleContainerCluster(
-            self, "cluster", name=names.cluster_name(cfg), location=cfg.zone, project=project
+            self, "cluster", name=identifiers.cluster_name(cfg), location=cfg.zone, project=project
         )
         token = DataGoogleClientConfig(self, "client").access_token
         KubernetesProvider(
@@ -96,12 +95,14 @@ class ServingStack(TerraformStack):
         )
         # The HPA's signal: nothing serves the custom metrics API until the adapter runs.
         declare_adapter(self)
-        ns = NamespaceV1(self, "namespace", metadata=NamespaceV1Metadata(name=names.NAMESPACE))
+        ns = NamespaceV1(
+            self, "namespace", metadata=NamespaceV1Metadata(name=identifiers.NAMESPACE)
+        )
         meta: dict[str, Any] = {"namespace": ns.metadata.name, "labels": labels(cfg)}
         ServiceAccountV1(
             self,
             "service-account",
-            metadata=ServiceAccountV1Metadata(name=names.SERVICE_ACCOUNT, **meta),
+            metadata=ServiceAccountV1Metadata(name=identifiers.SERVICE_ACCOUNT, **meta),
             automount_service_account_token=False,
         )
         ConfigMapV1(
@@ -186,7 +187,7 @@ class ServingStack(TerraformStack):
             ),
         )
         if cfg.routing.gateway:
-            from stacks.gke.routing import add_routing
+            from stacks.gke.routing_objects import add_routing
 
             add_routing(self, cfg, project=project, depends_on=[ns])
         waiting = pod.hpa_waiting_target(cfg)
@@ -327,16 +328,16 @@ class ServingStack(TerraformStack):
         }
         restore, save, cache_volumes = ServingStack._cache_parts(cfg, locked)
         return {
-            "service_account_name": names.SERVICE_ACCOUNT,
+            "service_account_name": identifiers.SERVICE_ACCOUNT,
             "automount_service_account_token": False,
             "termination_grace_period_seconds": pod.termination_grace_s(),
             "node_selector": {
-                names.COMPUTE_CLASS_KEY: names.compute_class_name(cfg),
-                **names.tpu_node_selector(),
+                identifiers.COMPUTE_CLASS_KEY: identifiers.compute_class_name(cfg),
+                **identifiers.tpu_node_selector(),
             },
             "toleration": [
                 {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
-                for key, value, _ in names.pool_taints(cfg)
+                for key, value, _ in identifiers.pool_taints(cfg)
             ],
             "init_container": [restore, prep],
             "container": [vllm, frontdoor, save],

@@ -27,12 +27,12 @@ from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
 from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
-from stacks.deadline import declare_deadline
+from stacks.deadline_job import declare_deadline
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 from tpudeploy.render import node_metadata
 from tpudeploy.tpuvm.addresses import NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
-from tpudeploy.tpuvm.deadline import node_url
+from tpudeploy.tpuvm.deadline_target import node_url
 from tpudeploy.tpuvm.flex import node_description, node_labels, queued_resource_spec
 
 # The auto-created default network allows SSH from anywhere (default-allow-ssh) and everything

@@ -20,7 +20,7 @@ from tools.rehearsal.lifecycle import Rehearsal, _plain, stack_output
 from tools.rehearsal.scenarios import Stage, StageFailure
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import terraform
-from tpudeploy.gke import cluster as spec
+from tpudeploy.gke import identifiers
 
 # The kinds the serving stack applies (stacks/gke/serving.py); the rehearsal checks each landed.
 SERVING_KINDS = (
@@ -138,7 +138,7 @@ class GkeRehearsal(Rehearsal):
 
     def _cluster_key(self) -> str:
         return f"projects/{REHEARSAL_PROJECT}/locations/{self.cfg.zone}/clusters/" + (
-            spec.cluster_name(self.cfg)
+            identifiers.cluster_name(self.cfg)
         )
 
     def _deploy_gke(self) -> str:
@@ -147,7 +147,9 @@ class GkeRehearsal(Rehearsal):
         if inv.get("container", key) is None:
             raise StageFailure(f"`{shown}` passed but the fake GKE API has no cluster {key}")
         pools = sorted(n.rsplit("/", 1)[-1] for n in inv.names("container", key + "/nodePools/"))
-        wanted = sorted(["system", *(spec.pool_name(c) for c in self.cfg.gke.capacity_order)])
+        wanted = sorted(
+            ["system", *(identifiers.pool_name(c) for c in self.cfg.gke.capacity_order)]
+        )
         if pools != wanted:
             raise StageFailure(f"node pools {pools}, expected {wanted}")
         kinds = sorted({obj["kind"] for obj in self.cloud.kubernetes.objects().values()})

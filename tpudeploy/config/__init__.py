@@ -7,7 +7,6 @@ None imports a feature module of the package.
 """
 
 from tpudeploy.config.checks import RESERVED_LABEL_KEYS
-from tpudeploy.config.geometry import LayerType, ModelGeometry
 from tpudeploy.config.loading import (
     CONFIG_ENV,
     DEFAULT_CONFIG_PATH,
@@ -18,6 +17,7 @@ from tpudeploy.config.loading import (
     parse_config,
     require_project,
 )
+from tpudeploy.config.model_geometry import LayerType, ModelGeometry
 from tpudeploy.config.network import (
     MEDIA_URLS_DISABLED,
     NetworkConfig,

@@ -19,13 +19,13 @@ from tpudeploy.config import prices as prices_config
 from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.containers import check_container_name, check_image, check_shm_size
-from tpudeploy.config.deadline import DeadlineConfig
-from tpudeploy.config.geometry import ModelGeometry
+from tpudeploy.config.deadline_table import DeadlineConfig
 from tpudeploy.config.gke import GkeConfig
+from tpudeploy.config.model_geometry import ModelGeometry
 from tpudeploy.config.network import MEDIA_URLS_DISABLED, NetworkConfig, check_media_domains
 from tpudeploy.config.platforms import PlatformSection, section_of
 from tpudeploy.config.proxy import ProxyConfig
-from tpudeploy.config.routing import RoutingConfig
+from tpudeploy.config.routing_table import RoutingConfig
 from tpudeploy.config.serveflags import check_extra_args, served_model_name
 from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration

@@ -12,7 +12,7 @@ import base64
 from dataclasses import dataclass
 
 from tpudeploy.errors import UserError
-from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import CONTAINER
 
 TIMEOUT = 20.0
@@ -41,10 +41,10 @@ def cluster_access(project: str, location: str, cluster: str) -> ClusterAccess:
     cloud.google.com/kubernetes-engine/docs/reference/api-permissions), and a token.
 
     CONTAINER_EMULATOR_HOST=host:port: a loopback fake over plain HTTP, a fixed test token."""
-    session, base = gcp.session(CONTAINER, KubeError)
-    token = gcp.access_token(session, KubeError)
+    session, base = gcp_session.session(CONTAINER, KubeError)
+    token = gcp_session.access_token(session, KubeError)
     name = f"projects/{project}/locations/{location}/clusters/{cluster}"
-    failures = gcp.Failures(
+    failures = gcp_session.Failures(
         KubeError,
         unreachable="cannot reach the GKE API ({error}); check the network",
         refused=(
@@ -54,7 +54,9 @@ def cluster_access(project: str, location: str, cluster: str) -> ClusterAccess:
         ),
         otherwise=f"the GKE API answered HTTP {{status}} for {name}; try again",
     )
-    response = gcp.call(session, "GET", f"{base}/{name}", failures, timeout=TIMEOUT, allow_404=True)
+    response = gcp_session.call(
+        session, "GET", f"{base}/{name}", failures, timeout=TIMEOUT, allow_404=True
+    )
     if response is None:
         raise ClusterMissing(
             f"cluster {cluster} does not exist in {location} (project {project}): "

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from tpudeploy.errors import UserError
-from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import RESOURCE_MANAGER
 
 
@@ -28,10 +28,12 @@ def held_permissions(project: str, permissions: list[str], *, timeout: float = 1
     projects.testIamPermissions: body {"permissions": [...]}, wildcards not allowed; the answer
     lists the subset the caller holds, and making the call needs no permission itself
     (https://cloud.google.com/resource-manager/reference/rest/v1/projects/testIamPermissions)."""
-    session, base = gcp.session(RESOURCE_MANAGER, PermissionCheckError)
+    session, base = gcp_session.session(RESOURCE_MANAGER, PermissionCheckError)
     # The note says why in a word: the failure's type, or the HTTP status.
-    failures = gcp.Failures(PermissionCheckError, unreachable="{error}", otherwise="HTTP {status}")
-    response = gcp.call(
+    failures = gcp_session.Failures(
+        PermissionCheckError, unreachable="{error}", otherwise="HTTP {status}"
+    )
+    response = gcp_session.call(
         session,
         "POST",
         f"{base}/projects/{project}:testIamPermissions",
@@ -48,7 +50,7 @@ def number_and_policy(project: str) -> tuple[str, dict[str, Any]]:
 
     Credentials are looked for on disk first: `make bootstrap-check` runs anywhere, and off a
     Google machine without any google.auth would probe the metadata server first."""
-    session, base = gcp.session(RESOURCE_MANAGER, LookupFailed, from_disk_first=True)
+    session, base = gcp_session.session(RESOURCE_MANAGER, LookupFailed, from_disk_first=True)
     project_url = f"{base}/projects/{project}"
     number = str(_read(session, "GET", project_url, "the project").get("projectNumber", ""))
     if not number:
@@ -58,7 +60,7 @@ def number_and_policy(project: str) -> tuple[str, dict[str, Any]]:
 
 
 def _read(session: Any, method: str, url: str, what: str) -> dict[str, Any]:
-    failures = gcp.Failures(
+    failures = gcp_session.Failures(
         LookupFailed,
         unreachable="cannot reach Resource Manager ({error})",
         otherwise=(
@@ -67,7 +69,7 @@ def _read(session: Any, method: str, url: str, what: str) -> dict[str, Any]:
         ),
     )
     body: dict[str, Any] | None = {} if method == "POST" else None
-    response = gcp.call(session, method, url, failures, timeout=30, json=body)
+    response = gcp_session.call(session, method, url, failures, timeout=30, json=body)
     assert response is not None  # a 404 is `otherwise`
     data: dict[str, Any] = response.json()
     return data

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.secretshape import API_KEY_RE, HF_TOKEN_RE
 from tpudeploy.errors import UserError
-from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import SECRET_MANAGER
 
 UNREACHABLE = "cannot reach Secret Manager ({error}); check the network"
@@ -36,14 +36,14 @@ class SecretStore:
     def from_env(cls, project: str) -> SecretStore:
         """SECRETMANAGER_EMULATOR_HOST=host:port means plain HTTP and no credentials (tests);
         otherwise Application Default Credentials (tpudeploy/gcp/session.py)."""
-        session, base_url = gcp.session(SECRET_MANAGER, SecretStoreError)
+        session, base_url = gcp_session.session(SECRET_MANAGER, SecretStoreError)
         return cls(project, session=session, base_url=base_url)
 
     def _secret(self, secret_id: str) -> str:
         return f"{self.base_url}/projects/{self.project}/secrets/{secret_id}"
 
     def _call(self, method: str, url: str, secret_id: str, **kwargs: Any) -> dict[str, Any]:
-        failures = gcp.Failures(
+        failures = gcp_session.Failures(
             SecretStoreError,
             unreachable=UNREACHABLE,
             missing=(
@@ -59,7 +59,7 @@ class SecretStore:
             ),
             otherwise=f"Secret Manager answered HTTP {{status}} for {secret_id}; try again",
         )
-        response = gcp.call(self.session, method, url, failures, timeout=30, **kwargs)
+        response = gcp_session.call(self.session, method, url, failures, timeout=30, **kwargs)
         assert response is not None  # no 404 allowed: `missing` says it
         result: dict[str, Any] = response.json()
         return result
@@ -72,7 +72,7 @@ class SecretStore:
         """The state of the secret's latest version, as the node's boot will find it, from
         metadata only (never the value): NO_SECRET, NO_VERSION, ENABLED, DISABLED or DESTROYED.
         Raises SecretStoreError when Secret Manager cannot be asked or refuses."""
-        failures = gcp.Failures(
+        failures = gcp_session.Failures(
             SecretStoreError,
             unreachable=UNREACHABLE,
             refused=(
@@ -86,7 +86,9 @@ class SecretStore:
             (self._secret(secret_id), self.NO_SECRET),
             (f"{self._secret(secret_id)}/versions/latest", self.NO_VERSION),
         ):
-            response = gcp.call(self.session, "GET", url, failures, timeout=timeout, allow_404=True)
+            response = gcp_session.call(
+                self.session, "GET", url, failures, timeout=timeout, allow_404=True
+            )
             if response is None:
                 return missing
         assert response is not None

@@ -4,7 +4,7 @@ checks the ones no stack enables; tpudeploy.platform names them)."""
 from __future__ import annotations
 
 from tpudeploy.errors import UserError
-from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import SERVICE_USAGE
 
 
@@ -16,10 +16,12 @@ def service_state(project: str, service: str, *, timeout: float = 5.0) -> str:
     """The service's state (ENABLED, DISABLED); ServiceUsageError saying why when it cannot
     tell. services.get needs serviceusage.services.get
     (https://cloud.google.com/service-usage/docs/reference/rest/v1/services/get)."""
-    session, base = gcp.session(SERVICE_USAGE, ServiceUsageError)
+    session, base = gcp_session.session(SERVICE_USAGE, ServiceUsageError)
     # The note says why in a word: the failure's type, or the HTTP status.
-    failures = gcp.Failures(ServiceUsageError, unreachable="{error}", otherwise="HTTP {status}")
+    failures = gcp_session.Failures(
+        ServiceUsageError, unreachable="{error}", otherwise="HTTP {status}"
+    )
     url = f"{base}/projects/{project}/services/{service}"
-    response = gcp.call(session, "GET", url, failures, timeout=timeout)
+    response = gcp_session.call(session, "GET", url, failures, timeout=timeout)
     assert response is not None  # a 404 is `otherwise`
     return str(response.json().get("state") or "STATE_UNSPECIFIED")

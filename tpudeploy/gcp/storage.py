@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
-from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import STORAGE
 
 
@@ -33,12 +33,12 @@ class CacheBucket:
     def from_env(cls) -> CacheBucket:
         """STORAGE_EMULATOR_HOST=host:port (the client libraries' convention) means plain HTTP
         and no credentials; otherwise Application Default Credentials (tpudeploy/gcp/session.py)."""
-        session, base_url = gcp.session(STORAGE, CacheBucketError)
+        session, base_url = gcp_session.session(STORAGE, CacheBucketError)
         return cls(session=session, base_url=base_url)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         """The answer's JSON ({} for an empty one); None when the bucket or object is gone."""
-        failures = gcp.Failures(
+        failures = gcp_session.Failures(
             CacheBucketError,
             unreachable="cannot reach Cloud Storage ({error}); check the network",
             refused=(
@@ -48,7 +48,7 @@ class CacheBucket:
             ),
             otherwise=f"Cloud Storage answered HTTP {{status}} for {path}",
         )
-        response = gcp.call(
+        response = gcp_session.call(
             self.session,
             method,
             self.base_url + path,

@@ -13,10 +13,6 @@ from tpudeploy.gitops.billing import (
     cloud_billing,
     static_billing,
 )
-from tpudeploy.gitops.cli import (
-    build_parser,
-    main,
-)
 from tpudeploy.gitops.deployments import (
     DEFAULT_CONFIG,
     DEFAULT_FLEX_START_TIMEOUT,
@@ -45,6 +41,10 @@ from tpudeploy.gitops.deployments import (
     pipeline_deployments,
     removed_deployment_files,
     resolve_input,
+)
+from tpudeploy.gitops.helpers import (
+    build_parser,
+    main,
 )
 from tpudeploy.gitops.plan_report import (
     PLAN_DETAIL_LIMIT,

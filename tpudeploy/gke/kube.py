@@ -17,12 +17,12 @@ from typing import Any
 from tpudeploy.config import DeployConfig
 from tpudeploy.gcp import container
 from tpudeploy.gcp.container import TIMEOUT, ClusterAccess, KubeError
-from tpudeploy.gke import cluster as names
+from tpudeploy.gke import identifiers
 
 
 def cluster_access(cfg: DeployConfig, project: str) -> ClusterAccess:
-    """The deployment's cluster (tpudeploy.gke.cluster names it) through the container API."""
-    return container.cluster_access(project, cfg.zone, names.cluster_name(cfg))
+    """The deployment's cluster (tpudeploy.gke.identifiers names it) through the container API."""
+    return container.cluster_access(project, cfg.zone, identifiers.cluster_name(cfg))
 
 
 class KubeApi:

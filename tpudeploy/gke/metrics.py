@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tpudeploy.gke.adapter import KV_CACHE_METRIC, WAITING_METRIC
+from tpudeploy.gke.metrics_adapter import KV_CACHE_METRIC, WAITING_METRIC
 
 __all__ = [
     "CACHE_INFO_METRIC",

@@ -14,24 +14,23 @@ from typing import Any, TextIO
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.gcp.container import ClusterMissing, KubeError
-from tpudeploy.gke import cluster as names
-from tpudeploy.gke import plan
+from tpudeploy.gke import identifiers, replicaplan
 from tpudeploy.gke import pod as pod_targets
-from tpudeploy.gke.adapter import KV_CACHE_METRIC, WAITING_METRIC
 from tpudeploy.gke.kube import KubeApi
+from tpudeploy.gke.manifests import labels
+from tpudeploy.gke.metrics_adapter import KV_CACHE_METRIC, WAITING_METRIC
 from tpudeploy.gke.pod import VLLM_CONTAINER
-from tpudeploy.gke.serving import labels
 from tpudeploy.planner import NoPricesError, price_table
 from tpudeploy.planner.cost import SEED_BOOT
 from tpudeploy.terminal import printable
 from tpudeploy.timefmt import format_seconds
 
-NS = names.NAMESPACE
+NS = identifiers.NAMESPACE
 # The labels GKE puts on a node by how it was provisioned, value "true" (Spot VMs:
 # cloud.google.com/kubernetes-engine/docs/concepts/spot-vms; flex-start: the GKE docs' pods
 # select it with nodeSelector cloud.google.com/gke-flex-start: "true", and the cluster
 # autoscaler's GCE provider names it FlexStartLabel), then the pools' own label
-# (tpudeploy.gke.cluster.pool_labels) for a node GKE labelled neither way.
+# (tpudeploy.gke.identifiers.pool_labels) for a node GKE labelled neither way.
 SPOT_LABEL = "cloud.google.com/gke-spot"
 FLEX_START_LABEL = "cloud.google.com/gke-flex-start"
 OWN_CAPACITY_LABEL = "tpudeploy/capacity"
@@ -202,7 +201,7 @@ def wait_ready(
     timeout (3); the replicas' lines again whenever one changes phase."""
     out = out or sys.stdout
     api = api or KubeApi.for_deployment(cfg, project)
-    budget = plan.startup_budget_s()
+    budget = replicaplan.startup_budget_s()
     print(
         f"following Deployment {NS}/{cfg.name}: a new replica needs a TPU node, then a boot "
         f"(planner: cold {SEED_BOOT.cold_s:g} s, warm {SEED_BOOT.warm_s:g} s with the compile "
@@ -240,7 +239,7 @@ def wait_ready(
             print(
                 f"replica {failed[0].name} failed: {failed[0].detail}. Next: `make status`; its "
                 f"logs: kubectl -n {NS} logs {failed[0].name} -c vllm (after `gcloud container "
-                f"clusters get-credentials {names.cluster_name(cfg)} --zone {cfg.zone} "
+                f"clusters get-credentials {identifiers.cluster_name(cfg)} --zone {cfg.zone} "
                 f"--project {project}`)",
                 file=out,
             )
@@ -292,10 +291,10 @@ def tpu_nodes(api: KubeApi) -> dict[str, list[str]]:
 
 def hourly_now(cfg: DeployConfig, by_capacity: dict[str, list[str]]) -> str:
     """$/hour of what runs now: the idle floor plus each TPU node at its model's rate and
-    its NAT gateway share (tpudeploy.gke.plan)."""
+    its NAT gateway share (tpudeploy.gke.replicaplan)."""
     try:
         prices = price_table(cfg)
-        floor = plan.idle_items(cfg)
+        floor = replicaplan.idle_items(cfg)
         nat = facts.GKE_IDLE_PRICES[cfg.effective_region][1].per_hour
         chips = sum(
             len(nodes) * (prices.rate(capacity) + nat) for capacity, nodes in by_capacity.items()
@@ -328,7 +327,7 @@ def _hpa_lines(cfg: DeployConfig, api: KubeApi) -> list[str]:
         printable(f"{c.get('type')}={c.get('status')} ({c.get('reason', '')})")
         for c in status.get("conditions") or []
     )
-    target = plan.replica_plan(cfg).autoscaling.waiting_target
+    target = replicaplan.replica_plan(cfg).autoscaling.waiting_target
     return [
         f"autoscaler: {status.get('currentReplicas', 0)} -> {status.get('desiredReplicas', 0)} "
         f"replica(s) ({cfg.gke.min_replicas}..{cfg.gke.max_replicas}); {WAITING_METRIC} {value} "
@@ -343,7 +342,7 @@ def status_lines(
 ) -> list[str]:
     api = api or KubeApi.for_deployment(cfg, project)
     now = now or datetime.now(UTC)
-    lines = [f"cluster {names.cluster_name(cfg)} ({cfg.zone})"]
+    lines = [f"cluster {identifiers.cluster_name(cfg)} ({cfg.zone})"]
     rollout = read_rollout(cfg, api)
     if rollout is None:
         lines.append(f"replicas: none (no Deployment {NS}/{cfg.name}; `make deploy` applies it)")
@@ -440,7 +439,10 @@ def after_destroy(
         nodes = tpu_nodes(api or KubeApi.for_deployment(cfg, project))
     except ClusterMissing:
         # After make destroy-all (or before any deploy): no cluster, so no node and no floor.
-        print(f"cluster {names.cluster_name(cfg)} does not exist: nothing of it bills.", file=out)
+        print(
+            f"cluster {identifiers.cluster_name(cfg)} does not exist: nothing of it bills.",
+            file=out,
+        )
         return 0
     except KubeError as exc:
         print(
@@ -460,8 +462,8 @@ def after_destroy(
     else:
         print("no TPU node is up: no chip bills.", file=out)
     print(
-        f"the cluster {names.cluster_name(cfg)} stays (its TPU pools are empty, autoscaled from "
-        "0; an empty pool has no VM and bills nothing) and so does its idle floor: "
+        f"the cluster {identifiers.cluster_name(cfg)} stays (its TPU pools are empty, autoscaled "
+        "from 0; an empty pool has no VM and bills nothing) and so does its idle floor: "
         "`make destroy-all` removes it",
         file=out,
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.gke import deadline
+from tpudeploy.gke import deadline_target
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -39,8 +39,8 @@ class Gke:
     replaces_dead_nodes = False
     billing_noun = "cluster, TPU node pool or replica"
     billing_stack_kinds: tuple[str, ...] = ("cluster", "serving")
-    stop_nouns = deadline.STOP_NOUNS
-    stop_permissions: tuple[str, ...] = deadline.STOP_PERMISSIONS
+    stop_nouns = deadline_target.STOP_NOUNS
+    stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)
@@ -112,7 +112,7 @@ class Gke:
         )
 
     def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
-        from tpudeploy.gke.plan import billing_in_state
+        from tpudeploy.gke.replicaplan import billing_in_state
 
         return billing_in_state(cfg, resources)
 

@@ -8,7 +8,7 @@ import shlex
 
 from tpudeploy import facts, render
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import plan
+from tpudeploy.gke import replicaplan
 
 # The serving container's name: the probes, `make wait` and `make bench` (its exec) find it by it.
 VLLM_CONTAINER = "vllm"
@@ -115,8 +115,8 @@ def health_exec(cfg: DeployConfig) -> list[str]:
 
 def startup_probe() -> dict[str, int]:
     return {
-        "period_seconds": plan.PROBE_PERIOD_S,
-        "failure_threshold": plan.startup_failure_threshold(),
+        "period_seconds": replicaplan.PROBE_PERIOD_S,
+        "failure_threshold": replicaplan.startup_failure_threshold(),
         "timeout_seconds": 5,
     }
 
@@ -229,7 +229,7 @@ def hpa_kv_target(cfg: DeployConfig) -> str:
 
 
 def scale_down_window_s() -> int:
-    return plan.scale_down_window_s()
+    return replicaplan.scale_down_window_s()
 
 
 def pdb_max_unavailable(cfg: DeployConfig) -> int:
@@ -241,7 +241,7 @@ def pdb_max_unavailable(cfg: DeployConfig) -> int:
 def flex_recycle_lead_s() -> int:
     """How long before a flex-start node's run ends GKE starts its replacement: a cold start's
     probe budget, so the new replica is ready before the old one goes."""
-    return min(plan.startup_budget_s(), facts.GKE_FLEX_START_MAX_RUN_S)
+    return min(replicaplan.startup_budget_s(), facts.GKE_FLEX_START_MAX_RUN_S)
 
 
 def capacity_wait_s() -> int:
@@ -254,4 +254,4 @@ def progress_deadline_s() -> int:
     (ProgressDeadlineExceeded; it rolls nothing back) when no new pod became available for this
     long, and its default, 600 s, is shorter than one cold boot (857 s, build log): every cold
     rollout would read as failed. The spot capacity wait, then the startup probe's budget."""
-    return capacity_wait_s() + plan.startup_failure_threshold() * plan.PROBE_PERIOD_S
+    return capacity_wait_s() + replicaplan.startup_failure_threshold() * replicaplan.PROBE_PERIOD_S

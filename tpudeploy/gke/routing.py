@@ -3,8 +3,8 @@ over the replicas, and the endpoint picker (EPP) that scores them on vLLM's own 
 
 Custom resources are plain manifests (the stack declares them with kubernetes_manifest); the
 picker's Deployment, Service, ServiceAccount and Role are provider-shaped dicts that the stack
-builds as typed objects (stacks/gke/routing.py). Which of these a real cluster has run: none yet
-(docs/scale-out.md, "Routing and scale to zero").
+builds as typed objects (stacks/gke/routing_objects.py). Which of these a real cluster has run:
+none yet (docs/scale-out.md, "Routing and scale to zero").
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import cluster, metrics, picker_interface, pod, scaleplan
-from tpudeploy.gke.serving import labels
+from tpudeploy.gke import identifiers, metrics, picker_interface, pod, scaleplan
+from tpudeploy.gke.manifests import labels
 from tpudeploy.planner import Finding
 
 # GKE's Gateway classes (cloud.google.com/kubernetes-engine/docs/concepts/gateway-api, "GatewayClass
@@ -81,7 +81,7 @@ def backend_timeout_s(cfg: DeployConfig) -> int:
 
 
 def _meta(name: str) -> dict[str, Any]:
-    return {"name": name, "namespace": cluster.NAMESPACE}
+    return {"name": name, "namespace": identifiers.NAMESPACE}
 
 
 def gateway(cfg: DeployConfig) -> dict[str, Any]:
@@ -185,7 +185,7 @@ def backend_policy(cfg: DeployConfig) -> dict[str, Any]:
 
 
 def custom_resources(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
-    """By construct id: what stacks/gke/routing.py declares with kubernetes_manifest."""
+    """By construct id: what stacks/gke/routing_objects.py declares with kubernetes_manifest."""
     return {
         "gateway": gateway(cfg),
         "http-route": http_route(cfg),
@@ -292,7 +292,7 @@ def picker_args(cfg: DeployConfig) -> list[str]:
     v1.5.0 refuses to start with its old metric flags set."""
     return [
         f"--pool-name={pool_name(cfg)}",
-        f"--pool-namespace={cluster.NAMESPACE}",
+        f"--pool-namespace={identifiers.NAMESPACE}",
         f"--config-file={PICKER_CONFIG_DIR}/{PICKER_CONFIG_FILE}",
         f"--grpc-port={EPP_GRPC_PORT}",
         f"--grpc-health-port={EPP_HEALTH_PORT}",

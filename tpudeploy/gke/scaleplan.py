@@ -1,6 +1,6 @@
 """`make plan-scale`: replicas, $/hour, $/M tokens and the autoscaler's targets for a load.
 
-Built on tpudeploy.gke.plan (the KV pool, the idle floor, the chip rate) and the build log's
+Built on tpudeploy.gke.replicaplan (the KV pool, the idle floor, the chip rate) and the build log's
 measured sweep in tpudeploy.facts: nothing here is a second copy of either. Two limits decide
 the replicas: the KV wall (clients x context under ~78% of one replica's pool) and, when a
 median TTFT target is given, the most clients per replica whose median TTFT the sweep measured
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
-from tpudeploy.gke import plan
+from tpudeploy.gke import replicaplan
 from tpudeploy.planner import Finding, NoPricesError, cost_per_million_tokens, price_table
 
 # The make variables behind each input, for messages (`make plan-scale CLIENTS=...`).
@@ -51,7 +51,7 @@ class ScalePlan:
     clients: int
     context: int
     ttft_target_ms: float | None
-    base: plan.ReplicaPlan
+    base: replicaplan.ReplicaPlan
     replicas_by_kv_wall: int
     ttft_clients_per_replica: int | None
     replicas: int
@@ -176,7 +176,7 @@ def scale_plan(cfg: DeployConfig, *, clients: int, context: int, ttft_ms: int | 
     """Replicas for `clients` at `context` (and a median TTFT target), what they cost, and the
     autoscaler targets that keep each replica at its planned share."""
     load = cfg.load.model_copy(update={"expected_clients": clients, "expected_context": context})
-    base = plan.replica_plan(cfg.model_copy(update={"load": load}))
+    base = replicaplan.replica_plan(cfg.model_copy(update={"load": load}))
     safe = base.safe_clients_per_replica
     if safe < 1:
         raise ScalePlanError(
@@ -207,7 +207,7 @@ def scale_plan(cfg: DeployConfig, *, clients: int, context: int, ttft_ms: int | 
         )
     replicas = max(by_wall, math.ceil(clients / per_replica_cap))
     share = math.ceil(clients / replicas)
-    cell = plan.measured_cell(context, share)
+    cell = replicaplan.measured_cell(context, share)
     shaky = sorted(c for r, c in facts.UNTRUSTWORTHY_TTFT if r == row and c in _cells_read(share))
     if shaky:
         notes.append(
@@ -218,7 +218,7 @@ def scale_plan(cfg: DeployConfig, *, clients: int, context: int, ttft_ms: int | 
     if ttft_ms is None:
         # Issue 25's rule: a queue of a quarter of the running streams adds about a quarter
         # of one request's time; past that a new replica is worth its chip-hour.
-        waiting = max(1, math.ceil(planned * plan.QUEUE_FRACTION_OF_SAFE_CLIENTS))
+        waiting = max(1, math.ceil(planned * replicaplan.QUEUE_FRACTION_OF_SAFE_CLIENTS))
     else:
         # A waiting request is admitted only when a running one finishes: seconds at the
         # sweep's per-stream rates (10 to 125 tok/s), past any TTFT target the sweep reaches

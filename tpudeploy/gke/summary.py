@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import adapter, routing
-from tpudeploy.gke.plan import deadline_line, replica_plan
+from tpudeploy.gke import metrics_adapter, routing
+from tpudeploy.gke.replicaplan import deadline_line, replica_plan
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
 
 
@@ -36,10 +36,10 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"replica, {a.min_replicas}..{a.max_replicas} replicas, scale-down after "
         f"{a.scale_down_window_s} s (a warm boot is {SEED_BOOT.warm_s:g} s)"
     )
-    if not adapter.pinned(adapter.image()):
+    if not metrics_adapter.pinned(metrics_adapter.image()):
         lines.append(
-            f"metrics adapter: {adapter.image()} by tag, not pinned by digest (unfinished: set "
-            "DIGEST in tpudeploy/gke/adapter.py)"
+            f"metrics adapter: {metrics_adapter.image()} by tag, not pinned by digest (unfinished: "
+            "set DIGEST in tpudeploy/gke/metrics_adapter.py)"
         )
     if cfg.routing.gateway:
         lines.append(routing_line(cfg))

@@ -33,7 +33,7 @@ from tpudeploy.planner.cost import (
 )
 from tpudeploy.planner.geometry import GEMMA_4_E2B, GIB, LayerType, ModelGeometry
 from tpudeploy.planner.guards import Finding, check_settings
-from tpudeploy.planner.report import capacity_table, cost_table, preemption_line, synth_summary
+from tpudeploy.planner.tables import capacity_table, cost_table, preemption_line, synth_summary
 
 __all__ = [
     "CHIPS",

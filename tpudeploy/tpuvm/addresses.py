@@ -15,7 +15,7 @@ VM_ADDRESS = f"google_tpu_v2_vm.{VM_ID}"
 QUEUED_RESOURCE_ADDRESS = f"terraform_data.{QUEUED_RESOURCE_ID}"
 
 # Spot and on-demand: the deadline fixed at deploy time and the Cloud Scheduler job enforcing it
-# (stacks/deadline.py, tpudeploy/deadline.py: the same ids in GKE's cluster stack).
+# (stacks/deadline_job.py, tpudeploy/deadline.py: the same ids in GKE's cluster stack).
 DEADLINE_ID = deadline.DEADLINE_ID
 DEADLINE_JOB_ID = deadline.DEADLINE_JOB_ID
 DEADLINE_ADDRESS = deadline.DEADLINE_ADDRESS

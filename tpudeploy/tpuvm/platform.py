@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
-from tpudeploy.tpuvm import billing, deadline
+from tpudeploy.tpuvm import billing_state, deadline_target
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -26,8 +26,8 @@ class TpuVm:
     replaces_dead_nodes = True
     billing_noun = "TPU node or queued resource"
     billing_stack_kinds: tuple[str, ...] = ("node",)
-    stop_nouns = deadline.STOP_NOUNS
-    stop_permissions: tuple[str, ...] = deadline.STOP_PERMISSIONS
+    stop_nouns = deadline_target.STOP_NOUNS
+    stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.node_stack_name)
@@ -69,7 +69,7 @@ class TpuVm:
         return ()
 
     def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
-        return billing.billing_resources(cfg, resources)
+        return billing_state.billing_resources(cfg, resources)
 
     def wait(self, cfg: DeployConfig, project: str, *, timeout: float, interval: float) -> int:
         from tpudeploy.tpuvm import wait

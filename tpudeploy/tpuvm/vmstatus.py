@@ -9,7 +9,7 @@ from tpudeploy import deadline, planner
 from tpudeploy.config import DeployConfig
 from tpudeploy.tpuvm import guestattributes
 from tpudeploy.tpuvm import queued_resource as qr
-from tpudeploy.tpuvm.deadline import node_url
+from tpudeploy.tpuvm.deadline_target import node_url
 from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
 from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 

@@ -18,7 +18,7 @@ from tpudeploy.planner.cost import NoPricesError, hourly_cost, price_table
 from tpudeploy.platform import platform_for
 from tpudeploy.tune.arms import ARMS_DIR, BASELINE, ArmError, load_arms
 from tpudeploy.tune.plan import TunePlan, build_plan, plan_text
-from tpudeploy.tune.report import collect, write_report
+from tpudeploy.tune.ranking import collect, write_report
 from tpudeploy.tune.runner import TuneError, make_step, run_tune
 from tpudeploy.tune.verdict import BETTER, WORSE, compare
 

@@ -24,7 +24,7 @@ from typing import TextIO
 from tpudeploy.tune import tomlwrite
 from tpudeploy.tune.arms import Arm
 from tpudeploy.tune.plan import TunePlan
-from tpudeploy.tune.report import STATUS_SUFFIX
+from tpudeploy.tune.ranking import STATUS_SUFFIX
 
 STATE_FILE = "tune.json"
 ARM_CONFIGS = "arms"

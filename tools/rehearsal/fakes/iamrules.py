@@ -109,7 +109,7 @@ CHECKED_ON: dict[str, str] = {
     # GKE: clusters.delete "on the specified resource name" (projects/*/locations/*/clusters/*;
     # https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
     # projects.locations.clusters/delete), the cluster, which holds no IAM policy of its own:
-    # only a project grant reaches it (GKE's deadline job, tpudeploy/gke/deadline.py).
+    # only a project grant reaches it (GKE's deadline job, tpudeploy/gke/deadline_target.py).
     "container.clusters.delete": GKE_CLUSTER,
     # Cloud Scheduler: jobs.create on the location, the rest on the job
     # (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs).

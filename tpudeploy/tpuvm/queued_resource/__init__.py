@@ -6,7 +6,7 @@
 # when the first call is built): the GitOps helper imports the timeouts under a bare python3.
 
 from tpudeploy.tpuvm.queued_resource.api import TpuApi, build_service
-from tpudeploy.tpuvm.queued_resource.cli import POLL_ENV, SPEC_ENV, main
+from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, Interrupted, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.client import (
     DEFAULT_CLEANUP_TIMEOUT,
     DEFAULT_CREATE_TIMEOUT,
@@ -18,8 +18,8 @@ from tpudeploy.tpuvm.queued_resource.client import (
     format_status,
     status,
 )
-from tpudeploy.tpuvm.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.hints import hint_for
+from tpudeploy.tpuvm.queued_resource.provisioner import POLL_ENV, SPEC_ENV, main
 from tpudeploy.tpuvm.queued_resource.spec import (
     DEFAULT_SCOPES,
     SPEC_LABEL,

@@ -2,6 +2,6 @@
 
 import sys
 
-from tpudeploy.tpuvm.queued_resource.cli import main
+from tpudeploy.tpuvm.queued_resource.provisioner import main
 
 sys.exit(main())

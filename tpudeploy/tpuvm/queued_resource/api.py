@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tpudeploy.errors import refused_credentials
-from tpudeploy.gcp import session as gcp
+from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import TPU, Api
-from tpudeploy.tpuvm.queued_resource.errors import ApiError, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, QueuedResourceError
 
 
 def _http_error_message(exc: Any) -> str:
@@ -49,7 +49,7 @@ def build_service(*, http_timeout: float = 60.0, api: Api = TPU, version: str = 
             f"the {api.name} {version} discovery document is missing from "
             "google-api-python-client; reinstall the pinned requirements (make install)"
         )
-    root = gcp.emulator(api)
+    root = gcp_session.emulator(api)
     credentials: Any
     if root:
         # Plain HTTP to host:port, no credentials (tpudeploy/gcp/apis.py).
@@ -59,7 +59,7 @@ def build_service(*, http_timeout: float = 60.0, api: Api = TPU, version: str = 
         service_path = json.loads(document).get("servicePath", "")
         endpoint = f"{root}/{service_path}"
     else:
-        credentials = gcp.credentials(QueuedResourceError)
+        credentials = gcp_session.credentials(QueuedResourceError)
         endpoint = None
     http = google_auth_httplib2.AuthorizedHttp(
         credentials, http=httplib2.Http(timeout=http_timeout)

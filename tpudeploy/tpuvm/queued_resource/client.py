@@ -11,7 +11,7 @@ from typing import Any, TextIO, TypeVar
 
 from tpudeploy.timefmt import format_seconds
 from tpudeploy.tpuvm.queued_resource.api import TpuApi
-from tpudeploy.tpuvm.queued_resource.errors import ApiError, Interrupted, QueuedResourceError
+from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, Interrupted, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.hints import force_delete_argv, hint_for, with_hint
 from tpudeploy.tpuvm.queued_resource.spec import QueuedResourceSpec, spec_differences
 from tpudeploy.tpuvm.queued_resource.states import (

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tpudeploy.gke import cluster
+from tpudeploy.gke import identifiers
 
 # The manifest's namespace and service account, kept as published: the documented Workload
 # Identity principal (.../subject/ns/custom-metrics/sa/custom-metrics-stackdriver-adapter) names
@@ -109,7 +109,7 @@ def pinned(ref: str) -> bool:
 def principal(*, project: str, project_number: str) -> str:
     """The adapter's IAM principal (Workload Identity Federation for GKE; the form GKE's
     autoscaling guide grants roles/monitoring.viewer to)."""
-    return cluster.workload_principal(
+    return identifiers.workload_principal(
         project=project,
         project_number=project_number,
         namespace=NAMESPACE,

@@ -205,7 +205,7 @@ def write_report(
     drawn = {}
     arms = [v for v in verdicts if v.name != baseline]
     if plots:
-        from tpudeploy.tune.plots import plot  # matplotlib, only when drawing
+        from tpudeploy.tune.ratio_plots import plot  # matplotlib, only when drawing
     for context in contexts if plots else ():
         name = f"tune-ratio-ctx{context}.png"
         plot(arms, context, target / name)

@@ -10,7 +10,8 @@ from tpudeploy.config.base import Strict
 
 
 class DeadlineConfig(Strict):
-    """The deadline job of a spot or on-demand node, or of a GKE cluster (stacks/deadline.py)."""
+    """The deadline job of a spot or on-demand node, or of a GKE cluster
+    (stacks/deadline_job.py)."""
 
     # Cloud Scheduler is regional and its locations are not every Compute region: us-west4 (the
     # build log's) is not confirmed (its locations page as stored stops at us-east4 in the

@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from tpudeploy.tpuvm.queued_resource.api_errors import Interrupted, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.client import (
     DEFAULT_CREATE_TIMEOUT,
     DEFAULT_DELETE_TIMEOUT,
@@ -16,7 +17,6 @@ from tpudeploy.tpuvm.queued_resource.client import (
     QueuedResourceClient,
     format_status,
 )
-from tpudeploy.tpuvm.queued_resource.errors import Interrupted, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.spec import QueuedResourceSpec
 
 SPEC_ENV = "TPUDEPLOY_QR_SPEC"

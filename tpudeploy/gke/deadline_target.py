@@ -1,6 +1,6 @@
 """What GKE's deadline job deletes, and what it leaves: the cluster, by the container API.
 
-The TPU VM's deadline machinery (tpudeploy/deadline.py, stacks/deadline.py) is shared: the value
+The TPU VM's deadline machinery (tpudeploy/deadline.py, stacks/deadline_job.py) is shared: the value
 fixed at deploy time, the Cloud Scheduler job as the deployment's stop account, `make extend`.
 On GKE the job sends the container API's projects.locations.clusters.delete: "Deletes the
 cluster, including the Kubernetes endpoint and all worker nodes" (the spot and flex-start TPU
@@ -12,7 +12,7 @@ https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locat
 from __future__ import annotations
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import cluster
+from tpudeploy.gke import identifiers
 
 # The deadline job calls the container API's projects.locations.clusters.delete, whose only
 # required permission is container.clusters.delete, "on the specified resource name" (the
@@ -45,9 +45,9 @@ def cluster_url(cfg: DeployConfig, project: str) -> str:
     """The cluster's resource URL, as clusters.delete takes it."""
     return (
         f"{CONTAINER_API}/projects/{project}/locations/{cfg.zone}/clusters/"
-        f"{cluster.cluster_name(cfg)}"
+        f"{identifiers.cluster_name(cfg)}"
     )
 
 
 def what(cfg: DeployConfig) -> str:
-    return f"{WHAT} {cluster.cluster_name(cfg)}"
+    return f"{WHAT} {identifiers.cluster_name(cfg)}"

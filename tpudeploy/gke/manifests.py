@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import adapter, cluster, pod
+from tpudeploy.gke import identifiers, metrics_adapter, pod
 
 
 def hpa_metric_name() -> str:
     """Google's vLLM-on-TPU autoscaling signal, as the custom metrics Stackdriver adapter names
-    a Managed Prometheus gauge (tpudeploy.gke.adapter)."""
-    return adapter.waiting_metric_name()
+    a Managed Prometheus gauge (tpudeploy.gke.metrics_adapter)."""
+    return metrics_adapter.waiting_metric_name()
 
 
 def hpa_kv_metric_name() -> str:
     """The KV pool's use, named the same way: the HPA's second metric."""
-    return adapter.kv_cache_metric_name()
+    return metrics_adapter.kv_cache_metric_name()
 
 
 def labels(cfg: DeployConfig) -> dict[str, str]:
@@ -28,7 +28,7 @@ def compute_class(cfg: DeployConfig) -> dict[str, Any]:
     on the fly, and no scale-up onto anything else when neither is satisfiable."""
     priorities: list[dict[str, Any]] = []
     for capacity in cfg.gke.capacity_order:
-        rule: dict[str, Any] = {"nodepools": [cluster.pool_name(capacity)]}
+        rule: dict[str, Any] = {"nodepools": [identifiers.pool_name(capacity)]}
         if capacity == "spot":
             rule["spot"] = True
             rule["capacityCheckWaitTimeSeconds"] = pod.capacity_wait_s()
@@ -43,7 +43,7 @@ def compute_class(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "cloud.google.com/v1",
         "kind": "ComputeClass",
-        "metadata": {"name": cluster.compute_class_name(cfg)},
+        "metadata": {"name": identifiers.compute_class_name(cfg)},
         "spec": {
             "priorities": priorities,
             "nodePoolAutoCreation": {"enabled": False},
@@ -58,7 +58,7 @@ def pod_monitoring(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.googleapis.com/v1",
         "kind": "PodMonitoring",
-        "metadata": {"name": cfg.name, "namespace": cluster.NAMESPACE},
+        "metadata": {"name": cfg.name, "namespace": identifiers.NAMESPACE},
         "spec": {
             "selector": {"matchLabels": labels(cfg)},
             "endpoints": [{"port": pod.METRICS_PORT, "path": "/metrics", "interval": "15s"}],
@@ -71,7 +71,7 @@ def secret_provider_class(cfg: DeployConfig, *, project: str) -> dict[str, Any]:
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": f"{cfg.name}-secrets", "namespace": cluster.NAMESPACE},
+        "metadata": {"name": f"{cfg.name}-secrets", "namespace": identifiers.NAMESPACE},
         "spec": {
             "provider": "gke",
             "parameters": {"secrets": pod.secret_provider_parameters(cfg, project)},
