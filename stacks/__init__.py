@@ -15,7 +15,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 # the package is registered bare (its path, none of its code) and each stack module imports the
 # submodules it names, as it does already; a submodule loads the jsii assembly itself (its
 # `from .._jsii import *`). A type from a module nobody imported cannot reach Python unnoticed:
-# jsii raises "Unknown type" for it (jsii/_reference_map.py, resolve). tests/test_synth.py
+# jsii raises "Unknown type" for it (jsii/_reference_map.py, resolve). tests/stacks/test_synth.py
 # proves the JSON is the same as with the package's own eager import.
 EAGER_PROVIDERS_ENV = "TPUDEPLOY_EAGER_PROVIDERS"
 PROVIDER_PACKAGES = ("cdktf_cdktf_provider_google_beta", "cdktf_cdktf_provider_kubernetes")

@@ -6,8 +6,8 @@
     node.docker_runs()[CONTAINER]                     # what `docker run` was given
     node.assert_no_secret_leaked(boot)
 
-Shared by tests/test_startup_script.py and tests/test_proxy.py (which runs the real nginx on the
-files a sandbox boot wrote).
+Shared by tests/render/test_startup_script.py and tests/render/test_proxy.py (which runs the real
+nginx on the files a sandbox boot wrote).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ caller's argv, environment, working directory, stdin, stdout and stderr, and its
 it runs the module as `python -m` does (runpy, `__main__`), so what it prints, how it exits and
 any traceback are the command's. What it cannot share with a fresh interpreter is what Python
 reads only when it starts; `run` sends a command whose environment changes any of those
-(STARTUP_ENV) to a real `python -m` instead. tests/test_cli_fork.py checks that both ways give
-the same output and status.
+(STARTUP_ENV) to a real `python -m` instead. tests/commands/test_cli_fork.py checks that both ways
+give the same output and status.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Hostile compile-cache archives of issue 22, built cheaply: raw tar headers, gzip-compressed.
 
-Shared by tests/test_cacheguard.py (the guard on its own) and tests/test_boot_hardening.py (the
+Shared by tests/render/test_cacheguard.py (the guard on its own) and
+tests/render/test_boot_hardening.py (the
 same archives restored by the rendered startup script, each of which must end in a cold boot).
 """
 

@@ -17,7 +17,7 @@ import yaml
 
 INVENTORIES = Path(__file__).resolve().parent / "inventories"
 WRITE_ENV = "TPUDEPLOY_WRITE_INVENTORIES"
-REWRITE = f"{WRITE_ENV}=1 .venv/bin/python -m pytest -q tests/test_inventories.py"
+REWRITE = f"{WRITE_ENV}=1 .venv/bin/python -m pytest -q tests/stacks/test_inventories.py"
 
 # Per resource type, the arguments that make the contract. Everything else (long scripts,
 # cdktf metadata) is left to the focused tests.
@@ -191,8 +191,8 @@ def _resource(rtype: str, attrs: dict[str, Any]) -> dict[str, Any]:
     if rtype == "kubernetes_config_map_v1":
         found["data_keys"] = sorted(attrs.get("data", {}))
     if rtype == "kubernetes_deployment_v1":
-        # The serve line is the TPU VM's (tests/test_gke_synth.py compares it): its flags stay
-        # out of the inventory, which shows the pod's shape.
+        # The serve line is the TPU VM's (tests/stacks/test_gke_synth.py compares it): its flags
+        # stay out of the inventory, which shows the pod's shape.
         for c in _one(_one(_one(found["spec"])["template"])["spec"])["container"]:
             if c.get("name") == "vllm":
                 c["command"] = f"<vllm serve: {len(c['command'])} arguments>"

@@ -1,5 +1,5 @@
 """Deliberate breaks for the rehearsal: post-synth hooks that edit the synthesized JSON the way a
-real defect would, so that tests/test_rehearsal.py can show the rehearsal failing on each.
+real defect would, so that tests/rehearsal/test_rehearsal.py can show the rehearsal failing on each.
 
 Each takes cdktf.out and runs after every synth of the scratch copy (tools/rehearsal/post_synth.py);
 all but `label_every_synth_differently` are idempotent.

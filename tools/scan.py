@@ -41,7 +41,7 @@ GKE_SKIPS = {
     # "repo:tag@sha256:..." to pin a digest, as on the TPU VM. Pulling Always would fetch a new
     # nightly on every restart, and a new build misses the compile cache.
     # The metrics adapter's image is by tag too until its digest is known (tpudeploy/gke/
-    # adapter.py DIGEST; tests/test_gke_adapter.py marks it unfinished).
+    # adapter.py DIGEST; tests/gke/test_gke_adapter.py marks it unfinished).
     "CKV_K8S_43": "vLLM pinned by the config's tag (a digest is the user's); adapter: see DIGEST",
     "CKV_K8S_15": "IfNotPresent keeps a replica on the image its compile cache matches",
     # CPU limits throttle vLLM's host threads (scheduling, detokenizing); each pod has a whole

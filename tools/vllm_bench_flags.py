@@ -10,7 +10,7 @@ tools/vllm_flags.py). The flags are the `add_argument` calls reachable from
 `add_cli_args` in vllm/benchmarks/serve.py through the functions it calls by name in that file
 and in vllm/benchmarks/datasets/ (add_dataset_parser and its helpers): a flag another benchmark
 registers is not one `bench serve` takes. For each: whether it takes a value (not a
-store_true/store_false/BooleanOptionalAction switch). tests/test_vllm_flags.py checks the
+store_true/store_false/BooleanOptionalAction switch). tests/config/test_vllm_flags.py checks the
 generator on a small tree.
 """
 

@@ -11,7 +11,7 @@ vllm/engine/arg_utils.py turns a config dataclass field into argparse keywords (
 BooleanOptionalAction, Literal -> choices unless str is allowed too, list/tuple/set -> nargs
 "+"), `EngineArgs.add_cli_args` registers them, and `FrontendArgs.add_cli_args`
 (vllm/entrypoints/common/cli_args.py) registers one flag per field after its
-`_customize_cli_kwargs` edits. tests/test_vllm_flags.py checks the generator on a small tree.
+`_customize_cli_kwargs` edits. tests/config/test_vllm_flags.py checks the generator on a small tree.
 """
 
 from __future__ import annotations

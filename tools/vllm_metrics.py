@@ -10,7 +10,7 @@ vLLM registers its metrics through prometheus_client: `Gauge(name="vllm:...")`, 
 `self._gauge_cls(name=...)`, as `PrometheusStatLogger` in vllm/v1/metrics/loggers.py does). A
 name given as a variable (the info gauges: `name = "vllm:cache_config_info"`) is resolved from
 the string constants assigned to it in the same function, or from the `("vllm:...", doc)`
-lists a loop registers (the spec-decode counters). tests/test_vllm_metrics.py checks the
+lists a loop registers (the spec-decode counters). tests/gke/test_vllm_metrics.py checks the
 generator on a small tree, and the committed list against what the picker and HPA read.
 """
 

@@ -1,7 +1,7 @@
 """The build log's measured facts, and Google's, each defined once with its source and date.
 
 Plain data (standard library only: the GitOps helper runs it under a bare python3). Everything
-that states one of these numbers imports it from here; tests/test_one_home.py fails when a
+that states one of these numbers imports it from here; tests/layout/test_one_home.py fails when a
 module writes one of them again. README tables that show them are generated from here.
 """
 

@@ -150,7 +150,8 @@ UNSCOPABLE_ROLES = {
         "included); a job it creates can only act as accounts it holds actAs on"
     ),
 }
-# The services each unscopable role may touch, nothing else (tests/test_gitops_identities.py).
+# The services each unscopable role may touch, nothing else
+# (tests/gitops/test_gitops_identities.py).
 UNSCOPABLE_SERVICES = {
     "tpudeployTpu": "tpu.",
     "tpudeployNodeStop": "tpu.",

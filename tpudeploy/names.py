@@ -2,7 +2,7 @@
 
 Standard library only (the GitOps helper runs under a bare python3). A rule lives here as a
 pattern string plus a compiled full-match regex; every module that checks or builds such a name
-imports it from here (tests/test_one_home.py keeps it so).
+imports it from here (tests/layout/test_one_home.py keeps it so).
 """
 
 from __future__ import annotations

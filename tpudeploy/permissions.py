@@ -210,8 +210,8 @@ ACT_AS = Need(
     project_level=False,
 )
 
-# The resource types each stack declares (tests/test_permissions.py holds these to the stacks'
-# own imports and to the synthesized JSON), and which provisioning models declare them.
+# The resource types each stack declares (tests/commands/test_permissions.py holds these to the
+# stacks' own imports and to the synthesized JSON), and which provisioning models declare them.
 STACK_RESOURCES: dict[str, tuple[str, ...]] = {
     "secrets (all models)": (
         "google_project_service",

@@ -9,7 +9,7 @@ and by the stand-in), so every call Terraform makes is judged by tools/rehearsal
 a grant Google would not honour fails the stage with the API's 403.
 
 What stays outside: the federation itself (GitHub's token for the deploy account; the CEL of
-the provider's condition and mapping is evaluated in tests/test_gitops_identities.py) and the
+the provider's condition and mapping is evaluated in tests/gitops/test_gitops_identities.py) and the
 remote state (state is local here; the state grant is evaluated in the same tests): a
 Terraform override file in each stack's folder replaces the synthesized GCS backend.
 """

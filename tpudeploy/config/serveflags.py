@@ -12,8 +12,8 @@ from typing import Any
 from tpudeploy.config.secretshape import redact, secret_shape
 
 # Flags the config models: `extra_args` must not repeat them (vLLM takes the last occurrence, so
-# a repeat would silently win over the validated value). tests/test_render.py checks that every
-# flag tpudeploy.render emits is listed here.
+# a repeat would silently win over the validated value). tests/render/test_render.py checks that
+# every flag tpudeploy.render emits is listed here.
 MODELLED_SERVE_FLAGS = frozenset(
     {
         "--dtype",

@@ -9,5 +9,5 @@ path's object listing go through googleapiclient's discovery client
 
 Standard library only at import, here and in apis.py and session.py: google.auth and requests
 load inside the functions that need them (tpudeploy.tpuvm.queued_resource imports this package
-under a bare python3: tests/test_layout.py).
+under a bare python3: tests/layout/test_layout.py).
 """

@@ -1,6 +1,6 @@
 """The Google APIs the project calls, each with the variable that points it at a loopback fake
 and the URL of the real one: every *_EMULATOR_HOST name is defined here and nowhere else
-(tests/test_gcp_session.py checks it).
+(tests/gcp/test_gcp_session.py checks it).
 
 <API>_EMULATOR_HOST=host:port means plain HTTP to that address and no credentials
 (tpudeploy/gcp/session.py): the fakes of tools/rehearsal/fakes and tests/fake_*.py, which serve

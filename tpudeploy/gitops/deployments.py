@@ -22,7 +22,7 @@ DEPLOYMENTS_DIR = "deployments"
 
 # TOML keys read here. tpudeploy.config owns validation; this module routes the pipeline with
 # tomllib alone, because the workflows call it before `make install` has built the venv. The
-# defaults mirror tpudeploy.config.DeployConfig (tests/test_gitops.py holds them equal).
+# defaults mirror tpudeploy.config.DeployConfig (tests/gitops/test_gitops.py holds them equal).
 KEY_NAME = "name"
 KEY_STATE_BUCKET = "state_bucket"
 KEY_PROVISIONING = "provisioning"

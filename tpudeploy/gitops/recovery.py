@@ -3,7 +3,8 @@
 Read-only and cheap: it judges what gcloud lists with the plan identity (TPU nodes, the deadline
 jobs, the deny-all firewall rules), so the gated job, which takes the deploy concurrency group
 and waits for the environment's reviewers, starts only for a node that needs it. The rules are
-`make recover`'s (tpudeploy.tpuvm.recover, mode "recover"; tests/test_gitops_recovery.py holds them
+`make recover`'s (tpudeploy.tpuvm.recover, mode "recover"; tests/gitops/test_gitops_recovery.py
+holds them
 equal): a PREEMPTED or TERMINATED node, or a missing node of a deployed stack, is recreated
 unless its deadline already fired (that run ended on purpose). Standard library only.
 """

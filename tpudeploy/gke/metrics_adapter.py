@@ -27,7 +27,7 @@ SERVICE_ACCOUNT = "custom-metrics-stackdriver-adapter"
 NAME = "custom-metrics-stackdriver-adapter"
 # The release the production manifest ships (k8s-stackdriver commit 673c7dd8, 2026-08-18, PR
 # #1242). Not pinned by digest: no published digest for this tag was found in the sources this
-# project can read (no registry access here). tests/test_gke_adapter.py refuses it (strict
+# project can read (no registry access here). tests/gke/test_gke_adapter.py refuses it (strict
 # xfail) until DIGEST holds the manifest digest of this tag (`crane digest IMAGE`).
 IMAGE = "gcr.io/gke-release/custom-metrics-stackdriver-adapter:v0.16.9-gke.0"
 DIGEST: str | None = None

@@ -40,7 +40,7 @@ SHM_DIR = "/dev/shm"  # noqa: S108 - the pod's own memory volume, not a shared t
 SHM_SIZE = "10Gi"
 # nginx's pid and temp files: the pod's own memory volume (the root filesystem is read-only).
 TMP_DIR = "/tmp"  # noqa: S108 - an emptyDir of the front door's container alone
-# The drain, on a spot preemption (tests/test_gke_drain.py runs it on the real nginx): GKE
+# The drain, on a spot preemption (tests/gke/test_gke_drain.py runs it on the real nginx): GKE
 # gives the pod the first 15 s of spot's 30 s notice (facts.GKE_SPOT_POD_SHUTDOWN_S; a longer
 # terminationGracePeriodSeconds has no effect there), so the grace is those 15 s, and a rollout
 # or scale-down follows the same timeline. First the load balancer drops the terminating pod

@@ -2,7 +2,7 @@
 
 Covers what a deployment config holds: strings, whole numbers, floats, booleans, dates, lists of
 those, and tables (nested tables as `[a.b]` headers, lists of tables are not used by the schema).
-tests/test_tune.py checks that tomllib reads every output back to the same data.
+tests/tune/test_tune.py checks that tomllib reads every output back to the same data.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from tpudeploy import facts, names
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # Schemas of GKE's custom resources (no package ships them): ../shared/schemas/crds, read as the
-# tests read them (tests/test_gke_synth.py).
+# tests read them (tests/stacks/test_gke_synth.py).
 CRD_SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"
 
 # Object names (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/): most

@@ -1,0 +1,351 @@
+"""The GKE pod's front door for real: its init script (templates/pod_frontdoor.sh.j2) run under
+sh on an API key file, then Debian's nginx on the files it wrote, in front of a fake vLLM.
+
+Only listen lines change (127.0.0.1 and free ports), so nothing is reachable off this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.render.test_proxy import (
+    NGINX,
+    PATHS,
+    FakeVllm,
+    free_port,
+    loopback_config,
+    stop_nginx,
+)
+from tpudeploy import facts, render
+from tpudeploy.config import parse_config
+from tpudeploy.gke import pod, tlscert
+
+pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed; CI runs these")
+KEY = "k" * 43
+# What `make tls-cert` stores in <name>-tls: one certificate for every replica.
+BUNDLE = tlscert.make_bundle("demo")
+
+
+# With [routing] gateway on, so the front door has all three listeners: TLS, metrics, the pool's.
+ROUTED = {
+    "platform": "gke",
+    "gke": {"min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION},
+    "routing": {"gateway": True, "certificate": "gemma4-gateway", "proxy_subnet_exists": True},
+    # Short agent turns: the planner sends a replica more streams than the TLS port's allowance.
+    "load": {"expected_context": 2048},
+}
+
+
+@dataclass
+class Door:
+    tls_port: int
+    metrics_port: int
+    pool_port: int
+    context: ssl.SSLContext
+    vllm: FakeVllm
+    out: Path
+
+
+def _prep(
+    tmp: Path, key: str, cfg_port: int, bundle: str = BUNDLE.text
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run the pod's init script with its paths moved under tmp."""
+    cfg = parse_config({**ROUTED, "vllm": {"port": cfg_port}})
+    secrets, out, scripts = tmp / "secrets", tmp / "frontdoor", tmp / "scripts"
+    for d in (secrets, out, scripts):
+        d.mkdir()
+    (secrets / pod.API_KEY_FILE).write_text(key)
+    (secrets / pod.TLS_BUNDLE_FILE).write_text(bundle)
+    for name, text in pod.scripts(cfg).items():
+        text = text.replace(pod.SECRETS_DIR, str(secrets)).replace(pod.FRONTDOOR_DIR, str(out))
+        (scripts / name).write_text(text.replace(pod.SCRIPTS_DIR, str(scripts)))
+    result = subprocess.run(
+        ["/bin/sh", str(scripts / pod.PREP_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return result, out
+
+
+def loopback_pod_ports(text: str, place: Callable[[str], Path]) -> tuple[str, int, int]:
+    """The pod's metrics and pool listeners on free loopback ports and their relays' sockets
+    where PLACE puts each socket path (what loopback_config does for the TLS port):
+    (text, metrics port, pool port)."""
+    metrics, pool = free_port(), free_port()
+    for port, free in ((pod.METRICS_PORT, metrics), (pod.POOL_PORT, pool)):
+        assert text.count(f"listen {port};") == 1, port
+        text = text.replace(f"listen {port};", f"listen 127.0.0.1:{free};")
+    for socket_path in (render.PROXY_POOL_SOCKET, render.PROXY_METRICS_SOCKET):
+        assert text.count(socket_path) == 2, socket_path  # each relay's two ends
+        text = text.replace(socket_path, str(place(socket_path)))
+    return text, metrics, pool
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
+    tmp = tmp_path_factory.mktemp("pod-door")
+    with FakeVllm() as vllm:
+        result, out = _prep(tmp, KEY, vllm.port)
+        assert result.returncode == 0, result.stderr
+        text = (out / pod.NGINX_CONF).read_text()
+        tls = free_port()
+        # The same relay and TLS socket as the node's front door (tests/render/test_proxy.py).
+        sockets = Path(tempfile.mkdtemp(prefix="pod-door-"))
+        sockets.chmod(0o711)
+        text, metrics, pool = loopback_pod_ports(text, lambda path: sockets / Path(path).name)
+        text = loopback_config(text, tls, sockets / "tls.sock")
+        conf = out / "nginx.loopback.conf"
+        conf.write_text(text)
+        prefix = tmp / "prefix"
+        prefix.mkdir()
+        assert NGINX is not None
+        proc = subprocess.Popen(
+            [NGINX, "-p", f"{prefix}/", "-c", str(conf), "-e", "stderr"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", metrics), timeout=1).close()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.communicate()[1]
+                    assert time.monotonic() < deadline, "nginx did not start"
+                    time.sleep(0.05)
+            context = ssl.create_default_context(cafile=str(out / "tls.crt"))
+            context.check_hostname = False
+            yield Door(tls, metrics, pool, context, vllm, out)
+        finally:
+            stop_nginx(proc)
+            shutil.rmtree(sockets, ignore_errors=True)
+
+
+def _get(door: Door, path: str, *, tls: bool, key: str | None = None) -> int:
+    if tls:
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            "127.0.0.1", door.tls_port, context=door.context, timeout=10
+        )
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", door.metrics_port, timeout=10)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    conn.request("GET", path, headers=headers)
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_the_key_file_becomes_a_digest_and_never_a_copy(door: Door) -> None:
+    for path in door.out.iterdir():
+        assert KEY not in path.read_text(errors="replace"), path.name
+    assert re.fullmatch(
+        r'secure_link "[A-Za-z0-9_-]{22}";\n', (door.out / "api_key.conf").read_text()
+    )
+
+
+def test_metrics_listener_serves_vllm_metrics_and_nothing_else(door: Door) -> None:
+    before = len(door.vllm.paths())
+    assert _get(door, "/metrics", tls=False) == 200
+    assert door.vllm.paths()[before:] == ["/metrics"]
+    for path in ("/v1/models", "/invocations", "/tokenize", "/metrics/../v1/models", "/"):
+        assert _get(door, path, tls=False) == 404, path
+    # dot segments resolve before matching: /health/../metrics is /metrics, and only that goes on
+    assert _get(door, "/health/../metrics", tls=False) == 200
+    assert door.vllm.paths()[before:] == ["/metrics", "/metrics"]
+
+
+def test_the_api_still_needs_the_key_on_the_tls_port(door: Door) -> None:
+    assert _get(door, "/v1/models", tls=True) == 401
+    assert _get(door, "/v1/models", tls=True, key=KEY) == 200
+    assert _get(door, "/health", tls=True) == 200
+    assert _get(door, "/metrics", tls=True) == 401
+
+
+def test_an_empty_key_file_stops_the_pod_with_the_fix(tmp_path: Path) -> None:
+    result, out = _prep(tmp_path, "", 8000)
+    assert result.returncode != 0
+    assert "make api-key" in result.stderr
+    assert not (out / "api_key.conf").exists()
+
+
+def test_every_replica_serves_the_one_stored_certificate(door: Door, tmp_path: Path) -> None:
+    """Issue 25: each pod made its own self-signed certificate, so a client pinning one
+    fingerprint was refused by every other replica behind the load balancer. Now two replicas'
+    init containers write the certificate of the secret's bundle, byte for byte."""
+    second, out2 = _prep(tmp_path, KEY, 8000)
+    assert second.returncode == 0, second.stderr
+    assert (door.out / "tls.crt").read_text() == BUNDLE.cert_pem
+    assert (out2 / "tls.crt").read_text() == BUNDLE.cert_pem
+    assert (out2 / "tls.key").read_text() == BUNDLE.key_pem
+    assert (out2 / "tls.key").stat().st_mode & 0o777 == 0o440
+    # nginx serves it: the running front door's certificate is the stored one's fingerprint.
+    conn = http.client.HTTPSConnection("127.0.0.1", door.tls_port, context=door.context)
+    conn.connect()
+    assert conn.sock is not None
+    served = conn.sock.getpeercert(binary_form=True) or b""
+    conn.close()
+    assert hashlib.sha256(served).hexdigest() == tlscert.fingerprints(BUNDLE.cert_pem)["sha256"]
+
+
+@pytest.mark.parametrize(
+    "bundle",
+    ["", BUNDLE.cert_pem, BUNDLE.text + BUNDLE.cert_pem],
+    ids=["empty", "no-key", "two-certificates"],
+)
+def test_a_missing_or_malformed_certificate_stops_the_pod_with_the_fix(
+    tmp_path: Path, bundle: str
+) -> None:
+    result, out = _prep(tmp_path, KEY, 8000, bundle=bundle)
+    assert result.returncode != 0
+    assert "make tls-cert" in result.stderr
+    assert BUNDLE.key_pem not in result.stderr
+    assert not (out / "tls.key").exists() or not (out / "tls.key").read_text()
+
+
+# ---- the InferencePool's plain listener ([routing] gateway) ------------------------------------
+
+
+def _pool(
+    door: Door,
+    method: str,
+    path: str,
+    key: str | None = None,
+    body: object = None,
+    source: str = "127.0.0.1",
+) -> tuple[int, bytes]:
+    """One plain-HTTP request to the pool port from SOURCE, the path sent exactly as given."""
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", door.pool_port, timeout=10, source_address=(source, 0)
+    )
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = key
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("key", [None, "", f"Bearer {KEY[:-1]}x", f"bearer {KEY}", KEY], ids=str)
+def test_the_pool_port_refuses_every_path_without_the_key_and_forwards_nothing(
+    door: Door, key: str | None
+) -> None:
+    """Issue 26: the InferencePool reaches each replica over plain HTTP, and whatever the
+    picker chooses, the key is checked there as on the TLS port (the same paths as the node's
+    front door, tests/render/test_proxy.py)."""
+    before = len(door.vllm.requests)
+    for method, path in PATHS:
+        status, body = _pool(door, method, path, key, {} if method == "POST" else None)
+        assert status == 401, (method, path, status)
+        assert json.loads(body) == {"error": "missing or wrong API key"}
+    assert len(door.vllm.requests) == before
+
+
+def test_the_pool_port_forwards_v1_with_the_key_and_strips_it(door: Door) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    status, raw = _pool(door, "POST", "/v1/chat/completions", f"Bearer {KEY}", body)
+    assert status == 200 and json.loads(raw)["choices"][0]["message"]["content"]
+    forwarded = door.vllm.requests[-1]
+    assert forwarded["path"] == "/v1/chat/completions" and forwarded["body"] == body
+    assert "authorization" not in forwarded["headers"]
+    before = len(door.vllm.requests)
+    for path in ("/metrics", "/invocations", "/v1/../metrics", "/v1/%2e%2e/metrics", "//metrics"):
+        assert _pool(door, "GET", path, f"Bearer {KEY}")[0] == 404, path
+    assert len(door.vllm.requests) == before
+
+
+def test_the_load_balancers_health_check_reaches_vllms_health_only(door: Door) -> None:
+    """The HealthCheckPolicy's /health on the pool port: open, bodiless, vLLM's own."""
+    status, raw = _pool(door, "GET", "/health")
+    assert status == 200 and json.loads(raw) == {"served": "/health"}
+    assert door.vllm.paths()[-1] == "/health"
+    before = len(door.vllm.requests)
+    assert _pool(door, "POST", "/health", None, {"prompt": "x"})[0] == 413
+    assert _pool(door, "POST", "/health")[0] == 403
+    assert len(door.vllm.requests) == before
+    assert _pool(door, "GET", "/health", f"Bearer {KEY}")[0] == 200
+    assert "authorization" not in door.vllm.requests[-1]["headers"]
+
+
+def test_the_pool_port_and_the_tls_port_share_one_count_per_address(door: Door) -> None:
+    """Issue 22's count holds on the new ports too, in the same zone: an address's connections
+    to the TLS, pool and metrics ports add up (the metrics listener had no count at all, so a
+    half-sent header there could fill the worker the API shares). The pool port's allowance is
+    the planner's (a few load balancer proxies carry every stream a replica gets); the TLS and
+    metrics ports keep their own."""
+    tls_allowance = render.PROXY_CONNECTIONS_PER_ADDRESS
+    pool_allowance = pod.pool_connections_per_address(parse_config(ROUTED))
+    assert pool_allowance > tls_allowance  # this config's [load] plans more streams
+    held: list[socket.socket] = []
+
+    def refused(port: int) -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
+            extra.settimeout(2)
+            try:
+                return extra.recv(1) == b""  # closed at once, without a byte
+            except TimeoutError:
+                return False  # held open: admitted, waiting for its header
+
+    try:
+        for _ in range(tls_allowance):
+            held.append(socket.create_connection(("127.0.0.1", door.pool_port), timeout=5))
+        # nginx counts a connection when it accepts it, in order on one port: an answer on one
+        # more pool connection means every one before it is counted (the kernel's handshake
+        # alone says nothing about the other ports' count).
+        sync = socket.create_connection(("127.0.0.1", door.pool_port), timeout=5)
+        held.append(sync)
+        sync.sendall(b"GET /health/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sync.recv(12).startswith(b"HTTP/1.1 ")
+        assert refused(door.tls_port)  # the TLS port's share is used up by the pool port's
+        assert refused(door.metrics_port)  # and the metrics port's: one count for all three
+        while len(held) < pool_allowance:
+            held.append(socket.create_connection(("127.0.0.1", door.pool_port), timeout=5))
+        assert refused(door.pool_port)
+        # Another address (the loopback range: 127.0.0.2 is this host) still gets in.
+        assert _pool(door, "GET", "/v1/models", f"Bearer {KEY}", source="127.0.0.2")[0] == 200
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_the_pool_allowance_follows_the_planner_within_the_worker() -> None:
+    tls = render.PROXY_CONNECTIONS_PER_ADDRESS
+    ceiling = render.PROXY_WORKER_CONNECTIONS // 8
+    default = parse_config({**ROUTED, "load": {}})  # 32,768 tokens: few streams per replica
+    assert pod.pool_connections_per_address(default) == tls
+    tiny = parse_config({**ROUTED, "load": {"expected_context": 128}})
+    assert pod.pool_connections_per_address(tiny) == ceiling
+    text = pod.scripts(parse_config(ROUTED))[pod.NGINX_CONF]
+    assert f"limit_conn per_address {pod.pool_connections_per_address(parse_config(ROUTED))};" in (
+        text
+    )
+    assert f"limit_conn per_address {tls};" in text
+
+
+def test_without_routing_the_front_door_has_no_pool_listener() -> None:
+    cfg = parse_config({"platform": "gke"})
+    text = pod.scripts(cfg)[pod.NGINX_CONF]
+    assert f"listen {pod.POOL_PORT};" not in text and render.PROXY_POOL_SOCKET not in text
+    routed = pod.scripts(parse_config(ROUTED))[pod.NGINX_CONF]
+    assert f"listen {pod.POOL_PORT};" in routed

@@ -1,0 +1,150 @@
+"""Synthesis: the deadline job of spot and on-demand nodes, its identity, and its absence.
+
+Expected values are written from Google's documented formats (the TPU v2 REST reference's
+nodes.delete URL, service-account emails), not read from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import Synthesizer, resources
+
+PROJECT = "my-proj-123"
+NAME = "gemma4-v5e"
+SPOT = {"project": PROJECT, "provisioning": "spot"}
+ON_DEMAND = {
+    "project": PROJECT,
+    "provisioning": "on-demand",
+    "network": {"allowed_cidrs": ["203.0.113.0/24"], "enable_external_ip": False},
+}
+# Opted out, and a shorter deadline: one more configuration each.
+SPOT_NONE = {"project": PROJECT, "provisioning": "spot", "max_run_duration": "none"}
+SPOT_90M = {"project": PROJECT, "provisioning": "spot", "max_run_duration": "90m"}
+
+
+def _node(synth: Synthesizer, overrides: dict[str, Any]) -> dict[str, Any]:
+    stack: dict[str, Any] = synth(overrides)[f"{NAME}-node"]
+    return stack
+
+
+def _secrets(synth: Synthesizer, overrides: dict[str, Any]) -> dict[str, Any]:
+    stack: dict[str, Any] = synth(overrides)[f"{NAME}-secrets"]
+    return stack
+
+
+@pytest.mark.parametrize("overrides", [SPOT, ON_DEMAND], ids=["spot", "on-demand"])
+def test_the_job_deletes_this_node_as_the_stop_account(
+    synth: Synthesizer, overrides: dict[str, Any]
+) -> None:
+    node = _node(synth, overrides)
+    (job,) = resources(node, "google_cloud_scheduler_job").values()
+    target = job["http_target"]
+    assert target["http_method"] == "DELETE"
+    # nodes.delete: DELETE https://tpu.googleapis.com/v2/{name=projects/*/locations/*/nodes/*};
+    # the project is the stack's variable, whose default is the config's project.
+    assert node["variable"]["project"]["default"] == PROJECT
+    assert target["uri"] == (
+        "https://tpu.googleapis.com/v2/projects/${var.project}/locations/us-west4-a/nodes/" + NAME
+    )
+    assert "body" not in target  # the request body must be empty
+    token = target["oauth_token"]
+    assert token["service_account_email"] == f"{NAME}-stop@${{var.project}}.iam.gserviceaccount.com"
+    assert token["scope"] == "https://www.googleapis.com/auth/cloud-platform"
+    assert job["name"] == f"{NAME}-deadline"
+    assert job["time_zone"] == "Etc/UTC"
+    assert job["paused"] is False
+    assert job["retry_config"]["retry_count"] >= 3
+    # No dependency on the node: make extend's -target would pull the VM into its apply.
+    assert "depends_on" not in job
+
+
+@pytest.mark.parametrize(
+    ("overrides", "seconds"), [(SPOT, 8 * 3600), (SPOT_90M, 90 * 60)], ids=["8h", "90m"]
+)
+def test_the_schedule_comes_from_deploy_time_plus_the_duration(
+    synth: Synthesizer, overrides: dict[str, Any], seconds: int
+) -> None:
+    node = _node(synth, overrides)
+    (job,) = resources(node, "google_cloud_scheduler_job").values()
+    (held_id,) = [
+        k for k, v in resources(node, "terraform_data").items() if "timestamp()" in v["input"]
+    ]
+    held = resources(node, "terraform_data")[held_id]
+    assert f'timeadd(timestamp(), "{seconds}s")' in held["input"]
+    # Computed once, replaced when the duration changes.
+    assert held["lifecycle"] == {"ignore_changes": ["input"]}
+    assert held["triggers_replace"] == [str(seconds)]
+    # The cron line is the deadline's minute, hour, day and month (checked against real
+    # Terraform in tests/stacks/test_terraform_deadline.py).
+    assert job["schedule"] == f"${{formatdate(\"m h D M '*'\", terraform_data.{held_id}.output)}}"
+    assert node["output"]["deadline"]["value"] == f"${{terraform_data.{held_id}.output}}"
+
+
+@pytest.mark.parametrize("overrides", [SPOT, ON_DEMAND], ids=["spot", "on-demand"])
+def test_the_stop_account_holds_one_permission(
+    synth: Synthesizer, overrides: dict[str, Any]
+) -> None:
+    secrets = _secrets(synth, overrides)
+    accounts = {
+        a["account_id"]: cid for cid, a in resources(secrets, "google_service_account").items()
+    }
+    stop = accounts[f"{NAME}-stop"]
+    member = f"${{google_service_account.{stop}.member}}"
+    email = f"${{google_service_account.{stop}.email}}"
+    ((role_id, role),) = resources(secrets, "google_project_iam_custom_role").items()
+    assert role["permissions"] == ["tpu.nodes.delete"]
+    grants = [
+        g
+        for rtype, items in secrets["resource"].items()
+        if rtype.endswith(("_iam_member", "_iam_binding", "_iam_policy"))
+        for g in items.values()
+        if member in json.dumps(g) or email in json.dumps(g)
+    ]
+    # One grant reaches the stop account: the custom role, at project level.
+    (grant,) = grants
+    assert grant["role"] == f"${{google_project_iam_custom_role.{role_id}.id}}"
+    assert grant["member"] == member
+    assert "condition" not in grant  # Cloud TPU has no IAM conditions (README)
+
+
+def test_none_means_no_job_no_deadline_and_no_stop_account(synth: Synthesizer) -> None:
+    node, secrets = _node(synth, SPOT_NONE), _secrets(synth, SPOT_NONE)
+    assert resources(node, "google_cloud_scheduler_job") == {}
+    # No deadline: the only terraform_data is the node's spec, whose change replaces the VM
+    # (issue 21: a metadata patch never re-runs the boot).
+    assert sorted(resources(node, "terraform_data")) == ["node-spec"]
+    assert sorted(node["variable"]) == ["project"]
+    assert "deadline" not in node["output"]
+    assert "nothing stops the billing" in node["output"]["billing"]["value"]
+    assert f"{NAME}-stop" not in json.dumps(secrets)
+    assert resources(secrets, "google_project_iam_custom_role") == {}
+
+
+def test_flex_start_has_no_job(node_stack: dict[str, Any], secrets_stack: dict[str, Any]) -> None:
+    assert resources(node_stack, "google_cloud_scheduler_job") == {}
+    assert "-stop" not in json.dumps(resources(secrets_stack, "google_service_account"))
+
+
+def test_a_pipeline_deployment_uses_the_bootstraps_stop_account(synth: Synthesizer) -> None:
+    """Same data as tests/gitops/test_gitops_identities.py's spot staging (one synth for both)."""
+    import tomllib
+
+    from tests.conftest import REPO_ROOT
+
+    data = {
+        **tomllib.loads((REPO_ROOT / "deployments/staging.toml").read_text()),
+        "provisioning": "spot",
+    }
+    stacks = synth(json.loads(json.dumps(data)))
+    node = stacks[f"{data['name']}-node"]
+    (job,) = resources(node, "google_cloud_scheduler_job").values()
+    assert job["http_target"]["oauth_token"]["service_account_email"] == (
+        f"{data['name']}-stop@${{var.project}}.iam.gserviceaccount.com"
+    )
+    secrets = stacks[f"{data['name']}-secrets"]
+    assert resources(secrets, "google_service_account") == {}
+    assert resources(secrets, "google_project_iam_custom_role") == {}
