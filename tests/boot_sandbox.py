@@ -39,7 +39,8 @@ API_KEY = "vk-TESTapiKeyNeverPrinted-9876543210abcdefg"  # 43, as `make api-key`
 ACCESS_TOKEN = "ya29.TESTaccessTokenNeverInArgv"  # noqa: S105
 SECRETS = (HF_TOKEN, API_KEY, ACCESS_TOKEN)
 PROJECT = "test-proj"
-# What the stand-in `docker image inspect` reports for a pulled image (tests/stubs/stand_in.py).
+# What the stand-in `docker image inspect` reports for a pulled image
+# (tools/rehearsal/stubs/stand_in.py).
 DEFAULT_DIGEST = "5" * 64
 
 

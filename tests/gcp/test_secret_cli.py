@@ -14,7 +14,7 @@ from tpudeploy.config import parse_config
 from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 
 # Built at run time (no tracked file holds a token-shaped string); a fake that proves the real
-# one never leaks, in the format the node accepts (tpudeploy/secretshape.py).
+# one never leaks, in the format the node accepts (tpudeploy/config/secretshape.py).
 TOKEN = "hf_" + "TESTsecretCliToken0123456789abc"
 CFG = parse_config({"project": "test-proj"})
 
