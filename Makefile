@@ -184,17 +184,17 @@ ROUTE_ARGS = $(if $(ROUTE),--route $(ROUTE)) $(if $(SHARED_PREFIX),--shared-pref
 BENCH_ARGS = --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT)) \
 	$(if $(API_KEY_SECRET),--api-key-secret $(API_KEY_SECRET)) $(ROUTE_ARGS)
 bench: $(VENV_STAMP) ## Run the build log's 12-cell sweep on the node (PROFILE=quick for a first look)
-	@$(PY) -m tpudeploy.bench run $(BENCH_ARGS) $(if $(PROFILE),--profile $(PROFILE))
+	@$(PY) -m tpudeploy.benchcli run $(BENCH_ARGS) $(if $(PROFILE),--profile $(PROFILE))
 
 bench-quick: $(VENV_STAMP) ## A first look: 4 cells, one repetition
-	@$(PY) -m tpudeploy.bench run $(BENCH_ARGS) --profile quick
+	@$(PY) -m tpudeploy.benchcli run $(BENCH_ARGS) --profile quick
 
 bench-plan: $(VENV_STAMP) ## Print every benchmark command and a time estimate; runs nothing
-	@$(PY) -m tpudeploy.bench plan --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE)) $(ROUTE_ARGS)
+	@$(PY) -m tpudeploy.benchcli plan --config $(DEPLOY_CONFIG) $(if $(PROFILE),--profile $(PROFILE)) $(ROUTE_ARGS)
 
 report: $(VENV_STAMP) ## Rebuild the benchmark report from saved results: make report RESULTS=dir
 	@test -n "$(RESULTS)" || { echo "usage: make report RESULTS=<dir of vllm bench serve JSON files>" >&2; exit 2; }
-	@$(PY) -m tpudeploy.bench report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
+	@$(PY) -m tpudeploy.benchcli report $(RESULTS) --config $(DEPLOY_CONFIG) $(if $(OUT),--out $(OUT))
 
 # make tune (docs/tuning.md): the build log's untested ideas (tune/*.toml) as whole configs, each
 # booted from scratch, ROUNDS times interleaved; ARMS=a,b picks arms, TUNE_ARMS=dir another folder.

@@ -5,8 +5,8 @@ which a leaf check at import time cannot see: config/loading.py once called tpud
 that way and closed a 35-file circle), or under `if TYPE_CHECKING:`. The rules, as data below:
 
 - LAYERS, bottom to top: a module imports from its own layer or one below, never from above.
-  A module belongs to the layer of the longest name that covers it (tpudeploy.bench.__main__
-  is a command, the rest of tpudeploy.bench a library below the platforms).
+  A module belongs to the layer of the longest name that covers it (tpudeploy.gke.platform is
+  the GKE package's, tpudeploy.platform the seam's).
 - INDEPENDENT: the two platform packages never import each other.
 - FORBIDDEN: the stacks never reach the commands' module; the plain Python never reaches the
   cdktf stacks (DESIGN: "tpudeploy/ plain Python, never imports cdktf").
@@ -78,7 +78,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "tpudeploy.__main__",
             "tpudeploy.cli",
-            "tpudeploy.bench.__main__",
+            "tpudeploy.benchcli",
             "tpudeploy.tune",
             "tpudeploy.gitops",
             "tpudeploy.preflight",

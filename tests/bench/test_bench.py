@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.fake_boot_apis import FakeSecretManager
+from tpudeploy import benchcli as bench_cli
 from tpudeploy import facts
-from tpudeploy.bench import __main__ as bench_cli
 from tpudeploy.bench.commands import (
     RESULT_DIR_IN_CONTAINER,
     Cell,

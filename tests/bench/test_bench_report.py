@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from tpudeploy import benchcli as bench_cli
 from tpudeploy import facts
-from tpudeploy.bench import __main__ as bench_cli
 from tpudeploy.bench.cost_kv import cost_per_million, default_kv_pool, default_prices, kv_status
 from tpudeploy.bench.report import build_report, write_report
 from tpudeploy.bench.results import ReportError, snap_context

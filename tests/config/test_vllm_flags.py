@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tools import vllm_bench_flags, vllm_flags
-from tpudeploy.bench.__main__ import _settings
 from tpudeploy.bench.commands import Cell, bench_argv
 from tpudeploy.bench.settings import SweepSettings
+from tpudeploy.benchcli import _settings
 from tpudeploy.config import ConfigError, parse_config, serveflags
 from tpudeploy.config.serveflags import (
     ALLOWED_EXTRA_FLAGS,

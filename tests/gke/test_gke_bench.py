@@ -23,8 +23,8 @@ import pytest
 from tests.fake_boot_apis import FakeSecretManager
 from tools.rehearsal.fakes import k8s_exec
 from tools.rehearsal.fakes import k8s_ops as k8s
+from tpudeploy import benchcli as bench_cli
 from tpudeploy import facts
-from tpudeploy.bench import __main__ as bench_cli
 from tpudeploy.bench.commands import RESULT_DIR_IN_CONTAINER
 from tpudeploy.bench.cost_kv import cost_per_million
 from tpudeploy.bench.report import build_report

@@ -1,4 +1,4 @@
-"""Command line: `python -m tpudeploy.bench {plan,run,report}`."""
+"""Command line: `python -m tpudeploy.benchcli {plan,run,report}` (make bench, make report)."""
 
 from __future__ import annotations
 
@@ -256,7 +256,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tpudeploy.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tpudeploy.benchcli", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, helptext in (
         ("plan", "print every run's command and the time estimate; runs nothing"),
