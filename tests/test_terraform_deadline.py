@@ -27,11 +27,12 @@ from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy import deadline
 from tpudeploy.config import parse_config
+from tpudeploy.deadline import job_name
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm import recover, vmstatus
 from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_ID, DEADLINE_JOB_ID
 from tpudeploy.tpuvm.extend import extend
-from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 from tpudeploy.tpuvm.warmpath import StorageApi
 
 PROJECT = "tf-deadline-proj-1"

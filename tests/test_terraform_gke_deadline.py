@@ -27,8 +27,9 @@ from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.test_terraform_deadline import Workspace, _wrapper
 from tpudeploy import deadline
 from tpudeploy.config import parse_config
+from tpudeploy.deadline import job_name
 from tpudeploy.tpuvm.extend import extend
-from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 PROJECT = "tf-gke-deadline-1"
 RAW = {

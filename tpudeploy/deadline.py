@@ -42,6 +42,11 @@ MIN_BACKOFF = "60s"
 ATTEMPT_DEADLINE = "60s"
 
 
+def job_name(project: str, region: str, job_id: str) -> str:
+    """A Cloud Scheduler job's resource name (what jobs.get and jobs.patch take)."""
+    return f"projects/{project}/locations/{region}/jobs/{job_id}"
+
+
 def deadline_expression(seconds: int) -> str:
     """The terraform_data input: `make extend`'s value, else the apply's time + the duration."""
     return (

@@ -13,8 +13,9 @@ from typing import Any, TextIO
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.deadlinejob import Jobs
 from tpudeploy.gke import cluster as names
-from tpudeploy.gke import plan
+from tpudeploy.gke import deadline, plan
 from tpudeploy.gke import pod as pod_targets
 from tpudeploy.gke.adapter import KV_CACHE_METRIC, WAITING_METRIC
 from tpudeploy.gke.kube import ClusterMissing, KubeApi, KubeError
@@ -338,10 +339,21 @@ def _hpa_lines(cfg: DeployConfig, api: KubeApi) -> list[str]:
 
 
 def status_lines(
-    cfg: DeployConfig, project: str, *, api: KubeApi | None = None, now: datetime | None = None
+    cfg: DeployConfig,
+    project: str,
+    *,
+    jobs: Callable[[], Jobs],
+    api: KubeApi | None = None,
+    now: datetime | None = None,
 ) -> list[str]:
-    api = api or KubeApi.for_deployment(cfg, project)
+    """`jobs`: the Cloud Scheduler client the cluster's deadline is read with (tpudeploy.platform
+    hands it over)."""
     now = now or datetime.now(UTC)
+    try:
+        api = api or KubeApi.for_deployment(cfg, project)
+    except ClusterMissing as exc:
+        # The deadline job deletes the cluster: when it is gone, what the job says is the news.
+        return [str(exc), *deadline.status_lines(cfg, project, jobs, exists=False, now=now)]
     lines = [f"cluster {names.cluster_name(cfg)} ({cfg.zone})"]
     rollout = read_rollout(cfg, api)
     if rollout is None:
@@ -362,13 +374,18 @@ def status_lines(
         "spot nodes when `make destroy` removes the replicas; the idle floor at "
         "`make destroy-all`"
     )
-    return lines
+    return lines + deadline.status_lines(cfg, project, jobs, exists=True, now=now)
 
 
 def status(
-    cfg: DeployConfig, project: str, *, out: TextIO | None = None, api: KubeApi | None = None
+    cfg: DeployConfig,
+    project: str,
+    *,
+    jobs: Callable[[], Jobs],
+    out: TextIO | None = None,
+    api: KubeApi | None = None,
 ) -> int:
-    print("\n".join(status_lines(cfg, project, api=api)), file=out or sys.stdout)
+    print("\n".join(status_lines(cfg, project, jobs=jobs, api=api)), file=out or sys.stdout)
     return 0
 
 

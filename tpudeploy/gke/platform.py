@@ -8,6 +8,7 @@ package or below it; GKE never imports the TPU VM's package.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
@@ -17,6 +18,7 @@ from tpudeploy.errors import NotOnThisPlatform
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
     from tpudeploy.bench.sweep import Executor
+    from tpudeploy.deadlinejob import Jobs
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
 
@@ -34,6 +36,12 @@ class Gke:
     name = "gke"
     replaces_dead_nodes = False
     billing_noun = "cluster, TPU node pool or replica"
+
+    def __init__(self, *, deadline_jobs: Callable[[], Jobs]) -> None:
+        """`deadline_jobs`: the project's Cloud Scheduler client, for the cluster's deadline job.
+        tpudeploy/platform.py hands it over: the client lives in the TPU VM's package, which
+        this one never imports."""
+        self.deadline_jobs = deadline_jobs
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)
@@ -117,7 +125,7 @@ class Gke:
     def status(self, cfg: DeployConfig, project: str) -> int:
         from tpudeploy.gke import ops
 
-        return ops.status(cfg, project)
+        return ops.status(cfg, project, jobs=self.deadline_jobs)
 
     def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
         from tpudeploy.gke import frontdoor

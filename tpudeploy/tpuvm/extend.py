@@ -15,7 +15,7 @@ from tpudeploy.durations import parse_duration
 from tpudeploy.tfrun import Terraform, TerraformError
 from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_JOB_ADDRESS
 from tpudeploy.tpuvm.recover import RecoverError
-from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 
 def extension_seconds(cfg: DeployConfig, by: str) -> int:
@@ -56,7 +56,8 @@ def extend(
     now = now or datetime.now(UTC)
     seconds = extension_seconds(cfg, by)
     view = deadline.job_view(
-        scheduler.get_job(job_name(project, cfg.deadline_region, cfg.deadline_job_name)), now
+        scheduler.get_job(deadline.job_name(project, cfg.deadline_region, cfg.deadline_job_name)),
+        now,
     )
     try:
         new = deadline.extended(view, seconds, now, what=cfg.deadline_target)
