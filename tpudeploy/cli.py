@@ -137,31 +137,20 @@ def _run_summary(line: str) -> None:
 
 
 def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    platform_for(cfg).require(cfg, "extend")
-    from tpudeploy.tpuvm import recover
-    from tpudeploy.tpuvm.extend import extend, extension_seconds
-    from tpudeploy.tpuvm.scheduler import SchedulerApi
+    platform = platform_for(cfg)
+    platform.require(cfg, "extend")
+    from tpudeploy.deadlinejob import extension_seconds
 
     # Cheap checks first: whether extending applies and whether BY is a duration need neither a
     # project nor credentials (issue 23: both used to be asked for before saying so).
-    try:
-        extension_seconds(cfg, args.by)
-    except recover.RecoverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    extension_seconds(cfg, args.by)
     project = require_project(cfg, source=str(config_path()))
-    try:
-        extend(
-            cfg,
-            project,
-            args.by,
-            scheduler=SchedulerApi(log=sys.stderr),
-            stack_dir=lambda: _synthesized_stack(cfg, cfg.deadline_stack_name),
-        )
-    except recover.RecoverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return platform.extend(
+        cfg,
+        project,
+        args.by,
+        stack_dir=lambda: _synthesized_stack(cfg, cfg.deadline_stack_name),
+    )
 
 
 def _synthesized_stack(cfg: DeployConfig, stack: str | None = None) -> Path:

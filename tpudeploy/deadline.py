@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from tpudeploy.durations import MAX_DURATION_SECONDS
+from tpudeploy.errors import UserError
 
 # Terraform formatdate() specs. The deadline is kept to the minute (cron has no seconds), so the
 # time shown is the time the job fires: up to 59 s before deploy time + max_run_duration.
@@ -161,8 +162,8 @@ def _time_or_none(value: object) -> datetime | None:
         return None
 
 
-class ExtendError(ValueError):
-    """`make extend` refused, with what to do instead."""
+class ExtendError(UserError, ValueError):
+    """`make extend` refused, with what to do instead: one line, never a traceback."""
 
 
 def extended(view: JobView, by_seconds: int, now: datetime, what: str = "the node") -> datetime:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -91,6 +92,14 @@ class Platform(Protocol):
 
     def status(self, cfg: DeployConfig, project: str) -> int:
         """`make status`: what runs, what it costs now, when the billing stops."""
+        ...
+
+    def extend(
+        self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
+    ) -> int:
+        """`make extend BY=...`: move the deadline job's deadline (the node's, the cluster's)
+        later, through tpudeploy.deadlinejob; `stack_dir` synthesizes and names the stack that
+        holds it (cfg.deadline_stack_name)."""
         ...
 
     def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
@@ -23,10 +24,8 @@ if TYPE_CHECKING:
     from tpudeploy.terraform import StateResource
 
 
-# Not built for GKE (issue 25 leaves them): what to do instead.
+# Not built for GKE (issue 25 leaves it): what to do instead.
 GKE_NOT_BUILT = {
-    "extend": "make extend moves a TPU VM's deadline job; GKE's TPU nodes end by "
-    "[gke] max_run_duration (flex-start) or `make destroy`",
     "pin": "make pin reads the digests one TPU VM published; on GKE set [vllm] image to a "
     "digest (image@sha256:...) yourself",
 }
@@ -126,6 +125,17 @@ class Gke:
         from tpudeploy.gke import ops
 
         return ops.status(cfg, project, jobs=self.deadline_jobs)
+
+    def extend(
+        self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
+    ) -> int:
+        # The cluster stack declares the TPU VM's deadline and job (stacks/deadline.py), with
+        # the same addresses and variable: the shared extend moves them, reading the job through
+        # the client the seam handed over.
+        from tpudeploy.deadlinejob import extend
+
+        extend(cfg, project, by, jobs=self.deadline_jobs(), stack_dir=stack_dir)
+        return 0
 
     def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
         from tpudeploy.gke import frontdoor

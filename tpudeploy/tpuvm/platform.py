@@ -8,6 +8,9 @@ never pays for the TPU API client), always from this package or below it.
 from __future__ import annotations
 
 import datetime
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
@@ -77,6 +80,15 @@ class TpuVm:
         from tpudeploy.tpuvm.vmstatus import status
 
         return status(cfg, project)
+
+    def extend(
+        self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
+    ) -> int:
+        from tpudeploy.deadlinejob import extend
+        from tpudeploy.tpuvm.scheduler import SchedulerApi
+
+        extend(cfg, project, by, jobs=SchedulerApi(log=sys.stderr), stack_dir=stack_dir)
+        return 0
 
     def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
         from tpudeploy.tpuvm import frontdoor
