@@ -137,3 +137,20 @@ def test_an_unreadable_job_is_one_line_and_the_rest_of_status_still_shows(
     assert rc == 0
     assert "replicas:" in out and "TPU nodes:" in out
     assert f"deadline: could not read Cloud Scheduler job {CFG.deadline_job_name}" in out
+
+
+def test_a_job_left_update_failed_is_a_warning_not_a_deadline(
+    scheduler: FakeSchedulerApi,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A cut-short make extend or deploy can leave the job UPDATE_FAILED, which Cloud Scheduler
+    may not run (jobs.patch's reference): its scheduleTime is not shown as the deadline."""
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=5)
+    scheduler.set_job(JOB, schedule_time=at, state="UPDATE_FAILED")
+    rc, out = _status(tmp_path, monkeypatch, capsys, clusters={CFG.name})
+    assert rc == 0
+    assert "billing stops: deadline" not in out
+    assert "WARNING: deadline job is UPDATE_FAILED" in out
+    assert "`make deploy` puts the deadline job back" in out
