@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,6 +38,12 @@ class Platform(Protocol):
     replaces_dead_nodes: bool
     # What a failed deploy or destroy looks for in state ("no TPU node or queued resource").
     billing_noun: str
+    # The commands (make targets) that only one platform has, the same keys on each platform:
+    # None where this one has it, else why not and what to use instead ({name} and {port}: the
+    # deployment's name and front-door port). Every other command exists on both. require reads
+    # it; make help, make check's summary and docs/scale-out.md are tied to it
+    # (tests/test_platform_commands.py).
+    commands: Mapping[str, str | None]
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         """Every stack, in the order `make deploy` applies them (destroy runs it backwards)."""
@@ -129,7 +135,8 @@ class Platform(Protocol):
         ...
 
     def require(self, cfg: DeployConfig, command: str) -> None:
-        """Raise NotOnThisPlatform for a command this platform does not have (extend, pin)."""
+        """Raise NotOnThisPlatform for a command `commands` says this platform does not have,
+        before any project, credential or API is asked for."""
         ...
 
 
@@ -191,7 +198,10 @@ def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> l
     then cost, what stops the billing, what the cost leaves out, who reaches the endpoint, KV
     pool. `today` adds the prices' age (generated README text leaves it out to stay stable)."""
     lines = policy.warnings(guard_rails(cfg))
-    # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix.
-    lines += [str(f) for f in moving_tags(cfg)]
-    lines += platform_for(cfg).summary(cfg, today=today)
+    platform = platform_for(cfg)
+    # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix
+    # where the platform has it.
+    pin_instead = platform.commands.get("pin")
+    lines += [str(f) for f in moving_tags(cfg, pin_instead=pin_instead)]
+    lines += platform.summary(cfg, today=today)
     return lines

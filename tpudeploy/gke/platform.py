@@ -8,13 +8,14 @@ package or below it; GKE never imports the TPU VM's package.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
+from tpudeploy.gke.cluster import NAMESPACE
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -24,10 +25,19 @@ if TYPE_CHECKING:
     from tpudeploy.terraform import StateResource
 
 
-# Not built for GKE (issue 25 leaves it): what to do instead.
-GKE_NOT_BUILT = {
-    "pin": "make pin reads the digests one TPU VM published; on GKE set [vllm] image to a "
-    "digest (image@sha256:...) yourself",
+# The commands only one platform has (tpudeploy.platform.Platform.commands): why each TPU VM
+# command is not GKE's, and what to use instead.
+COMMANDS: Mapping[str, str | None] = {
+    "tunnel": "it forwards a port to one TPU VM over IAP SSH; on GKE the front door is the "
+    "Service's internal load balancer: reach it from the VPC or [network] allowed_cidrs (`make "
+    f"endpoint` prints the address), or forward a port with `kubectl -n {NAMESPACE} "
+    "port-forward service/{name} {port}:{port}`",
+    "recover": "it replaces one dead TPU VM; on GKE the Deployment replaces a lost replica by "
+    "itself, and the node pools a preempted TPU node (`make status` shows both)",
+    "pin": "it reads the image digests a TPU VM's boot published, and a pod cannot read the "
+    "digest its node pulled; set [vllm] image (and [proxy] image) to a digest "
+    "(image@sha256:...) yourself",
+    "tls-cert": None,
 }
 
 
@@ -35,6 +45,7 @@ class Gke:
     name = "gke"
     replaces_dead_nodes = False
     billing_noun = "cluster, TPU node pool or replica"
+    commands = COMMANDS
 
     def __init__(self, *, deadline_jobs: Callable[[], Jobs]) -> None:
         """`deadline_jobs`: the project's Cloud Scheduler client, for the cluster's deadline job.
@@ -148,13 +159,8 @@ class Gke:
         return frontdoor.endpoint_report(cfg, project, cert_out=cert_out)
 
     def tunnel(self, cfg: DeployConfig, project: str) -> int:
-        raise NotOnThisPlatform(
-            "make tunnel forwards a port to one TPU VM over IAP SSH; on GKE the front door is "
-            "the Service's internal load balancer: reach it from the VPC or [network] "
-            "allowed_cidrs (`make endpoint` prints the address), or forward a port with "
-            f"`kubectl -n tpudeploy port-forward service/{cfg.name} "
-            f"{cfg.proxy.port}:{cfg.proxy.port}`"
-        )
+        self.require(cfg, "tunnel")  # refuses: COMMANDS says what to use instead
+        return 1
 
     def cleanup(self, cfg: DeployConfig, project: str, *, timeout: float | None) -> int:
         from tpudeploy.gke import ops
@@ -172,5 +178,8 @@ class Gke:
         return bench.bench_target(cfg, project, route=route)
 
     def require(self, cfg: DeployConfig, command: str) -> None:
-        if command in GKE_NOT_BUILT:
-            raise NotOnThisPlatform(f'{GKE_NOT_BUILT[command]} (platform = "gke")')
+        instead = self.commands.get(command)
+        if instead is not None:
+            raise NotOnThisPlatform(
+                command, self.name, instead.format(name=cfg.name, port=cfg.proxy.port)
+            )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
+from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.tpuvm import billing
 
 if TYPE_CHECKING:
@@ -24,10 +25,21 @@ if TYPE_CHECKING:
     from tpudeploy.terraform import StateResource
 
 
+# The commands only one platform has (tpudeploy.platform.Platform.commands).
+COMMANDS: Mapping[str, str | None] = {
+    "tunnel": None,
+    "recover": None,
+    "pin": None,
+    "tls-cert": "it makes the one certificate GKE's replicas share; a TPU VM's node makes its "
+    "own at boot and publishes its fingerprint: `make endpoint` prints it and how to pin it",
+}
+
+
 class TpuVm:
     name = "tpu-vm"
     replaces_dead_nodes = True
     billing_noun = "TPU node or queued resource"
+    commands = COMMANDS
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.node_stack_name)
@@ -116,4 +128,8 @@ class TpuVm:
         return None
 
     def require(self, cfg: DeployConfig, command: str) -> None:
-        return None
+        instead = self.commands.get(command)
+        if instead is not None:
+            raise NotOnThisPlatform(
+                command, self.name, instead.format(name=cfg.name, port=cfg.proxy.port)
+            )
