@@ -90,7 +90,7 @@ deploy: $(VENV_STAMP) preflight-deploy $(NODE_STAMP) ## Create or update both st
 
 # Only the dead node (or queued resource), with Terraform's -replace of that one resource; never a
 # run that ended on purpose (deadline fired, flex-start SUSPENDED). The recover workflow runs it.
-recover: install ## Replace a preempted/terminated node or failed queued resource, nothing else
+recover: install ## TPU VM only: replace a preempted/terminated node or failed queued resource, nothing else
 	@$(PY) -m tpudeploy check --deploy
 	@$(PY) -m tpudeploy recover --apply
 
@@ -149,7 +149,7 @@ api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; sa
 
 # GKE: every replica serves this one certificate (a client pins one fingerprint whichever pod
 # answers); made in memory, the key goes to Secret Manager only.
-tls-cert: $(VENV_STAMP) ## GKE: make and store the front door's certificate for every replica
+tls-cert: $(VENV_STAMP) ## GKE only: make and store the front door's certificate for every replica
 	@$(PY) -m tpudeploy tls-cert
 
 wait: $(VENV_STAMP) ## Follow the boot (GKE: the rollout, each replica) until vLLM is ready
@@ -157,7 +157,7 @@ wait: $(VENV_STAMP) ## Follow the boot (GKE: the rollout, each replica) until vL
 
 # The node publishes the RepoDigest it pulled (never the config-blob image ID) and the versions
 # the image reports; this writes them into DEPLOY_CONFIG, comments and layout kept.
-pin: $(VENV_STAMP) ## Hold the build: write the ready node's image digests into the config
+pin: $(VENV_STAMP) ## TPU VM only: hold the build, writing the ready node's image digests into the config
 	@$(PY) -m tpudeploy pin
 
 # Over TLS pinned to the node's certificate. ENDPOINT=https://HOST:PORT (e.g. the tunnel's
@@ -172,7 +172,7 @@ endpoint: $(VENV_STAMP) ## Where the API is, the certificate fingerprint and how
 
 # The default deployment opens no port: this forwards localhost:LOCAL_PORT (default 8443) to the
 # node's proxy over IAP SSH (port 22 is open to Google's IAP range only).
-tunnel: $(VENV_STAMP) ## Forward a local port to the node's TLS proxy through IAP (Ctrl-C stops)
+tunnel: $(VENV_STAMP) ## TPU VM only: forward a local port to the node's TLS proxy through IAP (Ctrl-C stops)
 	@$(PY) -m tpudeploy tunnel
 
 # The sweep runs `vllm bench serve` inside the serving container: over IAP SSH on a TPU VM, in

@@ -40,7 +40,8 @@ def declare_deadline(
     known while what the job deletes exists and unknown when a deploy creates it again (its
     id): creating it starts a new deadline. The TPU VM passes none (tpudeploy.tpuvm.recover
     renews it); GKE passes the cluster's id, which ties the deadline to the cluster (`make
-    extend` then also applies a cluster change the checkout holds and no deploy has applied)."""
+    extend` then also plans the cluster, and refuses when that plan would change it:
+    tpudeploy.deadlinejob.extend)."""
     TerraformVariable(
         stack,
         deadline.VARIABLE,

@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.endpoint",
             "tpudeploy.replicasecrets",
             "tpudeploy.terraform",
+            "tpudeploy.deadlinejob",
             "tpudeploy.gcp",
             "tpudeploy.bench",
         ),

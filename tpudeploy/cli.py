@@ -13,7 +13,6 @@ from pathlib import Path
 from tpudeploy import errors, planner, policy, terraform
 from tpudeploy.config import DeployConfig, config_path, require_project
 from tpudeploy.platform import (
-    NotOnThisPlatform,
     guard_rails,
     load_config,
     platform_for,
@@ -96,14 +95,11 @@ def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy.tpuvm.scheduler import SchedulerApi
 
     platform = platform_for(cfg)
+    if args.apply:
+        platform.require(cfg, "recover")  # `make recover`, asked for by name
     if not platform.replaces_dead_nodes:
         # GKE replaces a preempted replica itself (the Deployment and the autoscaler): the
-        # deploy's first step has nothing to do, and `make recover` nothing to offer.
-        if args.apply:
-            raise NotOnThisPlatform(
-                f"make recover replaces one dead TPU VM; on {platform.name} the Deployment "
-                "replaces a lost replica by itself (`make status` shows it)"
-            )
+        # deploy's first step has nothing to do.
         note = platform.recover_note(cfg)
         if note is not None:
             print(f"tpudeploy: {note}", file=sys.stderr)
@@ -137,31 +133,19 @@ def _run_summary(line: str) -> None:
 
 
 def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    platform_for(cfg).require(cfg, "extend")
-    from tpudeploy.tpuvm import recover
-    from tpudeploy.tpuvm.extend import extend, extension_seconds
-    from tpudeploy.tpuvm.scheduler import SchedulerApi
+    platform = platform_for(cfg)
+    from tpudeploy.deadlinejob import extension_seconds
 
     # Cheap checks first: whether extending applies and whether BY is a duration need neither a
     # project nor credentials (issue 23: both used to be asked for before saying so).
-    try:
-        extension_seconds(cfg, args.by)
-    except recover.RecoverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    extension_seconds(cfg, args.by)
     project = require_project(cfg, source=str(config_path()))
-    try:
-        extend(
-            cfg,
-            project,
-            args.by,
-            scheduler=SchedulerApi(log=sys.stderr),
-            stack_dir=lambda: _synthesized_stack(cfg, cfg.deadline_stack_name),
-        )
-    except recover.RecoverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return platform.extend(
+        cfg,
+        project,
+        args.by,
+        stack_dir=lambda: _synthesized_stack(cfg, cfg.deadline_stack_name),
+    )
 
 
 def _synthesized_stack(cfg: DeployConfig, stack: str | None = None) -> Path:
@@ -267,10 +251,13 @@ def _endpoint(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _tunnel(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    return platform_for(cfg).tunnel(cfg, require_project(cfg, source=str(config_path())))
+    platform = platform_for(cfg)
+    platform.require(cfg, "tunnel")
+    return platform.tunnel(cfg, require_project(cfg, source=str(config_path())))
 
 
 def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    platform_for(cfg).require(cfg, "tls-cert")
     from tpudeploy.gcp import secretmanager
     from tpudeploy.gke import tlscert
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from tpudeploy.durations import MAX_DURATION_SECONDS
+from tpudeploy.errors import UserError
 
 # Terraform formatdate() specs. The deadline is kept to the minute (cron has no seconds), so the
 # time shown is the time the job fires: up to 59 s before deploy time + max_run_duration.
@@ -41,6 +42,11 @@ DEADLINE_JOB_ADDRESS = f"google_cloud_scheduler_job.{DEADLINE_JOB_ID}"
 RETRY_COUNT = 5
 MIN_BACKOFF = "60s"
 ATTEMPT_DEADLINE = "60s"
+
+
+def job_name(project: str, region: str, job_id: str) -> str:
+    """A Cloud Scheduler job's resource name (what jobs.get and jobs.patch take)."""
+    return f"projects/{project}/locations/{region}/jobs/{job_id}"
 
 
 def deadline_expression(seconds: int) -> str:
@@ -97,7 +103,8 @@ class JobView:
     """What the deadline job in the cloud says about the deployment's deadline."""
 
     # "pending": it fires at `at`; "fired": it fired (at `at` when known) and runs next a year
-    # later; "paused": it will not fire; "missing": there is no job.
+    # later; "paused": it will not fire; "update-failed": a change to it did not finish, and it
+    # may not fire; "missing": there is no job.
     status: str
     at: datetime | None = None
     last_attempt: datetime | None = None
@@ -115,6 +122,11 @@ class JobView:
             return f"deadline {at} has passed: the job deleted {what}"
         if self.status == "paused":
             return f"deadline job is PAUSED: nothing stops the billing (deadline was {at})"
+        if self.status == "update-failed":
+            return (
+                "deadline job is UPDATE_FAILED (a change to it did not finish, and Cloud "
+                f"Scheduler may not run it): nothing sure stops the billing (deadline was {at})"
+            )
         return "no deadline job: nothing stops the billing"
 
 
@@ -128,6 +140,12 @@ def job_view(job: dict[str, object] | None, now: datetime) -> JobView:
     scheduled = _time_or_none(job.get("scheduleTime"))
     if str(job.get("state", "")) in ("PAUSED", "DISABLED"):
         return JobView("paused", scheduled, last)
+    if str(job.get("state", "")) == "UPDATE_FAILED":
+        # Cloud Scheduler, jobs.patch: "If jobs.patch does not successfully return, it is
+        # possible for the job to be in an UPDATE_FAILED state. A job in this state may not be
+        # executed. If this happens, retry the jobs.patch request until a successful response
+        # is received." A make extend or deploy cut short can leave it so: never a deadline.
+        return JobView("update-failed", scheduled, last)
     horizon = now + timedelta(seconds=MAX_DURATION_SECONDS) + timedelta(days=1)
     if (
         scheduled is not None
@@ -157,8 +175,8 @@ def _time_or_none(value: object) -> datetime | None:
         return None
 
 
-class ExtendError(ValueError):
-    """`make extend` refused, with what to do instead."""
+class ExtendError(UserError, ValueError):
+    """`make extend` refused, with what to do instead: one line, never a traceback."""
 
 
 def extended(view: JobView, by_seconds: int, now: datetime, what: str = "the node") -> datetime:
@@ -176,6 +194,12 @@ def extended(view: JobView, by_seconds: int, now: datetime, what: str = "the nod
             raise ExtendError(
                 "the deadline job is paused, so there is no deadline to extend: `make deploy` "
                 "enables it again"
+            )
+        if view.status == "update-failed":
+            raise ExtendError(
+                "the deadline job is UPDATE_FAILED (a change to it did not finish, and Cloud "
+                "Scheduler may not run it): `make deploy` applies it again, then `make extend` "
+                "moves the deadline it shows"
             )
         raise ExtendError(f"there is no deadline job: `make deploy` creates {what} and its job")
     new = view.at + timedelta(seconds=by_seconds)

@@ -38,8 +38,11 @@ class UserError(Exception):
 
 
 class NotOnThisPlatform(UserError):
-    """A command that exists for the other platform only; the message says what to use (the
-    platforms raise it, tpudeploy/platform.py's Platform.require names what each lacks)."""
+    """A command that exists for the other platform only; the message says what to use (each
+    Platform's `commands` holds why and what instead, Platform.require raises it)."""
+
+    def __init__(self, command: str, platform: str, instead: str) -> None:
+        super().__init__(f'make {command} does not apply to platform = "{platform}": {instead}')
 
 
 def one_line(text: object, limit: int = 300) -> str:

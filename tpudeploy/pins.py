@@ -22,8 +22,10 @@ def pinned_digest(image: str) -> str | None:
     return m.group(1) if m else None
 
 
-def moving_tags(cfg: DeployConfig) -> list[Finding]:
-    """One warning while an image is a tag (what `make check` and `make synth` print)."""
+def moving_tags(cfg: DeployConfig, *, pin_instead: str | None = None) -> list[Finding]:
+    """One warning while an image is a tag (what `make check` and `make synth` print).
+    `pin_instead`: why the platform has no `make pin` and what to do instead (its Platform's
+    commands), None where it has one."""
     unpinned = [
         (f"{table}.image", image)
         for table, image in (("vllm", cfg.vllm.image), ("proxy", cfg.proxy.image))
@@ -40,6 +42,11 @@ def moving_tags(cfg: DeployConfig) -> list[Finding]:
             image,
             "a tag, not a digest: the registry can move it, so two deploys of this commit can "
             "run different builds (vLLM version, memory layout, compile cache)"
-            f"{also}. After a boot, `make pin` writes the digests the node pulled",
+            f"{also}. "
+            + (
+                "After a boot, `make pin` writes the digests the node pulled"
+                if pin_instead is None
+                else f"`make pin` does not apply here: {pin_instead}"
+            ),
         )
     ]

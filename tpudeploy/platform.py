@@ -10,6 +10,8 @@ What combines the platform with what both share (the guard rails, the summary th
 from __future__ import annotations
 
 import datetime
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,6 +25,7 @@ from tpudeploy.tpuvm.platform import TpuVm
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
     from tpudeploy.bench.sweep import Executor
+    from tpudeploy.deadlinejob import Jobs
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
 
@@ -41,6 +44,12 @@ class Platform(Protocol):
     # What its deadline job deletes (one, many) and the permissions its stop role holds.
     stop_nouns: tuple[str, str]
     stop_permissions: tuple[str, ...]
+    # The commands (make targets) that only one platform has, the same keys on each platform:
+    # None where this one has it, else why not and what to use instead ({name} and {port}: the
+    # deployment's name and front-door port). Every other command exists on both. require reads
+    # it; make help, make check's summary and docs/scale-out.md are tied to it
+    # (tests/test_platform_commands.py).
+    commands: Mapping[str, str | None]
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         """Every stack, in the order `make deploy` applies them (destroy runs it backwards)."""
@@ -97,6 +106,14 @@ class Platform(Protocol):
         """`make status`: what runs, what it costs now, when the billing stops."""
         ...
 
+    def extend(
+        self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
+    ) -> int:
+        """`make extend BY=...`: move the deadline job's deadline (the node's, the cluster's)
+        later, through tpudeploy.deadlinejob; `stack_dir` synthesizes and names the stack that
+        holds it (cfg.deadline_stack_name)."""
+        ...
+
     def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
         """The front door's URL and the certificate fingerprint to pin (ENDPOINT and
         TLS_SHA256 override each lookup)."""
@@ -124,11 +141,24 @@ class Platform(Protocol):
         ...
 
     def require(self, cfg: DeployConfig, command: str) -> None:
-        """Raise NotOnThisPlatform for a command this platform does not have (extend, pin)."""
+        """Raise NotOnThisPlatform for a command `commands` says this platform does not have,
+        before any project, credential or API is asked for."""
         ...
 
 
-PLATFORMS: dict[str, Platform] = {"tpu-vm": TpuVm(), "gke": Gke()}
+def _cloud_scheduler() -> Jobs:
+    """The project's Cloud Scheduler client. It lives in the TPU VM's package (it is built on
+    that package's discovery client, retries included); GKE reads its cluster's deadline job
+    through it from here, the one module that imports both platforms."""
+    from tpudeploy.tpuvm.scheduler import SchedulerApi
+
+    return SchedulerApi(log=sys.stderr)
+
+
+PLATFORMS: dict[str, Platform] = {
+    "tpu-vm": TpuVm(),
+    "gke": Gke(deadline_jobs=_cloud_scheduler),
+}
 
 
 def platform_for(cfg: DeployConfig) -> Platform:
@@ -174,7 +204,10 @@ def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> l
     then cost, what stops the billing, what the cost leaves out, who reaches the endpoint, KV
     pool. `today` adds the prices' age (generated README text leaves it out to stay stable)."""
     lines = policy.warnings(guard_rails(cfg))
-    # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix.
-    lines += [str(f) for f in moving_tags(cfg)]
-    lines += platform_for(cfg).summary(cfg, today=today)
+    platform = platform_for(cfg)
+    # Not a guard rail (nothing is refused): what a tag risks, once, and `make pin` as the fix
+    # where the platform has it.
+    pin_instead = platform.commands.get("pin")
+    lines += [str(f) for f in moving_tags(cfg, pin_instead=pin_instead)]
+    lines += platform.summary(cfg, today=today)
     return lines

@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# What a plan does to a resource without changing anything: nothing, or a data source's read.
+UNCHANGED = frozenset({"no-op", "read"})
 
 
 class TerraformError(Exception):
     """A Terraform command failed; the message says which and its last lines."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """A resource a saved plan changes, with Terraform's actions ("update", "delete", ...)."""
+
+    address: str
+    actions: tuple[str, ...]
 
 
 class Terraform:
@@ -69,6 +81,38 @@ class Terraform:
     def taint(self, address: str) -> None:
         self._run("taint", address)
 
+    def plan(
+        self,
+        out: Path,
+        *,
+        targets: tuple[str, ...],
+        replace: tuple[str, ...] = (),
+        variables: dict[str, str] | None = None,
+    ) -> list[Change]:
+        """Save a plan of `targets` (and what they depend on) to `out`, replacing `replace`, and
+        return every resource it changes, as `terraform show -json` reports the saved plan."""
+        args = ["plan", "-input=false", f"-out={out}"]
+        args += [f"-target={t}" for t in targets]
+        args += [f"-replace={r}" for r in replace]
+        args += [f"-var={k}={v}" for k, v in (variables or {}).items()]
+        self._run(*args)
+        text = self._run("show", "-json", "-no-color", str(out))
+        try:
+            shown = json.loads(text)
+        except ValueError as exc:
+            raise TerraformError(f"terraform show -json printed no JSON ({exc})") from None
+        changes = []
+        for rc in shown.get("resource_changes") or []:
+            actions = tuple(str(a) for a in (rc.get("change") or {}).get("actions") or ())
+            if not set(actions) <= UNCHANGED:
+                changes.append(Change(str(rc.get("address", "?")), actions))
+        return changes
+
+    def apply_plan(self, plan: Path) -> None:
+        """Apply a plan saved by `plan`: exactly what it planned (Terraform refuses a plan the
+        state has moved past). Its output goes to the terminal as it runs."""
+        self._stream("apply", "-input=false", str(plan))
+
     def apply(
         self,
         *,
@@ -82,9 +126,15 @@ class Terraform:
         args += [f"-target={t}" for t in targets]
         args += [f"-replace={r}" for r in replace]
         args += [f"-var={k}={v}" for k, v in (variables or {}).items()]
+        self._stream(*args)
+
+    def _stream(self, *args: str) -> None:
+        """Run with Terraform's output on the terminal (an apply takes minutes to show)."""
         try:
-            result = subprocess.run(self._argv(tuple(args)), env=self._env(), check=False)
+            result = subprocess.run(self._argv(args), env=self._env(), check=False)
         except FileNotFoundError:
             raise TerraformError(f"{self.binary} is not on PATH; install Terraform") from None
         if result.returncode != 0:
-            raise TerraformError(f"terraform apply failed (exit {result.returncode}); see above")
+            raise TerraformError(
+                f"terraform {args[0]} failed (exit {result.returncode}); see above"
+            )

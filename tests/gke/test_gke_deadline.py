@@ -20,12 +20,11 @@ from tests.conftest import REPO_ROOT, Synthesizer
 from tools.rehearsal.fakes import iamrules
 from tpudeploy import deadline, facts
 from tpudeploy.config import ConfigError, parse_config
+from tpudeploy.deadlinejob import extension_seconds
 from tpudeploy.gke import deadline_target as gke_deadline
 from tpudeploy.gke import summary
 from tpudeploy.planner.cost import HOURS_PER_MONTH
 from tpudeploy.tpuvm import deadline_target as tpuvm_deadline
-from tpudeploy.tpuvm.extend import extension_seconds
-from tpudeploy.tpuvm.recover import RecoverError
 
 RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
 CFG = parse_config(RAW)
@@ -90,7 +89,7 @@ def test_the_deadline_table_is_the_same_and_validated() -> None:
 
 def test_make_extend_applies_to_the_cluster_and_not_to_an_opt_out() -> None:
     assert extension_seconds(CFG, "2h") == 7200
-    with pytest.raises(RecoverError, match="the cluster has no deadline to extend"):
+    with pytest.raises(deadline.ExtendError, match="the cluster has no deadline to extend"):
         extension_seconds(parse_config(NONE), "2h")
 
 

@@ -330,9 +330,11 @@ def test_tunnel_and_recover_say_what_to_use_on_gke(
     assert main(["recover"]) == 0
     assert main(["recover", "--apply"]) == 1
     assert "replaces a lost replica by itself" in capsys.readouterr().err
-    # Before any API call: no TPU API or Cloud Scheduler request for a node GKE does not have.
-    assert main(["extend", "2h"]) == 1
-    assert "max_run_duration" in capsys.readouterr().err
+    # make extend applies to the cluster's deadline (tests/test_terraform_gke_deadline.py): it is
+    # not refused, and a BY that is no duration is checked before any API call, as on a TPU VM.
+    assert main(["extend", "soon"]) == 1
+    err = capsys.readouterr().err
+    assert "BY" in err and "soon" in err and "platform" not in err
     assert main(["pin"]) == 1
     assert "image@sha256" in capsys.readouterr().err
 

@@ -102,6 +102,7 @@ GKE_STAGES = [
     "tls-cert",
     "deploy",
     "deploy-again",
+    "extend",
     "destroy",
     "destroy-all",
     "no-secret-left",

@@ -127,6 +127,18 @@ def test_paused_and_missing_jobs_stop_nothing() -> None:
     assert deadline.job_view(None, NOW).status == "missing"
 
 
+def test_a_job_whose_update_failed_is_no_deadline() -> None:
+    """Cloud Scheduler's jobs.patch: a job left UPDATE_FAILED "may not be executed" until an
+    update succeeds. Status never shows its schedule as a deadline, and extend says what
+    applies the job again instead of patching a schedule nobody knows holds."""
+    view = deadline.job_view(_job(state="UPDATE_FAILED", scheduleTime="2026-08-09T20:00:00Z"), NOW)
+    assert view.status == "update-failed" and not view.pending
+    assert view.describe(NOW).startswith("deadline job is UPDATE_FAILED")
+    assert "nothing sure stops the billing" in view.describe(NOW)
+    with pytest.raises(deadline.ExtendError, match="`make deploy` applies it again"):
+        deadline.extended(view, HOUR, NOW)
+
+
 def test_extend_adds_to_the_pending_deadline() -> None:
     view = deadline.job_view(_job(scheduleTime="2026-08-09T20:00:00Z"), NOW)
     assert deadline.extended(view, 2 * HOUR, NOW) == datetime(2026, 8, 9, 22, 0, tzinfo=UTC)

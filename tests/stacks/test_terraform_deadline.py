@@ -27,11 +27,12 @@ from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy import deadline
 from tpudeploy.config import parse_config
+from tpudeploy.deadline import job_name
+from tpudeploy.deadlinejob import extend
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm import recover, vmstatus
 from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_ID, DEADLINE_JOB_ID
-from tpudeploy.tpuvm.extend import extend
-from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 from tpudeploy.tpuvm.warmpath import StorageApi
 
 PROJECT = "tf-deadline-proj-1"
@@ -165,13 +166,19 @@ def _job_id() -> str:
 
 
 def _wrapper(terraform: str, tmp_path: Path) -> str:
-    """The real terraform, with the job's address mapped onto its stand-in's."""
+    """The real terraform, with the job's address mapped onto its stand-in's, and back in what
+    `show` prints (make extend reads the saved plan's changes by address)."""
     script = tmp_path / "terraform-standin-job"
-    mapping = "a.replace('google_cloud_scheduler_job.', 'terraform_data.')"
+    job = deadline.DEADLINE_JOB_ADDRESS
     script.write_text(
-        f"#!{sys.executable}\nimport os, sys\n"
-        f"args = [{mapping} for a in sys.argv[1:]]\n"
-        f"os.execv({terraform!r}, [{terraform!r}, *args])\n"
+        f"#!{sys.executable}\nimport os, subprocess, sys\n"
+        f"args = [a.replace({job!r}, {STAND_IN!r}) for a in sys.argv[1:]]\n"
+        "if 'show' not in args:\n"
+        f"    os.execv({terraform!r}, [{terraform!r}, *args])\n"
+        f"shown = subprocess.run([{terraform!r}, *args], capture_output=True, text=True)\n"
+        f"sys.stdout.write(shown.stdout.replace({STAND_IN!r}, {job!r}))\n"
+        "sys.stderr.write(shown.stderr)\n"
+        "sys.exit(shown.returncode)\n"
     )
     script.chmod(0o755)
     return str(script)
@@ -188,7 +195,7 @@ def test_make_extend_moves_the_deadline_and_later_deploys_keep_it(
         parse_config(SPOT),
         PROJECT,
         "2h",
-        scheduler=SchedulerApi(num_retries=0),
+        jobs=SchedulerApi(num_retries=0),
         stack_dir=lambda: ws.folder,
         terraform=_wrapper(terraform, tmp_path),
         out=out,

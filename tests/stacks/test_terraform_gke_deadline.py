@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -25,10 +26,11 @@ import pytest
 from tests.conftest import REPO_ROOT, Synthesizer
 from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.stacks.test_terraform_deadline import Workspace, _wrapper
-from tpudeploy import deadline
-from tpudeploy.config import parse_config
-from tpudeploy.tpuvm.extend import extend
-from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy import cli, deadline
+from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.deadline import job_name
+from tpudeploy.deadlinejob import ExtendError, extend
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 PROJECT = "tf-gke-deadline-1"
 RAW = {
@@ -141,7 +143,7 @@ def test_make_extend_moves_the_clusters_deadline(
         CFG,
         PROJECT,
         "2h",
-        scheduler=SchedulerApi(num_retries=0),
+        jobs=SchedulerApi(num_retries=0),
         stack_dir=lambda: ws.folder,
         terraform=_wrapper(terraform, tmp_path),
         out=out,
@@ -150,3 +152,80 @@ def test_make_extend_moves_the_clusters_deadline(
     assert ws.deadline() == new
     assert "deletes the cluster then" in out.getvalue()
     assert ws.plan_exit() == 0
+
+
+def _gke_config(tmp_path: Path) -> Path:
+    """deployments/gke.toml with this test's project, as a user's DEPLOY_CONFIG."""
+    text = (REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8")
+    path = tmp_path / "gke.toml"
+    path.write_text(f'project = "{PROJECT}"\n{text}', encoding="utf-8")
+    assert parse_config(tomllib.loads(path.read_text(encoding="utf-8"))) == CFG
+    return path
+
+
+def test_make_extend_on_gke_goes_through_the_seam_and_moves_the_clusters_deadline(
+    ws: Workspace,
+    scheduler: FakeSchedulerApi,
+    terraform: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`make extend BY=2h` as a user runs it on platform = "gke": the command is not refused,
+    Gke.extend reads the job through the client tpudeploy.platform hands it and applies the
+    cluster stack's deadline and job (the synth replaced by the test's runnable stack, the
+    terraform on PATH by the stand-in mapping)."""
+    ws.apply()
+    old = ws.deadline()
+    name = job_name(PROJECT, CFG.deadline_region, CFG.deadline_job_name)
+    scheduler.set_job(name, schedule_time=old)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "terraform").symlink_to(_wrapper(terraform, tmp_path))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("DEPLOY_CONFIG", str(_gke_config(tmp_path)))
+    asked: list[str] = []
+
+    def stack(cfg: DeployConfig, name: str | None = None) -> Path:
+        asked.append(name or "")
+        return ws.folder
+
+    monkeypatch.setattr(cli, "_synthesized_stack", stack)
+    assert cli.main(["extend", "2h"]) == 0, capsys.readouterr().err
+    assert asked == [CFG.gke_stack_name]  # the cluster stack holds the deadline on GKE
+    assert ws.deadline() == old + timedelta(hours=2)
+    assert ws.outputs()["job"]["schedule"] == deadline.cron_of(old + timedelta(hours=2))
+    assert "deletes the cluster then" in capsys.readouterr().out
+    assert [r for r in scheduler.requests if r[1] == f"/v1/{name}"]
+    assert ws.plan_exit() == 0
+
+
+def test_make_extend_refuses_when_the_cluster_would_change_too(
+    ws: Workspace, scheduler: FakeSchedulerApi, terraform: str, synth: Synthesizer, tmp_path: Path
+) -> None:
+    """The deadline hangs on the cluster's id, so -target plans the cluster too: a cluster
+    change the checkout holds and no deploy applied must not ride along with make extend (a
+    changed zone would replace the cluster). The saved plan is read first; nothing is applied."""
+    ws.apply()
+    old = ws.deadline()
+    scheduler.set_job(
+        job_name(PROJECT, CFG.deadline_region, CFG.deadline_job_name), schedule_time=old
+    )
+    changed = runnable(synth(RAW)[CFG.gke_stack_name])
+    changed["resource"]["terraform_data"]["cluster"]["input"] = f"{CFG.name}-changed"
+    ws.write(changed)
+    with pytest.raises(ExtendError) as err:
+        extend(
+            CFG,
+            PROJECT,
+            "2h",
+            jobs=SchedulerApi(num_retries=0),
+            stack_dir=lambda: ws.folder,
+            terraform=_wrapper(terraform, tmp_path),
+            out=io.StringIO(),
+        )
+    text = str(err.value)
+    assert f"would also change {STAND_IN_CLUSTER} (update)" in text
+    assert "make deploy" in text and f"the deadline is still {deadline.format_time(old)}" in text
+    assert ws.deadline() == old
+    assert ws.outputs()["job"]["schedule"] == deadline.cron_of(old)

@@ -17,7 +17,7 @@ from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, KUBERNETES, Binding
 from tools.rehearsal.fakes.inventory import OWNER
 from tools.rehearsal.lifecycle import Rehearsal, _plain, stack_output
-from tools.rehearsal.scenarios import Stage, StageFailure
+from tools.rehearsal.scenarios import EXTEND_BY, Stage, StageFailure, _time
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import terraform
 from tpudeploy.gke import identifiers
@@ -87,6 +87,7 @@ class GkeRehearsal(Rehearsal):
             Stage("tls-cert", self._tls_cert),
             Stage("deploy", self._deploy_gke),
             Stage("deploy-again", self._deploy_again_gke),
+            Stage("extend", self._extend_gke),
             Stage("destroy", self._destroy_gke),
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
@@ -192,6 +193,22 @@ class GkeRehearsal(Rehearsal):
                 f"'No changes.' for {unchanged or 'no stack'}, API changes {changed[:5] or 'none'}"
             )
         return f"{shown}: no changes planned for the three stacks, no API call changed anything"
+
+    def _extend_gke(self) -> str:
+        """`make extend`: the cluster stack's deadline moves, and its job with it, with nothing
+        else changed. The deadline hangs on the cluster's id, so the narrow apply plans the
+        cluster too: a cluster as deployed must plan no change there, or extend would refuse."""
+        before = _time(self._job().get("scheduleTime"))
+        calls = self.cloud.call_count()
+        shown = self._make("extend", args=(f"BY={int(EXTEND_BY.total_seconds() // 60)}m",))
+        after = _time(self._job().get("scheduleTime"))
+        changed = [m for m in self.cloud.mutations(calls) if not m.startswith("cloudscheduler ")]
+        if after != before + EXTEND_BY or changed:
+            raise StageFailure(
+                f"`{shown}` moved the deadline from {before} to {after} and changed "
+                f"{changed[:5] or 'nothing else'}"
+            )
+        return f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, only the job changed"
 
     def _destroy_gke(self) -> str:
         shown = self._make("destroy", approve=True)

@@ -11,6 +11,10 @@ https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
+from tpudeploy import deadlinejob
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import identifiers
 
@@ -51,3 +55,25 @@ def cluster_url(cfg: DeployConfig, project: str) -> str:
 
 def what(cfg: DeployConfig) -> str:
     return f"{WHAT} {identifiers.cluster_name(cfg)}"
+
+
+def status_lines(
+    cfg: DeployConfig,
+    project: str,
+    jobs: Callable[[], deadlinejob.Jobs],
+    *,
+    exists: bool,
+    now: datetime | None = None,
+) -> list[str]:
+    """`make status`: the cluster's deadline as its Cloud Scheduler job shows it, in the words
+    the TPU VM's status uses for its node (tpudeploy.deadlinejob reads and judges the job)."""
+    target = deadlinejob.Target(
+        name="the cluster",
+        url=cluster_url(cfg, project),
+        exists=exists,
+        bills="its idle floor bills until `make destroy-all`, and each TPU node its chip-hours "
+        "until `make destroy`",
+        stop_now="`make destroy` stops the chips' billing now, `make destroy-all` the rest",
+        absent=f"no cluster {identifiers.cluster_name(cfg)}",
+    )
+    return deadlinejob.status_lines(cfg, project, jobs, target, now=now)

@@ -13,8 +13,9 @@ from typing import Any, TextIO
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.deadlinejob import Jobs
 from tpudeploy.gcp.container import ClusterMissing, KubeError
-from tpudeploy.gke import identifiers, replicaplan
+from tpudeploy.gke import deadline_target, identifiers, replicaplan
 from tpudeploy.gke import pod as pod_targets
 from tpudeploy.gke.kube import KubeApi
 from tpudeploy.gke.manifests import labels
@@ -338,11 +339,19 @@ def _hpa_lines(cfg: DeployConfig, api: KubeApi) -> list[str]:
 
 
 def status_lines(
-    cfg: DeployConfig, project: str, *, api: KubeApi | None = None, now: datetime | None = None
+    cfg: DeployConfig,
+    project: str,
+    *,
+    jobs: Callable[[], Jobs],
+    api: KubeApi | None = None,
+    now: datetime | None = None,
 ) -> list[str]:
-    api = api or KubeApi.for_deployment(cfg, project)
+    """`jobs`: the Cloud Scheduler client the cluster's deadline is read with (tpudeploy.platform
+    hands it over)."""
     now = now or datetime.now(UTC)
-    lines = [f"cluster {identifiers.cluster_name(cfg)} ({cfg.zone})"]
+from tpudeploy.deadlinejob import Jobs
+from tpudeploy.gcp.container import ClusterMissing, KubeError
+from tpudeploy.gke import deadline_target, identifiers, replicaplan
     rollout = read_rollout(cfg, api)
     if rollout is None:
         lines.append(f"replicas: none (no Deployment {NS}/{cfg.name}; `make deploy` applies it)")
@@ -362,13 +371,18 @@ def status_lines(
         "spot nodes when `make destroy` removes the replicas; the idle floor at "
         "`make destroy-all`"
     )
-    return lines
+    return lines + deadline_target.status_lines(cfg, project, jobs, exists=True, now=now)
 
 
 def status(
-    cfg: DeployConfig, project: str, *, out: TextIO | None = None, api: KubeApi | None = None
+    cfg: DeployConfig,
+    project: str,
+    *,
+    jobs: Callable[[], Jobs],
+    out: TextIO | None = None,
+    api: KubeApi | None = None,
 ) -> int:
-    print("\n".join(status_lines(cfg, project, api=api)), file=out or sys.stdout)
+    print("\n".join(status_lines(cfg, project, jobs=jobs, api=api)), file=out or sys.stdout)
     return 0
 
 

@@ -8,29 +8,37 @@ package or below it; GKE never imports the TPU VM's package.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.gke import deadline_target
+from tpudeploy.gke.identifiers import NAMESPACE
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
     from tpudeploy.bench.sweep import Executor
+    from tpudeploy.deadlinejob import Jobs
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
 
 
-# Not built for GKE (issue 25 leaves them): what to do instead.
-GKE_NOT_BUILT = {
-    "extend": "make extend moves a TPU VM's deadline job; GKE's TPU nodes end by "
-    "[gke] max_run_duration (flex-start) or `make destroy`",
-    "pin": "make pin reads the digests one TPU VM published; on GKE set [vllm] image to a "
-    "digest (image@sha256:...) yourself",
-    "tune": "make tune runs the arms one after another on a TPU VM; running them side by side "
-    "on GKE is not built yet (make tune-plan shows what it would cost). Tune with a tpu-vm "
-    'config (platform = "tpu-vm"), then apply the winner to your GKE config',
+# The commands only one platform has (tpudeploy.platform.Platform.commands): why each TPU VM
+# command is not GKE's, and what to use instead.
+COMMANDS: Mapping[str, str | None] = {
+    "tunnel": "it forwards a port to one TPU VM over IAP SSH; on GKE the front door is the "
+    "Service's internal load balancer: reach it from the VPC or [network] allowed_cidrs (`make "
+    f"endpoint` prints the address), or forward a port with `kubectl -n {NAMESPACE} "
+    "port-forward service/{name} {port}:{port}`",
+    "recover": "it replaces one dead TPU VM; on GKE the Deployment replaces a lost replica by "
+    "itself, and the node pools a preempted TPU node (`make status` shows both)",
+    "pin": "it reads the image digests a TPU VM's boot published, and a pod cannot read the "
+    "digest its node pulled; set [vllm] image (and [proxy] image) to a digest "
+    "(image@sha256:...) yourself",
+    "tls-cert": None,
 }
 
 
@@ -41,6 +49,13 @@ class Gke:
     billing_stack_kinds: tuple[str, ...] = ("cluster", "serving")
     stop_nouns = deadline_target.STOP_NOUNS
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
+    commands = COMMANDS
+
+    def __init__(self, *, deadline_jobs: Callable[[], Jobs]) -> None:
+        """`deadline_jobs`: the project's Cloud Scheduler client, for the cluster's deadline job.
+        tpudeploy/platform.py hands it over: the client lives in the TPU VM's package, which
+        this one never imports."""
+        self.deadline_jobs = deadline_jobs
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)
@@ -124,7 +139,18 @@ class Gke:
     def status(self, cfg: DeployConfig, project: str) -> int:
         from tpudeploy.gke import ops
 
-        return ops.status(cfg, project)
+        return ops.status(cfg, project, jobs=self.deadline_jobs)
+
+    def extend(
+        self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
+    ) -> int:
+        # The cluster stack declares the TPU VM's deadline and job (stacks/deadline.py), with
+        # the same addresses and variable: the shared extend moves them, reading the job through
+        # the client the seam handed over.
+        from tpudeploy.deadlinejob import extend
+
+        extend(cfg, project, by, jobs=self.deadline_jobs(), stack_dir=stack_dir)
+        return 0
 
     def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
         from tpudeploy.gke import frontdoor
@@ -137,13 +163,8 @@ class Gke:
         return frontdoor.endpoint_report(cfg, project, cert_out=cert_out)
 
     def tunnel(self, cfg: DeployConfig, project: str) -> int:
-        raise NotOnThisPlatform(
-            "make tunnel forwards a port to one TPU VM over IAP SSH; on GKE the front door is "
-            "the Service's internal load balancer: reach it from the VPC or [network] "
-            "allowed_cidrs (`make endpoint` prints the address), or forward a port with "
-            f"`kubectl -n tpudeploy port-forward service/{cfg.name} "
-            f"{cfg.proxy.port}:{cfg.proxy.port}`"
-        )
+        self.require(cfg, "tunnel")  # refuses: COMMANDS says what to use instead
+        return 1
 
     def cleanup(self, cfg: DeployConfig, project: str, *, timeout: float | None) -> int:
         from tpudeploy.gke import ops
@@ -161,5 +182,8 @@ class Gke:
         return bench.bench_target(cfg, project, route=route)
 
     def require(self, cfg: DeployConfig, command: str) -> None:
-        if command in GKE_NOT_BUILT:
-            raise NotOnThisPlatform(f'{GKE_NOT_BUILT[command]} (platform = "gke")')
+        instead = self.commands.get(command)
+        if instead is not None:
+            raise NotOnThisPlatform(
+                command, self.name, instead.format(name=cfg.name, port=cfg.proxy.port)
+            )

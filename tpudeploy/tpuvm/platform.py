@@ -8,10 +8,14 @@ never pays for the TPU API client), always from this package or below it.
 from __future__ import annotations
 
 import datetime
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
+from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.tpuvm import billing_state, deadline_target
 
 if TYPE_CHECKING:
@@ -21,6 +25,16 @@ if TYPE_CHECKING:
     from tpudeploy.terraform import StateResource
 
 
+# The commands only one platform has (tpudeploy.platform.Platform.commands).
+COMMANDS: Mapping[str, str | None] = {
+    "tunnel": None,
+    "recover": None,
+    "pin": None,
+    "tls-cert": "it makes the one certificate GKE's replicas share; a TPU VM's node makes its "
+    "own at boot and publishes its fingerprint: `make endpoint` prints it and how to pin it",
+}
+
+
 class TpuVm:
     name = "tpu-vm"
     replaces_dead_nodes = True
@@ -28,6 +42,7 @@ class TpuVm:
     billing_stack_kinds: tuple[str, ...] = ("node",)
     stop_nouns = deadline_target.STOP_NOUNS
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
+    commands = COMMANDS
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.node_stack_name)
@@ -81,6 +96,15 @@ class TpuVm:
 
         return status(cfg, project)
 
+    def extend(
+        self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
+    ) -> int:
+        from tpudeploy.deadlinejob import extend
+        from tpudeploy.tpuvm.scheduler import SchedulerApi
+
+        extend(cfg, project, by, jobs=SchedulerApi(log=sys.stderr), stack_dir=stack_dir)
+        return 0
+
     def endpoint(self, cfg: DeployConfig, project: str) -> Endpoint:
         from tpudeploy.tpuvm import frontdoor
 
@@ -107,4 +131,8 @@ class TpuVm:
         return None
 
     def require(self, cfg: DeployConfig, command: str) -> None:
-        return None
+        instead = self.commands.get(command)
+        if instead is not None:
+            raise NotOnThisPlatform(
+                command, self.name, instead.format(name=cfg.name, port=cfg.proxy.port)
+            )

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from tpudeploy import deadline
+from tpudeploy import deadline, deadlinejob
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
 from tpudeploy.tfrun import Terraform, TerraformError
@@ -36,7 +36,7 @@ from tpudeploy.tpuvm.addresses import (
 )
 from tpudeploy.tpuvm.flex import queued_resource_spec
 from tpudeploy.tpuvm.queued_resource.states import state_of
-from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 # A spot VM that was preempted cannot be restarted; it must be deleted and created again
 # (Cloud TPU documentation), and it holds quota until then.
@@ -101,7 +101,7 @@ def inspect(
     state = str(node.get("state", "STATE_UNSPECIFIED")) if node is not None else NOT_FOUND
     view = None
     if cfg.deadline_seconds is not None and scheduler is not None:
-        name = job_name(project, cfg.deadline_region, cfg.deadline_job_name)
+        name = deadlinejob.job_name(cfg, project)
         try:
             job = scheduler().get_job(name)
         except qr.ApiError as exc:

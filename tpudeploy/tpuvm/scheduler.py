@@ -1,4 +1,5 @@
-"""Cloud Scheduler reads: the deadline job of a spot or on-demand node (make status, recover)."""
+"""Cloud Scheduler reads: the deadline job of a spot or on-demand node (make status, recover,
+make extend), and of a GKE cluster (tpudeploy/platform.py hands GKE this client)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,6 @@ from typing import Any
 
 from tpudeploy.gcp.apis import CLOUD_SCHEDULER
 from tpudeploy.tpuvm.queued_resource.api import DiscoveryApi, build_service
-
-
-def job_name(project: str, region: str, job_id: str) -> str:
-    return f"projects/{project}/locations/{region}/jobs/{job_id}"
 
 
 class SchedulerApi(DiscoveryApi):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 
-from tpudeploy import deadline, planner
+from tpudeploy import deadlinejob, planner
 from tpudeploy.config import DeployConfig
 from tpudeploy.tpuvm import guestattributes
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm.deadline_target import node_url
-from tpudeploy.tpuvm.scheduler import SchedulerApi, job_name
+from tpudeploy.tpuvm.scheduler import SchedulerApi
 from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 
 
@@ -72,39 +72,17 @@ def _deadline_lines(
     now: datetime,
     node_state: str,
 ) -> list[str]:
-    rate = planner.rate_text(cfg)
-    if cfg.deadline_seconds is None:
-        return [
-            f'WARNING: {cfg.provisioning} has no end time (max_run_duration = "none"): it '
-            f"bills {rate} until `make destroy`."
-        ]
-    name = job_name(project, cfg.deadline_region, cfg.deadline_job_name)
-    try:
-        job = (scheduler or SchedulerApi(log=sys.stderr)).get_job(name)
-    except qr.QueuedResourceError as exc:
-        return [f"deadline: could not read Cloud Scheduler job {cfg.deadline_job_name}: {exc}"]
-    view = deadline.job_view(job, now)
-    enforced = (
-        f"enforced by Cloud Scheduler job {cfg.deadline_job_name} ({cfg.deadline_region}): "
-        f"DELETE {node_url(project, cfg.zone, cfg.node_id)} as {cfg.stop_account_id}"
+    target = deadlinejob.Target(
+        name=cfg.provisioning,
+        url=node_url(project, cfg.zone, cfg.node_id),
+        exists=node_state != "NOT_FOUND",
+        bills=f"it bills {planner.rate_text(cfg)} until `make destroy`",
+        stop_now="`make destroy` stops the billing now",
+        absent="no node",
     )
-    if view.pending:
-        return [
-            f"billing stops: {view.describe(now)}",
-            f"  {enforced}",
-            "  extend it with `make extend BY=2h`; `make destroy` stops the billing now",
-        ]
-    if view.status == "fired":
-        return [
-            f"billing stopped: {view.describe(now)}; `make deploy` starts a new run "
-            f"(deadline: deploy time + {cfg.deadline_seconds / 3600:g} h)"
-        ]
-    if node_state == "NOT_FOUND":
-        return [f"nothing is billing: no node ({view.describe(now)}); `make deploy` creates both"]
-    return [
-        f"WARNING: {view.describe(now)}: it bills {rate} until `make destroy`; "
-        "`make deploy` puts the deadline job back"
-    ]
+    return deadlinejob.status_lines(
+        cfg, project, lambda: scheduler or SchedulerApi(log=sys.stderr), target, now=now
+    )
 
 
 def _preemption(cfg: DeployConfig, project: str, storage: StorageApi | None) -> str:
