@@ -204,7 +204,7 @@ tune-plan: $(VENV_STAMP) ## What make tune would run: each arm's change, the ord
 	@$(PY) -m tpudeploy.tune plan $(TUNE_ARGS)
 
 # Paid: creates and bills TPU nodes (asks first without AUTO_APPROVE); OUT=dir resumes a run.
-tune: install ## Boot each arm from scratch, bench it, stop the billing (KEEP=arm|winner keeps one)
+tune: install ## TPU VM only: boot each arm from scratch, bench it, stop the billing (KEEP=arm|winner keeps one)
 	@$(PY) -m tpudeploy.tune run $(TUNE_ARGS) $(if $(OUT),--out $(OUT)) \
 	  $(if $(KEEP),--keep $(KEEP)) $(if $(AUTO_APPROVE),--yes)
 

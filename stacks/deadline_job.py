@@ -41,7 +41,7 @@ def declare_deadline(
     id): creating it starts a new deadline. The TPU VM passes none (tpudeploy.tpuvm.recover
     renews it); GKE passes the cluster's id, which ties the deadline to the cluster (`make
     extend` then also plans the cluster, and refuses when that plan would change it:
-    tpudeploy.deadlinejob.extend)."""
+    tpudeploy.deadline_ops.extend)."""
     TerraformVariable(
         stack,
         deadline.VARIABLE,

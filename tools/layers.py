@@ -67,7 +67,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.endpoint",
             "tpudeploy.replicasecrets",
             "tpudeploy.terraform",
-            "tpudeploy.deadlinejob",
+            "tpudeploy.deadline_ops",
             "tpudeploy.gcp",
             "tpudeploy.bench",
         ),

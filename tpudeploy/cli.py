@@ -134,7 +134,7 @@ def _run_summary(line: str) -> None:
 
 def _extend(cfg: DeployConfig, args: argparse.Namespace) -> int:
     platform = platform_for(cfg)
-    from tpudeploy.deadlinejob import extension_seconds
+    from tpudeploy.deadline_ops import extension_seconds
 
     # Cheap checks first: whether extending applies and whether BY is a duration need neither a
     # project nor credentials (issue 23: both used to be asked for before saying so).

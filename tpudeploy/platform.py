@@ -25,7 +25,7 @@ from tpudeploy.tpuvm.platform import TpuVm
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
     from tpudeploy.bench.sweep import Executor
-    from tpudeploy.deadlinejob import Jobs
+    from tpudeploy.deadline_ops import Jobs
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
 
@@ -48,7 +48,7 @@ class Platform(Protocol):
     # None where this one has it, else why not and what to use instead ({name} and {port}: the
     # deployment's name and front-door port). Every other command exists on both. require reads
     # it; make help, make check's summary and docs/scale-out.md are tied to it
-    # (tests/test_platform_commands.py).
+    # (tests/layout/test_platform_commands.py).
     commands: Mapping[str, str | None]
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
@@ -110,7 +110,7 @@ class Platform(Protocol):
         self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
     ) -> int:
         """`make extend BY=...`: move the deadline job's deadline (the node's, the cluster's)
-        later, through tpudeploy.deadlinejob; `stack_dir` synthesizes and names the stack that
+        later, through tpudeploy.deadline_ops; `stack_dir` synthesizes and names the stack that
         holds it (cfg.deadline_stack_name)."""
         ...
 

@@ -20,7 +20,7 @@ from tests.conftest import REPO_ROOT, Synthesizer
 from tools.rehearsal.fakes import iamrules
 from tpudeploy import deadline, facts
 from tpudeploy.config import ConfigError, parse_config
-from tpudeploy.deadlinejob import extension_seconds
+from tpudeploy.deadline_ops import extension_seconds
 from tpudeploy.gke import deadline_target as gke_deadline
 from tpudeploy.gke import summary
 from tpudeploy.planner.cost import HOURS_PER_MONTH

@@ -1,5 +1,5 @@
 """GKE's `make status` shows the cluster's deadline as its Cloud Scheduler job shows it, read and
-judged by the code the TPU VM's status uses (tpudeploy/deadlinejob.py), against loopback fakes of
+judged by the code the TPU VM's status uses (tpudeploy/deadline_ops.py), against loopback fakes of
 the container API, the cluster's Kubernetes API and Cloud Scheduler."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tpudeploy import platform
 from tpudeploy.cli import main
 from tpudeploy.config import parse_config
 from tpudeploy.deadline import job_name
-from tpudeploy.gke import kube
+from tpudeploy.gcp.apis import CONTAINER
 from tpudeploy.gke.platform import Gke
 from tpudeploy.tpuvm.scheduler import SchedulerApi
 
@@ -52,7 +52,7 @@ def _status(
         k8s.FakeKubernetes(tmp_path / "kube") as api,
         k8s.FakeContainer(api, clusters=clusters) as container,
     ):
-        monkeypatch.setenv(kube.EMULATOR_ENV, container.host)
+        monkeypatch.setenv(CONTAINER.emulator_env, container.host)
         rc = main(["status"])
     return rc, capsys.readouterr().out
 

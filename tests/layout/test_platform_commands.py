@@ -18,6 +18,7 @@ from tests.conftest import REPO_ROOT
 from tpudeploy import cli, errors
 from tpudeploy.config import parse_config
 from tpudeploy.platform import PLATFORMS, summary_lines
+from tpudeploy.tune.__main__ import main as tune_main
 
 MAKEFILE = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
 # How `make help` names each platform (the Makefile's "<label> only:" and "<label>:" prose).
@@ -33,12 +34,23 @@ def help_texts() -> dict[str, str]:
     return dict(found)
 
 
-def tpudeploy_argv(target: str) -> list[str]:
-    """The `python -m tpudeploy ...` command `make <target>` runs (its last one), as argv."""
+# The command-line modules a target may run, by `python -m` name.
+MAINS = {"tpudeploy": cli.main, "tpudeploy.tune": tune_main}
+
+
+def tpudeploy_argv(target: str) -> tuple[str, list[str]]:
+    """The `python -m tpudeploy[.tune] ...` command `make <target>` runs (its last one): the
+    module and its argv."""
     recipe = MAKEFILE.split(f"\n{target}:", 1)[1].split("\n\n", 1)[0]
-    runs = re.findall(r"\$\(PY\) -m tpudeploy (.*)$", recipe, flags=re.M)
+    runs = re.findall(r"\$\(PY\) -m (tpudeploy(?:\.tune)?) (.*)$", recipe, flags=re.M)
     assert runs, f"make {target} runs no tpudeploy command"
-    return shlex.split(runs[-1].replace("$$BY", "2h"))
+    module, args = runs[-1]
+    # make's own variables, as the target passes them on (a TUNE_ARGS-style list: the config).
+    args = re.sub(r"\$\(TUNE_ARGS\)", "--config $(DEPLOY_CONFIG)", args)
+    args = args.replace("$$BY", "2h").rstrip(" \\")
+    # $(if $(X),--flag $(X)): unset in a plain `make <target>`, so nothing.
+    args = re.sub(r"\$\(if (?:[^()]|\$\([^()]*\))*\)", "", args)
+    return module, shlex.split(args.replace("$(DEPLOY_CONFIG)", "deploy.toml"))
 
 
 def has(platform: str, command: str) -> bool:
@@ -55,7 +67,11 @@ def test_every_platform_answers_for_the_same_commands_and_each_is_a_make_target(
     for command in COMMANDS:
         assert command in help_texts(), f"{command} is no make target"
         # The target's own tpudeploy command line parses (argparse exits on an unknown one).
-        assert parser.parse_args(tpudeploy_argv(command)).command == command
+        module, argv = tpudeploy_argv(command)
+        if module == "tpudeploy":
+            assert parser.parse_args(argv).command == command
+        else:  # make tune: python -m tpudeploy.tune run ...
+            assert argv[0] == "run" and command == "tune", (module, argv)
         owners = [name for name in PLATFORMS if has(name, command)]
         # Listed means one platform lacks it; a command no platform has would be dead.
         assert 0 < len(owners) < len(PLATFORMS), (command, owners)
@@ -76,7 +92,10 @@ def test_the_command_does_what_the_data_says(
     config.write_text(CONFIGS[platform], encoding="utf-8")
     monkeypatch.setenv("DEPLOY_CONFIG", str(config))
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
-    rc = cli.main(tpudeploy_argv(command))
+    module, argv = tpudeploy_argv(command)
+    if module != "tpudeploy":  # as its `if __name__ == "__main__"` runs it: one line, exit 1
+        argv = [a if a != "deploy.toml" else str(config) for a in argv]
+    rc = errors.run(lambda: MAINS[module](argv))
     err = capsys.readouterr().err
     cfg = parse_config(tomllib.loads(CONFIGS[platform]))
     instead = PLATFORMS[platform].commands[command]

@@ -28,7 +28,7 @@ from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy import deadline
 from tpudeploy.config import parse_config
 from tpudeploy.deadline import job_name
-from tpudeploy.deadlinejob import extend
+from tpudeploy.deadline_ops import extend
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm import recover, vmstatus
 from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_ID, DEADLINE_JOB_ID

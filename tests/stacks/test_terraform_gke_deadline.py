@@ -29,7 +29,7 @@ from tests.stacks.test_terraform_deadline import Workspace, _wrapper
 from tpudeploy import cli, deadline
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.deadline import job_name
-from tpudeploy.deadlinejob import ExtendError, extend
+from tpudeploy.deadline_ops import ExtendError, extend
 from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 PROJECT = "tf-gke-deadline-1"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from tpudeploy import deadlinejob
+from tpudeploy import deadline_ops
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import identifiers
 
@@ -60,14 +60,14 @@ def what(cfg: DeployConfig) -> str:
 def status_lines(
     cfg: DeployConfig,
     project: str,
-    jobs: Callable[[], deadlinejob.Jobs],
+    jobs: Callable[[], deadline_ops.Jobs],
     *,
     exists: bool,
     now: datetime | None = None,
 ) -> list[str]:
     """`make status`: the cluster's deadline as its Cloud Scheduler job shows it, in the words
-    the TPU VM's status uses for its node (tpudeploy.deadlinejob reads and judges the job)."""
-    target = deadlinejob.Target(
+    the TPU VM's status uses for its node (tpudeploy.deadline_ops reads and judges the job)."""
+    target = deadline_ops.Target(
         name="the cluster",
         url=cluster_url(cfg, project),
         exists=exists,
@@ -76,4 +76,4 @@ def status_lines(
         stop_now="`make destroy` stops the chips' billing now, `make destroy-all` the rest",
         absent=f"no cluster {identifiers.cluster_name(cfg)}",
     )
-    return deadlinejob.status_lines(cfg, project, jobs, target, now=now)
+    return deadline_ops.status_lines(cfg, project, jobs, target, now=now)

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.deadlinejob import Jobs
+from tpudeploy.deadline_ops import Jobs
 from tpudeploy.gcp.container import ClusterMissing, KubeError
 from tpudeploy.gke import deadline_target, identifiers, replicaplan
 from tpudeploy.gke import pod as pod_targets
@@ -349,9 +349,12 @@ def status_lines(
     """`jobs`: the Cloud Scheduler client the cluster's deadline is read with (tpudeploy.platform
     hands it over)."""
     now = now or datetime.now(UTC)
-from tpudeploy.deadlinejob import Jobs
-from tpudeploy.gcp.container import ClusterMissing, KubeError
-from tpudeploy.gke import deadline_target, identifiers, replicaplan
+    try:
+        api = api or KubeApi.for_deployment(cfg, project)
+    except ClusterMissing as exc:
+        # The deadline job deletes the cluster: when it is gone, what the job says is the news.
+        return [str(exc), *deadline_target.status_lines(cfg, project, jobs, exists=False, now=now)]
+    lines = [f"cluster {identifiers.cluster_name(cfg)} ({cfg.zone})"]
     rollout = read_rollout(cfg, api)
     if rollout is None:
         lines.append(f"replicas: none (no Deployment {NS}/{cfg.name}; `make deploy` applies it)")

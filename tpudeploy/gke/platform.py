@@ -21,7 +21,7 @@ from tpudeploy.gke.identifiers import NAMESPACE
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
     from tpudeploy.bench.sweep import Executor
-    from tpudeploy.deadlinejob import Jobs
+    from tpudeploy.deadline_ops import Jobs
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
 
@@ -39,6 +39,9 @@ COMMANDS: Mapping[str, str | None] = {
     "digest its node pulled; set [vllm] image (and [proxy] image) to a digest "
     "(image@sha256:...) yourself",
     "tls-cert": None,
+    "tune": "it boots the arms one after another on a TPU VM; running them side by side on GKE "
+    "is not built yet (make tune-plan shows what it would cost). Tune with a tpu-vm config "
+    '(platform = "tpu-vm"), then apply the winner to your GKE config',
 }
 
 
@@ -147,7 +150,7 @@ class Gke:
         # The cluster stack declares the TPU VM's deadline and job (stacks/deadline.py), with
         # the same addresses and variable: the shared extend moves them, reading the job through
         # the client the seam handed over.
-        from tpudeploy.deadlinejob import extend
+        from tpudeploy.deadline_ops import extend
 
         extend(cfg, project, by, jobs=self.deadline_jobs(), stack_dir=stack_dir)
         return 0

@@ -30,6 +30,7 @@ COMMANDS: Mapping[str, str | None] = {
     "tunnel": None,
     "recover": None,
     "pin": None,
+    "tune": None,
     "tls-cert": "it makes the one certificate GKE's replicas share; a TPU VM's node makes its "
     "own at boot and publishes its fingerprint: `make endpoint` prints it and how to pin it",
 }
@@ -99,7 +100,7 @@ class TpuVm:
     def extend(
         self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
     ) -> int:
-        from tpudeploy.deadlinejob import extend
+        from tpudeploy.deadline_ops import extend
         from tpudeploy.tpuvm.scheduler import SchedulerApi
 
         extend(cfg, project, by, jobs=SchedulerApi(log=sys.stderr), stack_dir=stack_dir)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from tpudeploy import deadline, deadlinejob
+from tpudeploy import deadline, deadline_ops
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
 from tpudeploy.tfrun import Terraform, TerraformError
@@ -101,7 +101,7 @@ def inspect(
     state = str(node.get("state", "STATE_UNSPECIFIED")) if node is not None else NOT_FOUND
     view = None
     if cfg.deadline_seconds is not None and scheduler is not None:
-        name = deadlinejob.job_name(cfg, project)
+        name = deadline_ops.job_name(cfg, project)
         try:
             job = scheduler().get_job(name)
         except qr.ApiError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 
-from tpudeploy import deadlinejob, planner
+from tpudeploy import deadline_ops, planner
 from tpudeploy.config import DeployConfig
 from tpudeploy.tpuvm import guestattributes
 from tpudeploy.tpuvm import queued_resource as qr
@@ -72,7 +72,7 @@ def _deadline_lines(
     now: datetime,
     node_state: str,
 ) -> list[str]:
-    target = deadlinejob.Target(
+    target = deadline_ops.Target(
         name=cfg.provisioning,
         url=node_url(project, cfg.zone, cfg.node_id),
         exists=node_state != "NOT_FOUND",
@@ -80,7 +80,7 @@ def _deadline_lines(
         stop_now="`make destroy` stops the billing now",
         absent="no node",
     )
-    return deadlinejob.status_lines(
+    return deadline_ops.status_lines(
         cfg, project, lambda: scheduler or SchedulerApi(log=sys.stderr), target, now=now
     )
 

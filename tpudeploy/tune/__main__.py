@@ -13,7 +13,6 @@ from tpudeploy import errors, facts
 from tpudeploy.bench.results import ReportError
 from tpudeploy.bench.settings import BenchConfigError
 from tpudeploy.config import ConfigError, config_path
-from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.planner.cost import NoPricesError, hourly_cost, price_table
 from tpudeploy.platform import platform_for
 from tpudeploy.tune.arms import ARMS_DIR, BASELINE, ArmError, load_arms
@@ -160,7 +159,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         ArmError,
         TuneError,
-        NotOnThisPlatform,
         BenchConfigError,
         ReportError,
         ConfigError,
