@@ -868,3 +868,14 @@ def test_a_later_problem_about_a_refused_nested_keys_stand_in_is_not_said() -> N
         }
     )
     assert len(found) == 1 and found[0].startswith("vllm.max_model_len = 'big': a string"), found
+
+
+def test_a_file_that_fails_a_cross_key_rule_also_hears_the_guard_rails() -> None:
+    """One round for a file whose shape is valid but whose keys disagree: the config says the
+    region does not hold the zone, and the guard rails (applied above config, by the seam's
+    load) add what they would refuse of the same file, instead of a second round for it."""
+    keys = [
+        p.removeprefix("error: ").split(" = ", 1)[0]
+        for p in problems({"region": "europe-west4", "vllm": {"gpu_memory_utilization": 0.95}})
+    ]
+    assert keys == ["region", "vllm.gpu_memory_utilization"]
