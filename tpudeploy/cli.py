@@ -91,8 +91,8 @@ def _cleanup(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _recover(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy.gcp.scheduler import SchedulerApi
     from tpudeploy.tpuvm import recover
-    from tpudeploy.tpuvm.scheduler import SchedulerApi
 
     platform = platform_for(cfg)
     if args.apply:

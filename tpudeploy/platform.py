@@ -10,7 +10,6 @@ What combines the platform with what both share (the guard rails, the summary th
 from __future__ import annotations
 
 import datetime
-import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,7 +24,6 @@ from tpudeploy.tpuvm.platform import TpuVm
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
     from tpudeploy.bench.sweep import Executor
-    from tpudeploy.deadline_ops import Jobs
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
 
@@ -146,19 +144,7 @@ class Platform(Protocol):
         ...
 
 
-def _cloud_scheduler() -> Jobs:
-    """The project's Cloud Scheduler client. It lives in the TPU VM's package (it is built on
-    that package's discovery client, retries included); GKE reads its cluster's deadline job
-    through it from here, the one module that imports both platforms."""
-    from tpudeploy.tpuvm.scheduler import SchedulerApi
-
-    return SchedulerApi(log=sys.stderr)
-
-
-PLATFORMS: dict[str, Platform] = {
-    "tpu-vm": TpuVm(),
-    "gke": Gke(deadline_jobs=_cloud_scheduler),
-}
+PLATFORMS: dict[str, Platform] = {"tpu-vm": TpuVm(), "gke": Gke()}
 
 
 def platform_for(cfg: DeployConfig) -> Platform:

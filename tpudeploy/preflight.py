@@ -19,10 +19,10 @@ from typing import TextIO
 from tpudeploy import errors, policy, terraform
 from tpudeploy.config import DeployConfig, config_path
 from tpudeploy.gcp import session as gcp_session
+from tpudeploy.gcp.api_errors import ApiError, QueuedResourceError
+from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 from tpudeploy.gcp.serviceusage import ServiceUsageError, service_state
-from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, QueuedResourceError
-from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 # What each creating or destroying command needs before it starts.
 PURPOSES = ("deploy", "deploy-secrets", "diff", "destroy")

@@ -19,8 +19,8 @@ from tpudeploy.cli import main
 from tpudeploy.config import parse_config
 from tpudeploy.deadline import job_name
 from tpudeploy.gcp.apis import CONTAINER
+from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.gke.platform import Gke
-from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 PROJECT = "gke-deadline-status-1"
 BASE = {"platform": "gke", "project": PROJECT, "zone": "us-west4-a"}

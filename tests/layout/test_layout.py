@@ -71,11 +71,11 @@ def test_the_commands_errors_are_user_errors() -> None:
     from tpudeploy.config import ConfigError
     from tpudeploy.endpoint import FrontDoorError
     from tpudeploy.errors import UserError, explain
+    from tpudeploy.gcp.api_errors import QueuedResourceError
     from tpudeploy.gcp.secretmanager import SecretStoreError
     from tpudeploy.gcp.storage import CacheBucketError
     from tpudeploy.planner.cost import NoPricesError
     from tpudeploy.smoke import SmokeError
-    from tpudeploy.tpuvm.queued_resource.api_errors import QueuedResourceError
     from tpudeploy.tpuvm.recover import RecoverError
 
     for cls in (

@@ -24,8 +24,8 @@ from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.gcp.apis import CLOUD_SCHEDULER
+from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.preflight import check_scheduler_location
-from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 PROJECT = "rules-unit"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"

@@ -29,10 +29,10 @@ from tpudeploy import deadline
 from tpudeploy.config import parse_config
 from tpudeploy.deadline import job_name
 from tpudeploy.deadline_ops import extend
+from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm import recover, vmstatus
 from tpudeploy.tpuvm.addresses import DEADLINE_ADDRESS, DEADLINE_ID, DEADLINE_JOB_ID
-from tpudeploy.tpuvm.scheduler import SchedulerApi
 from tpudeploy.tpuvm.warmpath import StorageApi
 
 PROJECT = "tf-deadline-proj-1"

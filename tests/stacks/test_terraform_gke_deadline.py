@@ -30,7 +30,7 @@ from tpudeploy import cli, deadline
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.deadline import job_name
 from tpudeploy.deadline_ops import ExtendError, extend
-from tpudeploy.tpuvm.scheduler import SchedulerApi
+from tpudeploy.gcp.scheduler import SchedulerApi
 
 PROJECT = "tf-gke-deadline-1"
 RAW = {

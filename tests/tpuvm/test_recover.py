@@ -27,6 +27,7 @@ from tests.fake_scheduler_api import FakeSchedulerApi
 from tests.fake_tpu_api import FakeTpuApi
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.deadline import job_name
+from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.tpuvm import deployedspec, recover
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm.addresses import (
@@ -36,7 +37,6 @@ from tpudeploy.tpuvm.addresses import (
     VM_ADDRESS,
 )
 from tpudeploy.tpuvm.flex import queued_resource_spec
-from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 PROJECT = "recover-proj-1"
 PARENT = f"projects/{PROJECT}/locations/us-west4-a"

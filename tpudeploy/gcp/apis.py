@@ -34,7 +34,7 @@ class Api:
         return urlsplit(self.base_url).path.rstrip("/")
 
 
-# Through googleapiclient's discovery client (tpudeploy/tpuvm/queued_resource/api.py): the
+# Through googleapiclient's discovery client (tpudeploy/gcp/discovery.py): the
 # document's own root URL and service path; the emulator replaces the root.
 TPU: Final = Api("TPU_EMULATOR_HOST", "https://tpu.googleapis.com")
 CLOUD_SCHEDULER: Final = Api(

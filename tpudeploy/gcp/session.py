@@ -14,7 +14,7 @@ Default Credentials.
 
 The discovery clients (TPU API, Cloud Scheduler, the warm path's listing) keep googleapiclient's
 httplib2 transport and take their credentials and emulator from here
-(tpudeploy/tpuvm/queued_resource/api.py says why).
+(tpudeploy/gcp/discovery.py says why).
 
 Standard library only at import: google.auth and requests load inside the functions.
 """

@@ -8,6 +8,7 @@ package or below it; GKE never imports the TPU VM's package.
 from __future__ import annotations
 
 import datetime
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,12 @@ COMMANDS: Mapping[str, str | None] = {
 }
 
 
+def _cloud_scheduler() -> Jobs:
+    from tpudeploy.gcp.scheduler import SchedulerApi
+
+    return SchedulerApi(log=sys.stderr)
+
+
 class Gke:
     name = "gke"
     replaces_dead_nodes = False
@@ -54,11 +61,10 @@ class Gke:
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
     commands = COMMANDS
 
-    def __init__(self, *, deadline_jobs: Callable[[], Jobs]) -> None:
-        """`deadline_jobs`: the project's Cloud Scheduler client, for the cluster's deadline job.
-        tpudeploy/platform.py hands it over: the client lives in the TPU VM's package, which
-        this one never imports."""
-        self.deadline_jobs = deadline_jobs
+    def __init__(self, *, deadline_jobs: Callable[[], Jobs] | None = None) -> None:
+        """`deadline_jobs`: the Cloud Scheduler client the cluster's deadline job is read and
+        moved with (tpudeploy/gcp/scheduler.py unless a test hands in a fake)."""
+        self.deadline_jobs = deadline_jobs or _cloud_scheduler
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.gke_stack_name, cfg.serving_stack_name)

@@ -101,7 +101,7 @@ class TpuVm:
         self, cfg: DeployConfig, project: str, by: str, *, stack_dir: Callable[[], Path]
     ) -> int:
         from tpudeploy.deadline_ops import extend
-        from tpudeploy.tpuvm.scheduler import SchedulerApi
+        from tpudeploy.gcp.scheduler import SchedulerApi
 
         extend(cfg, project, by, jobs=SchedulerApi(log=sys.stderr), stack_dir=stack_dir)
         return 0

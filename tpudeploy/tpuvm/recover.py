@@ -25,6 +25,7 @@ from typing import TextIO
 from tpudeploy import deadline, deadline_ops
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
+from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.tfrun import Terraform, TerraformError
 from tpudeploy.tpuvm import deployedspec
 from tpudeploy.tpuvm import queued_resource as qr
@@ -36,7 +37,6 @@ from tpudeploy.tpuvm.addresses import (
 )
 from tpudeploy.tpuvm.flex import queued_resource_spec
 from tpudeploy.tpuvm.queued_resource.states import state_of
-from tpudeploy.tpuvm.scheduler import SchedulerApi
 
 # A spot VM that was preempted cannot be restarted; it must be deleted and created again
 # (Cloud TPU documentation), and it holds quota until then.

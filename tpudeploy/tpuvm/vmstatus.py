@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 from tpudeploy import deadline_ops, planner
 from tpudeploy.config import DeployConfig
+from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.tpuvm import guestattributes
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm.deadline_target import node_url
-from tpudeploy.tpuvm.scheduler import SchedulerApi
 from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.gcp.apis import STORAGE
+from tpudeploy.gcp.discovery import DiscoveryApi, build_service
 from tpudeploy.render import compile_cache_key
-from tpudeploy.tpuvm.queued_resource.api import DiscoveryApi, build_service
 
 
 def cache_prefix(cfg: DeployConfig) -> str:

@@ -5,8 +5,9 @@
 # command the Terraform provisioners run. Standard library only at import (googleapiclient loads
 # when the first call is built): the GitOps helper imports the timeouts under a bare python3.
 
-from tpudeploy.tpuvm.queued_resource.api import TpuApi, build_service
-from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, Interrupted, QueuedResourceError
+from tpudeploy.gcp.api_errors import ApiError, Interrupted, QueuedResourceError
+from tpudeploy.gcp.discovery import build_service
+from tpudeploy.gcp.tpu import TpuApi
 from tpudeploy.tpuvm.queued_resource.client import (
     DEFAULT_CLEANUP_TIMEOUT,
     DEFAULT_CREATE_TIMEOUT,

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TextIO, TypeVar
 
+from tpudeploy.gcp.api_errors import ApiError, Interrupted, QueuedResourceError
+from tpudeploy.gcp.tpu import TpuApi
 from tpudeploy.timefmt import format_seconds
-from tpudeploy.tpuvm.queued_resource.api import TpuApi
-from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, Interrupted, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.hints import force_delete_argv, hint_for, with_hint
 from tpudeploy.tpuvm.queued_resource.spec import QueuedResourceSpec, spec_differences
 from tpudeploy.tpuvm.queued_resource.states import (

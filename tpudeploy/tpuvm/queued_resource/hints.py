@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tpudeploy.facts import flex_start_zones_text
+from tpudeploy.gcp.api_errors import ApiError, QueuedResourceError
 from tpudeploy.iapssh import GCLOUD_TPUS
-from tpudeploy.tpuvm.queued_resource.api_errors import ApiError, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.spec import QueuedResourceSpec
 
 

@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from tpudeploy.tpuvm.queued_resource.api_errors import Interrupted, QueuedResourceError
+from tpudeploy.gcp.api_errors import Interrupted, QueuedResourceError
 from tpudeploy.tpuvm.queued_resource.client import (
     DEFAULT_CREATE_TIMEOUT,
     DEFAULT_DELETE_TIMEOUT,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tpudeploy.gcp.apis import CLOUD_SCHEDULER
-from tpudeploy.tpuvm.queued_resource.api import DiscoveryApi, build_service
+from tpudeploy.gcp.discovery import DiscoveryApi, build_service
 
 
 class SchedulerApi(DiscoveryApi):
