@@ -330,7 +330,8 @@ def test_tunnel_and_recover_say_what_to_use_on_gke(
     assert main(["recover"]) == 0
     assert main(["recover", "--apply"]) == 1
     assert "replaces a lost replica by itself" in capsys.readouterr().err
-    # make extend applies to the cluster's deadline (tests/test_terraform_gke_deadline.py): it is
+    # make extend applies to the cluster's deadline (tests/stacks/test_terraform_gke_deadline.py):
+    # it is
     # not refused, and a BY that is no duration is checked before any API call, as on a TPU VM.
     assert main(["extend", "soon"]) == 1
     err = capsys.readouterr().err
