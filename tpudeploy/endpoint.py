@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
+import os
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tpudeploy.errors import UserError
@@ -103,3 +105,14 @@ def fetch_certificate(endpoint: Endpoint, *, timeout: float = 10.0) -> str:
     finally:
         conn.close()
     return ssl.DER_cert_to_PEM_cert(der)
+
+
+def resolve_pinned(find_url: Callable[[], str], find_sha256: Callable[[], str]) -> Endpoint:
+    """ENDPOINT (https://host:port) and TLS_SHA256 when set, each skipping its own lookup;
+    otherwise what the platform finds (its front door's address, the fingerprint it published).
+    The scheme is checked now, with the message that says why."""
+    url = os.environ.get(ENDPOINT_ENV, "").strip().rstrip("/") or find_url()
+    pinned = os.environ.get(FINGERPRINT_ENV, "").strip()
+    endpoint = Endpoint(url, normalize_fingerprint(pinned) if pinned else find_sha256())
+    endpoint.host_port  # noqa: B018 - validates the scheme now, with the message that says why
+    return endpoint

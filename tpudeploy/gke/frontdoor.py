@@ -4,19 +4,16 @@ one certificate every replica serves (tlscert.py), pinned as on the TPU VM (tpud
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from typing import Protocol, TextIO
 
 from tpudeploy.config import DeployConfig
 from tpudeploy.endpoint import (
-    ENDPOINT_ENV,
-    FINGERPRINT_ENV,
     Endpoint,
     FrontDoorError,
     colon_fingerprint,
-    normalize_fingerprint,
+    resolve_pinned,
 )
 from tpudeploy.gcp.container import KubeError
 from tpudeploy.gke import ops, tlscert
@@ -63,18 +60,10 @@ def resolve_endpoint(
 ) -> Endpoint:
     """ENDPOINT and TLS_SHA256 when set; otherwise the load balancer's address and the
     fingerprint of the certificate every replica serves."""
-    url = os.environ.get(ENDPOINT_ENV, "").strip().rstrip("/")
-    pinned = os.environ.get(FINGERPRINT_ENV, "").strip()
-    if not url:
-        url = f"https://{_address(cfg, project, api)}:{cfg.proxy.port}"
-    sha256 = (
-        normalize_fingerprint(pinned)
-        if pinned
-        else tlscert.fingerprints(published_certificate(cfg, project, store=store))["sha256"]
+    return resolve_pinned(
+        lambda: f"https://{_address(cfg, project, api)}:{cfg.proxy.port}",
+        lambda: tlscert.fingerprints(published_certificate(cfg, project, store=store))["sha256"],
     )
-    endpoint = Endpoint(url, sha256)
-    endpoint.host_port  # noqa: B018 - validates the scheme now, with the message that says why
-    return endpoint
 
 
 def endpoint_report(

@@ -16,12 +16,12 @@ from typing import TextIO
 from tpudeploy.config import DeployConfig
 from tpudeploy.endpoint import (
     ENDPOINT_ENV,
-    FINGERPRINT_ENV,
     Endpoint,
     FrontDoorError,
     colon_fingerprint,
     fetch_certificate,
     normalize_fingerprint,
+    resolve_pinned,
 )
 from tpudeploy.iapssh import gcloud_failure, ssh_argv
 from tpudeploy.tpuvm.guestattributes import node_name, read_attributes
@@ -85,9 +85,8 @@ def published_certificate(
 def resolve_endpoint(cfg: DeployConfig, project: str, *, api: TpuApi | None = None) -> Endpoint:
     """ENDPOINT (https://host:port) and TLS_SHA256 when set; otherwise the node's address the
     firewall opens to [network] allowed_cidrs, and the fingerprint the node published."""
-    url = os.environ.get(ENDPOINT_ENV, "").strip().rstrip("/")
-    pinned = os.environ.get(FINGERPRINT_ENV, "").strip()
-    if not url:
+
+    def node_url() -> str:
         if not cfg.network.allowed_cidrs:
             raise FrontDoorError(
                 "the deployment opens no port ([network] allowed_cidrs is empty): run "
@@ -98,15 +97,9 @@ def resolve_endpoint(cfg: DeployConfig, project: str, *, api: TpuApi | None = No
         ip = addresses.get("external") or addresses.get("internal")
         if not ip:
             raise FrontDoorError(f"node {cfg.node_id} has no IP yet; try `make wait` first")
-        url = f"https://{ip}:{cfg.proxy.port}"
-    sha256 = (
-        normalize_fingerprint(pinned)
-        if pinned
-        else published_certificate(cfg, project, api=api)["sha256"]
-    )
-    endpoint = Endpoint(url, sha256)
-    endpoint.host_port  # noqa: B018 - validates the scheme now, with the message that says why
-    return endpoint
+        return f"https://{ip}:{cfg.proxy.port}"
+
+    return resolve_pinned(node_url, lambda: published_certificate(cfg, project, api=api)["sha256"])
 
 
 # --- make endpoint, make tunnel ---------------------------------------------------------------
