@@ -453,7 +453,7 @@ class HourlyPrice:
 
 # What a GKE deployment bills with no replica serving (the idle floor), us-west4. Rates read
 # 2026-12-01 from the pages named; the system pool's rate was not confirmed in this session
-# (no Google page for it was in reach) and is marked so: override it with [prices] when known.
+# (no Google page for it was in reach) and is marked so ([prices] holds chip rates only).
 GKE_IDLE_PRICES: Final = MappingProxyType(
     {
         "us-west4": (

@@ -64,7 +64,7 @@ from stacks.common import configure, service_account_email
 from stacks.deadline_job import declare_deadline
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import deadline_target, identifiers, metrics_adapter
+from tpudeploy.gke import deadline_target, identifiers, metrics_adapter, reach
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
@@ -107,17 +107,19 @@ class GkeStack(TerraformStack):
             nat_ip_allocate_option="AUTO_ONLY",
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
         )
+        # Authorized networks from allowed_cidrs' IPv4 ranges; with none the API server takes
+        # any address, and `make check` warns so (tpudeploy.gke.reach, issue 36 item 7).
+        nets = reach.authorized_networks(cfg)
         authorized = (
             GoogleContainerClusterMasterAuthorizedNetworksConfig(
                 cidr_blocks=[
                     GoogleContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(
                         cidr_block=cidr, display_name=f"allowed-{i}"
                     )
-                    for i, cidr in enumerate(cfg.network.allowed_cidrs)
-                    if ":" not in cidr
+                    for i, cidr in enumerate(nets)
                 ]
             )
-            if any(":" not in c for c in cfg.network.allowed_cidrs)
+            if nets
             else None
         )
         self.cluster = GoogleContainerCluster(

@@ -57,7 +57,7 @@ from stacks.common import configure, terraform_literal
 from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import cache, identifiers, pod
+from tpudeploy.gke import cache, identifiers, pod, reach
 from tpudeploy.gke.manifests import custom_resources, hpa_kv_metric_name, hpa_metric_name, labels
 
 # Where the tpudeploy.gke.pod paths are mounted from.
@@ -166,9 +166,10 @@ class ServingStack(TerraformStack):
             "service",
             metadata=ServiceV1Metadata(
                 name=cfg.name,
-                # Internal passthrough load balancer: reachable from the VPC only, nothing public
-                # until the user lists ranges (and then only those).
-                annotations={"networking.gke.io/load-balancer-type": "Internal"},
+                # Internal passthrough load balancer: clients of the VPC in its region (every
+                # region with [gke] global_access), never the internet; allowed_cidrs narrows
+                # the sources further (tpudeploy.gke.reach says who, with sources).
+                annotations=reach.service_annotations(cfg),
                 **meta,
             ),
             spec=ServiceV1Spec(

@@ -89,7 +89,12 @@ def test_the_summary_states_cost_idle_floor_and_the_billing_stop() -> None:
     assert "need 3 replica(s) by the KV wall (fits)" in text
     assert "idle floor: $" in text and "cluster management fee" in text
     assert "$/M output tokens:" in text
-    assert "flex-start nodes end after 24 h" in text
+    # Issue 36 item 19: a recycled flex-start node is replaced while a replica wants it, so
+    # "flex-start nodes end after 24 h" was a false cost sentence.
+    assert "end after" not in text
+    billing = next(line for line in text.splitlines() if line.startswith("billing stops:"))
+    assert "recycled every 24 h and replaced while a replica wants it, so it bills on" in billing
+    assert "when the deadline deletes the cluster" in billing
 
 
 def test_too_few_max_replicas_is_said() -> None:
@@ -142,6 +147,12 @@ def test_with_routing_the_summary_says_what_the_costs_leave_out() -> None:
     assert "gke-l7-rilb, internal" in line and "scoring random" in line
     assert "bills beyond the cost and idle floor" in line and "not priced here" in line
     (deadline,) = [line for line in summary.summary(routed) if line.startswith("deadline:")]
-    assert "leaves the Service's load balancer rule, the Gateway's load balancer" in deadline
+    assert (
+        "leaves the Service's load balancer rule ($0.0250/h until make destroy-all), the "
+        "Gateway's load balancer (not priced here: see unfinished)" in deadline
+    )
+    assert "unfinished: the Gateway's load balancer is not priced" in "\n".join(
+        summary.summary(routed)
+    )
     (plain_deadline,) = [line for line in summary.summary(plain) if line.startswith("deadline:")]
     assert "Gateway" not in plain_deadline

@@ -119,6 +119,10 @@ class GkeConfig(Strict):
     """the lowest GKE version the cluster may run (min_master_version)"""
     system_machine_type: str = "e2-standard-2"
     """the small always-on pool for GKE's own system pods"""
+    # An internal passthrough load balancer answers clients of its own region only unless its
+    # forwarding rule allows global access (tpudeploy.gke.reach, with the source).
+    global_access: bool = False
+    """let clients in every region of the VPC reach the Service, not only its own region"""
 
     @field_validator("min_replicas")
     @classmethod

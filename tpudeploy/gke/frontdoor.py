@@ -16,7 +16,7 @@ from tpudeploy.endpoint import (
     resolve_pinned,
 )
 from tpudeploy.gcp.container import KubeError
-from tpudeploy.gke import ops, tlscert
+from tpudeploy.gke import ops, reach, tlscert
 from tpudeploy.gke.kube import KubeApi
 
 
@@ -80,7 +80,7 @@ def endpoint_report(
     cert = published_certificate(cfg, project, store=store)
     pins = tlscert.fingerprints(cert)
     port = cfg.proxy.port
-    sources = ", ".join(cfg.network.allowed_cidrs) or "inside the VPC only"
+    sources = reach.service_clients(cfg)
     print(
         f"{cfg.name}: the API is served over TLS on port {port} (/v1/*, /health) by every "
         f"replica behind the Service's internal load balancer",

@@ -71,8 +71,9 @@ class KubeApi:
             reason = getattr(exc, "reason", exc)
             raise KubeError(
                 f"cannot reach the cluster's control plane at {self.access.url} ({reason}): "
-                "its authorized networks are [network] allowed_cidrs; run from an address in "
-                "them, or add yours and `make deploy`"
+                "its authorized networks are the IPv4 ranges of [network] allowed_cidrs (any "
+                "address when there are none); run from an address in them, or add yours and "
+                "`make deploy`"
             ) from None
 
     def items(self, path: str, selector: str = "") -> list[dict[str, Any]]:

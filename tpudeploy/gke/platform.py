@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 # command is not GKE's, and what to use instead.
 COMMANDS: Mapping[str, str | None] = {
     "tunnel": "it forwards a port to one TPU VM over IAP SSH; on GKE the front door is the "
-    "Service's internal load balancer: reach it from the VPC or [network] allowed_cidrs (`make "
-    f"endpoint` prints the address), or forward a port with `kubectl -n {NAMESPACE} "
-    "port-forward service/{name} {port}:{port}`",
+    "Service's internal load balancer, which answers clients in the VPC's region only (every "
+    "region with [gke] global_access; `make check` says who, `make endpoint` prints the "
+    "address). A GKE tunnel is not built: it would reach one pod through the Kubernetes API "
+    f"(port-forward), which `kubectl -n {NAMESPACE} port-forward "
+    "service/{name} {port}:{port}` already does with your cluster credentials",
     "recover": "it replaces one dead TPU VM; on GKE the Deployment replaces a lost replica by "
     "itself, and the node pools a preempted TPU node (`make status` shows both)",
     "pin": "it reads the image digests a TPU VM's boot published, and a pod cannot read the "
@@ -104,9 +106,14 @@ class Gke:
         return [*map(str, cache_findings(cfg)), *summary(cfg), *configured(cfg)]
 
     def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
-        from tpudeploy.gke import routing, scaleplan
+        from tpudeploy.gke import reach, routing, scaleplan
 
-        return routing.findings(cfg) + scaleplan.findings(cfg) + policy.shared_findings(cfg)
+        return (
+            routing.findings(cfg)
+            + scaleplan.findings(cfg)
+            + reach.findings(cfg)
+            + policy.shared_findings(cfg)
+        )
 
     def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
         # One front-door certificate for every replica (tpudeploy/gke/tlscert.py).

@@ -189,10 +189,19 @@ def deadline_line(cfg: DeployConfig, plan: ReplicaPlan) -> str:
             f'deadline: none (max_run_duration = "none"): nothing deletes the cluster; {cost}, '
             "until make destroy-all"
         )
+    # What the deadline leaves bills on (clusters.delete leaves load balancers made after the
+    # cluster: tpudeploy.gke.deadline_target.LEFT_AFTER_DEADLINE, with the quote).
+    rule = next((rate for item, rate in plan.idle_items if "forwarding rule" in item), None)
+    left = f"${rule:.4f}/h" if rule is not None else "its forwarding-rule rate (not priced here)"
     return (
         f"deadline: Cloud Scheduler job {cfg.deadline_job_name} deletes the cluster (its pools, "
         f"nodes and fee) at deploy time + {cfg.deadline_seconds / 3600:g} h; make extend BY=2h "
-        "moves it; it leaves the Service's load balancer rule, "
-        + ("the Gateway's load balancer and the proxy-only subnet, " if cfg.routing.gateway else "")
-        + "the router and NAT, the secrets"
+        f"moves it; it leaves the Service's load balancer rule ({left} until make destroy-all), "
+        + (
+            "the Gateway's load balancer (not priced here: see unfinished) and the proxy-only "
+            "subnet, "
+            if cfg.routing.gateway
+            else ""
+        )
+        + "the router and NAT (nothing once no node is left), the secrets"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import metrics_adapter, routing
+from tpudeploy.gke import metrics_adapter, reach, routing
 from tpudeploy.gke.replicaplan import deadline_line, replica_plan
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
 
@@ -36,13 +36,10 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"replica, {a.min_replicas}..{a.max_replicas} replicas, scale-down after "
         f"{a.scale_down_window_s} s (a warm boot is {SEED_BOOT.warm_s:g} s)"
     )
-    if not metrics_adapter.pinned(metrics_adapter.image()):
-        lines.append(
-            f"metrics adapter: {metrics_adapter.image()} by tag, not pinned by digest (unfinished: "
-            "set DIGEST in tpudeploy/gke/metrics_adapter.py)"
-        )
+    lines += unfinished_lines(cfg)
     if cfg.routing.gateway:
         lines.append(routing_line(cfg))
+    lines += [reach.control_plane_line(cfg), reach.endpoint_line(cfg)]
     if plan.chip_rate is None:
         lines.append(f"cost: not estimated: no {plan.chip_model} or idle-floor prices here")
         return [*lines, deadline_line(cfg, plan)]
@@ -59,9 +56,14 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"$/M output tokens: ${plan.per_million(a.min_replicas):.3f} at {a.min_replicas}, "
         f"${plan.per_million(a.max_replicas):.3f} at {a.max_replicas} replica(s), each at the "
         f"build log's {plan.throughput_tok_s:,} tok/s ({ctx:,} ctx, {cl} clients)",
-        f"billing stops: flex-start nodes end after {cfg.gke.max_run_duration_seconds / 3600:g} h"
-        " (GKE recycles them); spot nodes when make destroy removes the serving stack (the "
-        "autoscaler then removes idle TPU nodes); the idle floor at make destroy-all",
+        # A flex-start node's max_run_duration ends that node, not the billing: GKE recycles
+        # it and the replica's pod, still wanted, asks the autoscaler for a new one (issue 36,
+        # item 19: the old sentence said they "end after 24 h").
+        "billing stops: TPU nodes (spot and flex-start alike) when make destroy removes the "
+        "serving stack (the autoscaler then removes idle TPU nodes) or when the deadline deletes "
+        f"the cluster; a flex-start node is recycled every "
+        f"{cfg.gke.max_run_duration_seconds / 3600:g} h and replaced while a replica wants it, "
+        "so it bills on; the idle floor at make destroy-all",
         deadline_line(cfg, plan),
     ]
     return lines
@@ -79,3 +81,33 @@ def routing_line(cfg: DeployConfig) -> str:
         "(forwarding rule, proxy instances, data processed; not priced here: "
         "cloud.google.com/load-balancing/pricing, its internal Application Load Balancer section)"
     )
+
+
+def unfinished_lines(cfg: DeployConfig) -> list[str]:
+    """What stays unfinished for every GKE config until someone pins it: said by `make check`,
+    `make synth` and `make cost`, never only in a doc (issue 36, "Also")."""
+    lines = []
+    if not metrics_adapter.pinned(metrics_adapter.image()):
+        lines.append(
+            f"unfinished: metrics adapter {metrics_adapter.image()} is by tag, not pinned by "
+            "digest (no published digest was found offline; set DIGEST in "
+            "tpudeploy/gke/metrics_adapter.py)"
+        )
+    system = facts.SYSTEM_NODE_PRICES.get((cfg.effective_region, cfg.gke.system_machine_type))
+    if system is None or "UNCONFIRMED" in system.item:
+        lines.append(
+            f"unfinished: the system node's price ({cfg.gke.system_machine_type} in "
+            f"{cfg.effective_region}) is not confirmed from Google's page; the idle floor "
+            "below uses "
+            + (f"${system.per_hour:.4f}/h unconfirmed" if system else "no rate")
+            + " (set it in tpudeploy/facts.py SYSTEM_NODE_PRICES from "
+            "cloud.google.com/compute/vm-instance-pricing; [prices] holds chip rates only)"
+        )
+    if cfg.routing.gateway:
+        lines.append(
+            "unfinished: the Gateway's load balancer is not priced (the stored copies of "
+            "cloud.google.com/load-balancing/pricing, read 2026-12-02, lack its Internal "
+            "Application Load Balancer section): the costs below leave out its forwarding rule, "
+            "proxy instances and data processed"
+        )
+    return lines
