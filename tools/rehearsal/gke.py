@@ -164,6 +164,7 @@ class GkeRehearsal(Rehearsal):
                 f"{stored}: {sorted(self.cloud.kubernetes.objects())}"
             )
         unchecked = sorted(self.cloud.kubernetes.unchecked)
+        self._skipped += [f"{kind} (no published schema)" for kind in unchecked]
         return (
             f"{shown}: cluster, pools {', '.join(pools)}; {stored} objects stored and validated, "
             f"all {declared} the serving stack declares"

@@ -13,7 +13,7 @@ REST paths are the API server's: /api/v1[/namespaces/NS]/PLURAL[/NAME] and
 DELETE deletes. Every call needs a bearer token the fake cloud issued (the inventory's tokens).
 What it refuses is tools/rehearsal/fakes/k8s_rules.py: core kinds by kubernetes-validate at the
 cluster's minor (strict: an unknown field is refused, as a server-side field validation
-`Strict` does), custom resources by their schemas in ../shared/schemas, only for the CRDs the
+`Strict` does), custom resources by their schemas in schemas/ (vendored), only for the CRDs the
 cluster's add-ons install; names by Kubernetes' naming rules; a namespaced object needs its
 namespace; a namespace's deletion deletes its objects.
 """

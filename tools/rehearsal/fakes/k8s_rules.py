@@ -12,9 +12,9 @@ from typing import Any
 from tpudeploy import facts, names
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-# Schemas of GKE's custom resources (no package ships them): ../shared/schemas/crds, read as the
-# tests read them (tests/stacks/test_gke_synth.py).
-CRD_SCHEMAS = REPO_ROOT.parent / "shared" / "schemas" / "crds"
+# Schemas of GKE's custom resources (no package ships them), vendored with their sources and
+# licences (schemas/README.md), read as the tests read them (tests/stacks/test_gke_synth.py).
+CRD_SCHEMAS = REPO_ROOT / "schemas" / "crds"
 
 # Object names (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/): most
 # kinds need a DNS subdomain name (at most 253 characters, lowercase alphanumerics, '-' or '.',
@@ -104,10 +104,10 @@ def name_problem(kind: str, name: str) -> str:
 
 
 @cache
-def _crd_schema(path: str) -> dict[str, Any] | None:
+def _crd_schema(path: str) -> dict[str, Any]:
+    # Vendored with the project: a named file that is absent is a broken checkout, never a kind
+    # left unchecked in silence.
     file = CRD_SCHEMAS / path
-    if not file.is_file():
-        return None
     loaded: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
     return loaded
 
@@ -123,9 +123,9 @@ def validate(obj: dict[str, Any], version: str, crds: dict[tuple[str, str], str 
         if key not in crds:
             return NO_KIND
         path = crds[key]
-        schema = _crd_schema(path) if path else None
-        if schema is None:
+        if path is None:
             return UNCHECKED
+        schema = _crd_schema(path)
         try:
             jsonschema.validate(obj, schema)
         except jsonschema.ValidationError as exc:
