@@ -18,6 +18,7 @@ from tests import cli_fork
 from tests.conftest import REPO_ROOT
 from tests.fake_boot_apis import FakeSecretManager
 from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
+from tpudeploy import facts
 from tpudeploy.config import parse_config
 
 PROJECT = "preflight-proj-1"
@@ -375,3 +376,28 @@ def test_a_gke_deploy_needs_monitoring_enabled_and_the_shared_certificate(
     assert any(
         "container.googleapis.com is not enabled yet: the deploy enables it" in n for n in notes
     ), notes
+
+
+def test_a_gateway_needs_the_network_services_and_certificate_manager_apis() -> None:
+    """Issue 36, settled by reading: GKE Inference Gateway asks for the Network Services API
+    (deploy-gke-inference-gateway, "Before you begin"), the Gateway's certificate is a Certificate
+    Manager one; no stack enables either, so preflight refuses with the command that does."""
+    from tpudeploy.preflight import check_apis
+
+    routed = parse_config(
+        {
+            "project": PROJECT,
+            "platform": "gke",
+            "gke": {"min_version": facts.GKE_INFERENCE_CRDS_MIN_VERSION},
+            "routing": {
+                "gateway": True,
+                "certificate": "gemma4-gateway",
+                "proxy_subnet_cidr": "10.0.32.0/23",
+            },
+        }
+    )
+    enabled = {"container.googleapis.com", "monitoring.googleapis.com"}
+    checks = check_apis(routed, lambda _p, s: "ENABLED" if s in enabled else "DISABLED")
+    refused = sorted(c.line.split(" ")[0] for c in checks if not c.ok)
+    assert refused == ["certificatemanager.googleapis.com", "networkservices.googleapis.com"]
+    assert not [c for c in check_apis(GKE, lambda _p, s: "ENABLED") if not c.ok]

@@ -140,6 +140,18 @@ class Gke:
             # vllm:num_requests_waiting from there; no stack enables it
             # (cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed).
             ("monitoring.googleapis.com", False, "Managed Prometheus and the HPA's metric"),
+            # GKE Inference Gateway: "Enable the Compute Engine API, the Network Services API
+            # ..." (cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway,
+            # Before you begin); its certificate is a Certificate Manager one (tpudeploy.gke.
+            # routing.CERT_OPTION). No stack enables either (issue 36, settled by reading).
+            *(
+                (
+                    ("networkservices.googleapis.com", False, "GKE Inference Gateway"),
+                    ("certificatemanager.googleapis.com", False, "the Gateway's certificate"),
+                )
+                if cfg.routing.gateway
+                else ()
+            ),
         )
 
     def billing_in_state(self, cfg: DeployConfig, resources: list[StateResource]) -> list[str]:
