@@ -16,6 +16,7 @@ from tools.rehearsal.resources.container import (
     ContainerCluster,
     ContainerClusterData,
     ContainerNodePool,
+    EngineVersionsData,
     ProjectData,
 )
 from tools.rehearsal.resources.iam import ServiceAccount
@@ -60,7 +61,8 @@ RESOURCES: dict[str, type[Resource]] = {
     )
 }
 DATA_SOURCES: dict[str, type[DataSource]] = {
-    cls.type_name: cls for cls in (ContainerClusterData, ClientConfigData, ProjectData)
+    cls.type_name: cls
+    for cls in (ContainerClusterData, EngineVersionsData, ClientConfigData, ProjectData)
 }
 # In the stand-in's schema without a fake: `terraform validate` judges them against the schema
 # (with tools/rehearsal/provider.VALIDATE_ONLY_ENV naming them), and any plan of one fails. The
