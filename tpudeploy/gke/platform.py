@@ -104,9 +104,14 @@ class Gke:
         return [*map(str, cache_findings(cfg)), *summary(cfg), *configured(cfg)]
 
     def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
-        from tpudeploy.gke import routing, scaleplan
+        from tpudeploy.gke import routing, scaleplan, vpc
 
-        return routing.findings(cfg) + scaleplan.findings(cfg) + policy.shared_findings(cfg)
+        return (
+            routing.findings(cfg)
+            + scaleplan.findings(cfg)
+            + vpc.findings(cfg)
+            + policy.shared_findings(cfg)
+        )
 
     def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
         # One front-door certificate for every replica (tpudeploy/gke/tlscert.py).
