@@ -24,6 +24,7 @@ from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.gke import identifiers
+from tpudeploy.platform import platform_for
 
 # The kinds the serving stack applies (stacks/gke/serving.py); the rehearsal checks each landed.
 SERVING_KINDS = (
@@ -256,19 +257,12 @@ class GkeRehearsal(Rehearsal):
             raise StageFailure(f"`{shown}` exited {proc.returncode}; log: {log}\n{_tail(log)}")
         return shown
 
-    def _cdktf(
-        self, cfg: DeployConfig, verb: str, *stacks: str, protection: bool = True
-    ) -> list[str]:
-        return [
-            "node_modules/.bin/cdktf",
-            verb,
-            "--output",
-            str(terraform.synth_outdir(cfg)),
-            *stacks,
-            "--ignore-missing-stack-dependencies",
-            "--auto-approve",
-            *([] if protection else ["--var", "deletion_protection=false"]),
-        ]
+    def _cdktf_deploy(self, cfg: DeployConfig, stack: str) -> list[str]:
+        """One stack, as make destroy-all deploys its protected stacks (its dependency, the
+        secrets stack, applied just before by make deploy-secrets)."""
+        outdir = str(terraform.synth_outdir(cfg))
+        return ["node_modules/.bin/cdktf", "deploy", "--output", outdir, stack,
+                "--ignore-missing-stack-dependencies", "--auto-approve"]  # fmt: skip
 
     def _neighbour_deploy(self) -> str:
         """A second deployment (another name; same project, network default, region) deploys
@@ -277,15 +271,16 @@ class GkeRehearsal(Rehearsal):
         Kubernetes API serves one cluster), which keeps the stage short."""
         write_gke_config(self.scratch, name=NEIGHBOUR, file="neighbour.toml", nat=False)
         cfg = self._neighbour_cfg()
-        # The lock file the prepare stage computed offline for the first deployment's stacks.
-        first = self.scratch / terraform.synth_outdir(self.cfg) / "stacks"
-        lock = first / self.cfg.secrets_stack_name / ".terraform.lock.hcl"
-        for stack in (cfg.secrets_stack_name, cfg.gke_stack_name):
+        # The lock file the prepare stage computed offline for both providers
+        # (tools/rehearsal/mirror.lock_file); a stack's own lock keeps only its providers.
+        names = "-".join(b.name for b in self._bindings())
+        lock = self.workdir / "terraform" / f"lock-{names}" / ".terraform.lock.hcl"
+        for stack in platform_for(cfg).stacks(cfg):
             folder = self.scratch / terraform.synth_outdir(cfg) / "stacks" / stack
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy(lock, folder / ".terraform.lock.hcl")
         self._neighbour_run("neighbour-deploy-secrets", [*self._make_argv("deploy-secrets")])
-        self._neighbour_run("neighbour-deploy", self._cdktf(cfg, "deploy", cfg.gke_stack_name))
+        self._neighbour_run("neighbour-deploy", self._cdktf_deploy(cfg, cfg.gke_stack_name))
         inv = self.cloud.inventory
         clusters = [
             n
@@ -328,13 +323,10 @@ class GkeRehearsal(Rehearsal):
         first deployment's cluster, pools, NAT and serving objects stay as they were."""
         cfg = self._neighbour_cfg()
         before = len(self.cloud.kubernetes.objects())
-        self._neighbour_run(
-            "neighbour-unprotect", self._cdktf(cfg, "deploy", cfg.gke_stack_name, protection=False)
-        )
-        self._neighbour_run(
-            "neighbour-destroy",
-            self._cdktf(cfg, "destroy", cfg.gke_stack_name, cfg.secrets_stack_name),
-        )
+        # The user's path: make destroy-all lifts the protection, then destroys every stack (the
+        # serving stack, never deployed here, has nothing to destroy). A cdktf destroy of the
+        # cluster and secrets stacks alone waits for the serving stack, which depends on them.
+        self._neighbour_run("neighbour-destroy-all", self._make_argv("destroy-all"))
         inv = self.cloud.inventory
         left = [k for k in inv.objects if cfg.name + "-" in k or k.endswith("/" + cfg.name)]
         if left:
