@@ -12,7 +12,8 @@ import pytest
 from tests.rehearsal.test_rehearsal_gke_parts import CLUSTER, CLUSTERS, PROJECT, ZONE, call
 from tools.rehearsal.fakes import container_rules
 from tools.rehearsal.fakes.cloud import FakeCloud
-from tools.rehearsal.resources.base import ProviderConfig
+from tools.rehearsal.resources.base import ApiError, ProviderConfig
+from tools.rehearsal.resources.compute import ComputeSubnetwork
 from tools.rehearsal.resources.container import EngineVersionsData
 
 REGION = "us-west4"
@@ -160,3 +161,25 @@ def test_a_subnet_of_an_auto_mode_network_lies_outside_its_range_and_other_subne
     assert status == 400 and "existing subnetwork 'proxy'" in body["error"]["message"]
     assert call(cloud.compute.host, "GET", f"{SUBNETS}/proxy")[0] == 200
     assert call(cloud.compute.host, "DELETE", f"{SUBNETS}/proxy")[0] == 200
+
+
+def test_the_stand_in_subnetwork_goes_through_the_fakes_rules(
+    cloud: FakeCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable, host in cloud.environment().items():
+        monkeypatch.setenv(variable, host)
+    resource = ComputeSubnetwork(ProviderConfig({"project": PROJECT, "region": REGION}))
+    planned = {
+        "name": "gemma4-gke-proxy-only",
+        "network": "default",
+        "ip_cidr_range": "10.129.0.0/23",
+        "purpose": "REGIONAL_MANAGED_PROXY",
+        "role": "ACTIVE",
+    }
+    with pytest.raises(ApiError, match=r"10\.128\.0\.0/9"):
+        resource.create(planned)
+    created = resource.create({**planned, "ip_cidr_range": "10.126.0.0/23"})
+    assert created["id"].endswith("/subnetworks/gemma4-gke-proxy-only")
+    assert resource.read(planned) is not None
+    resource.delete(planned)
+    assert resource.read(planned) is None
