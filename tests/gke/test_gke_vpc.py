@@ -68,8 +68,8 @@ def test_make_check_refuses_a_control_plane_range_the_network_already_uses() -> 
     assert "10.128.0.0/9" in auto["gke.control_plane_cidr"]
     custom = _cfg(network={"subnet_mode": "custom"}, gke={"control_plane_cidr": "10.130.0.0/28"})
     assert _errors(custom) == {}
-    docker = _errors(_cfg(gke={"control_plane_cidr": "172.17.0.0/28"}))
-    assert "172.17.0.0/16" in docker["gke.control_plane_cidr"]
+    docker = vpc.findings(_cfg(gke={"control_plane_cidr": "172.17.0.0/28"}))
+    assert [f.severity for f in docker] == ["warning"] and "172.17.0.0/16" in docker[0].message
     proxy = {"gateway": True, "certificate": "c", "proxy_subnet_cidr": "10.126.0.0/23"}
     gke = {"control_plane_cidr": "10.126.1.16/28", "min_version": "1.34.0-gke.1626000"}
     clash = _errors(_cfg(routing=proxy, gke=gke))

@@ -19,8 +19,9 @@ from tpudeploy.planner import Finding
 # An auto mode network's own subnets (VPC, "Auto mode IP ranges"): every region's lies here.
 AUTO_MODE_RANGE = ipaddress.IPv4Network("10.128.0.0/9")
 # Where derived control-plane ranges come from: RFC 1918, outside the auto mode range, and not
-# 172.17.0.0/16 (the Docker bridge's default, which GKE documents as unusable for the control
-# plane). 4,096 /28s: two names collide with odds of 1 in 4,096.
+# 172.17.0.0/16 (the Docker bridge's default, which GKE's private-cluster page says the control
+# plane cannot use: remembered, that page is not in the stored corpus; make check only warns).
+# 4,096 /28s: two names collide with odds of 1 in 4,096.
 DERIVED_FROM = ipaddress.IPv4Network("172.16.0.0/16")
 PREFIX = 28
 _RESERVED = (ipaddress.IPv4Network("172.17.0.0/16"),)
@@ -55,8 +56,13 @@ def findings(cfg: DeployConfig) -> list[Finding]:
         out.append(Finding("error", key, shown, why + fix))
     for reserved in _RESERVED:
         if cidr.overlaps(reserved):
-            why = f"overlaps {reserved}, Docker's default bridge, which GKE cannot use here; "
-            out.append(Finding("error", key, shown, why + fix))
+            # A warning, not a refusal: the rule is remembered from GKE's private-cluster page,
+            # which the stored corpus does not hold.
+            why = (
+                f"overlaps {reserved}, Docker's default bridge, which GKE's private-cluster page "
+                "(as remembered, not re-read) says the control plane cannot use; "
+            )
+            out.append(Finding("warning", key, shown, why + fix))
     proxy = cfg.routing.proxy_subnet_cidr
     if proxy and cidr.overlaps(ipaddress.IPv4Network(proxy)):
         why = f"overlaps [routing] proxy_subnet_cidr = {proxy}: ranges of one network may not; "
