@@ -94,8 +94,12 @@ def findings(cfg: DeployConfig) -> list[Finding]:
 
 
 def _free_example(cfg: DeployConfig) -> str:
-    """A /28 of DERIVED_FROM clear of the proxy-only subnet and the reserved ranges."""
+    """A /28 of DERIVED_FROM clear of the proxy-only subnet and the reserved ranges: the name's
+    own derived range when it is."""
     taken = [ipaddress.IPv4Network(p) for p in (cfg.routing.proxy_subnet_cidr,) if p]
+    derived = ipaddress.IPv4Network(derived_control_plane_cidr(cfg.name))
+    if not any(derived.overlaps(t) for t in [*taken, *_RESERVED]):
+        return str(derived)  # what leaving the key out gives
     for candidate in DERIVED_FROM.subnets(new_prefix=PREFIX):
         if candidate.network_address.packed[-1] == 0:
             continue  # the /16's .0 blocks are the first anyone picks by hand
