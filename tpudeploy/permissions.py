@@ -145,6 +145,15 @@ NEEDS: dict[str, Need] = {
         "roles/container.clusterViewer",
         "https://cloud.google.com/kubernetes-engine/docs/reference/api-permissions",
     ),
+    # The zone's serverConfig (the release channel's default version the cluster asks for):
+    # projects.locations.getServerConfig. GKE's API-permissions table lists no permission for
+    # it (the stored page's rows stop at clusters, node pools and operations): the project-level
+    # read of clusters is what this assumes, and roles/container.clusterViewer holds it.
+    "data_google_container_engine_versions": Need(
+        ("container.clusters.list",),
+        "roles/container.clusterViewer",
+        "https://cloud.google.com/kubernetes-engine/docs/reference/api-permissions",
+    ),
     # Your own access token for the kubernetes provider: no API call.
     "data_google_client_config": Need(
         (),
@@ -237,6 +246,7 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "google_container_cluster",
         "google_container_node_pool",
         "data_google_project",
+        "data_google_container_engine_versions",
         "google_secret_manager_secret_iam_member",
         "google_storage_bucket_iam_member",
     ),

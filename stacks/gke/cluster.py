@@ -14,10 +14,24 @@ job deleting the cluster then (stacks/deadline_job.py).
 
 from __future__ import annotations
 
-from cdktf import TerraformOutput, TerraformStack, TerraformVariable
+from cdktf import (
+    Fn,
+    Op,
+    Precondition,
+    TerraformOutput,
+    TerraformResourceLifecycle,
+    TerraformStack,
+    TerraformVariable,
+)
+from cdktf_cdktf_provider_google_beta.data_google_container_engine_versions import (
+    DataGoogleContainerEngineVersions,
+)
 from cdktf_cdktf_provider_google_beta.data_google_project import DataGoogleProject
 from cdktf_cdktf_provider_google_beta.google_compute_router import GoogleComputeRouter
-from cdktf_cdktf_provider_google_beta.google_compute_router_nat import GoogleComputeRouterNat
+from cdktf_cdktf_provider_google_beta.google_compute_router_nat import (
+    GoogleComputeRouterNat,
+    GoogleComputeRouterNatSubnetwork,
+)
 from cdktf_cdktf_provider_google_beta.google_container_cluster import (
     GoogleContainerCluster,
     GoogleContainerClusterAddonsConfig,
@@ -60,11 +74,12 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 )
 from constructs import Construct
 
-from stacks.common import configure, service_account_email
+from stacks.common import configure, service_account_email, terraform_literal
 from stacks.deadline_job import declare_deadline
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import deadline_target, identifiers, metrics_adapter, reach
+from tpudeploy.config.gke import version_tuple
+from tpudeploy.gke import deadline_target, identifiers, metrics_adapter, reach, vpc
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
@@ -89,24 +104,12 @@ class GkeStack(TerraformStack):
             description="Refuse to delete the cluster (make destroy-all sets false first).",
         )
         network = cfg.network.network
-        router = GoogleComputeRouter(
-            self,
-            "router",
-            name=identifiers.router_name(cfg),
-            network=network,
-            region=cfg.effective_region,
+        if cfg.network.nat:
+            self._nat(cfg, network)
+        versions = DataGoogleContainerEngineVersions(
+            self, "versions", project=project, location=cfg.zone, depends_on=[service]
         )
-        # Private nodes have no external address: pulling the image and the weights goes out
-        # through NAT (its gateway bills per VM using it, tpudeploy.gke.replicaplan).
-        GoogleComputeRouterNat(
-            self,
-            "nat",
-            name=identifiers.nat_name(cfg),
-            router=router.name,
-            region=cfg.effective_region,
-            nat_ip_allocate_option="AUTO_ONLY",
-            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
-        )
+        channel_default = versions.release_channel_default_version.lookup(cfg.gke.release_channel)
         # Authorized networks from allowed_cidrs' IPv4 ranges; with none the API server takes
         # any address, and `make check` warns so (tpudeploy.gke.reach, issue 36 item 7).
         nets = reach.authorized_networks(cfg)
@@ -134,7 +137,11 @@ class GkeStack(TerraformStack):
             remove_default_node_pool=True,
             initial_node_count=1,
             deletion_protection=protection.boolean_value,
-            min_master_version=cfg.gke.min_version,
+            # The release channel's default version in this zone, as GKE offers it today
+            # (getServerConfig): an exact build such as [gke] min_version's is refused once
+            # GKE retires it ("Master version ... is unsupported"). min_version stays the floor,
+            # checked against what GKE offers before the create (the precondition).
+            min_master_version=channel_default,
             release_channel=GoogleContainerClusterReleaseChannel(channel=cfg.gke.release_channel),
             workload_identity_config=GoogleContainerClusterWorkloadIdentityConfig(
                 workload_pool=identifiers.workload_pool(project)
@@ -166,7 +173,9 @@ class GkeStack(TerraformStack):
                 # The Kubernetes provider of the serving stack reaches the control plane from
                 # the operator's machine; authorized networks narrow it to allowed_cidrs.
                 enable_private_endpoint=False,
-                master_ipv4_cidr_block=identifiers.MASTER_CIDR,
+                # One /28 per deployment: two clusters of a network may not share one (GKE:
+                # "must not overlap with any other ranges in use within the cluster's network").
+                master_ipv4_cidr_block=vpc.control_plane_cidr(cfg),
             ),
             master_authorized_networks_config=authorized,
             ip_allocation_policy=GoogleContainerClusterIpAllocationPolicy(),
@@ -187,6 +196,19 @@ class GkeStack(TerraformStack):
             ),
             resource_labels={"deployment": cfg.name},
             depends_on=[service],
+            lifecycle=TerraformResourceLifecycle(
+                precondition=[
+                    Precondition(
+                        condition=Op.gte(_version_number(channel_default), _minimum(cfg)),
+                        error_message=(
+                            f"GKE's {cfg.gke.release_channel} channel offers no version at or "
+                            f"above [gke] min_version = {cfg.gke.min_version} in {cfg.zone} "
+                            "(the version a flex-start TPU pool and the ComputeClass need): "
+                            'choose release_channel = "RAPID", or wait for the channel'
+                        ),
+                    )
+                ]
+            ),
         )
         account = service_account_email(cfg, project)
         GoogleContainerNodePool(
@@ -207,6 +229,37 @@ class GkeStack(TerraformStack):
         TerraformOutput(self, "cluster_name", value=self.cluster.name)
         TerraformOutput(self, "cluster_location", value=self.cluster.location)
         TerraformOutput(self, "tpu_pools", value=[p.name for p in self.pools.values()])
+
+    def _nat(self, cfg: DeployConfig, network: str) -> None:
+        """Private nodes have no external address: pulling the image and the weights goes out
+        through NAT (its gateway bills per VM using it, tpudeploy.gke.replicaplan). For the
+        cluster's subnetwork only, all its ranges (the nodes' primary, the pods' secondary
+        GKE adds): a NAT for every subnetwork (ALL_SUBNETWORKS_*) may be the only NAT of the
+        network in the region (Compute's RouterNat reference), so it would collide with a TPU
+        VM's NAT, another deployment's or the user's. A second deployment on the same
+        subnetwork sets [network] nat = false and uses the first's (one NAT per subnetwork)."""
+        router = GoogleComputeRouter(
+            self,
+            "router",
+            name=identifiers.router_name(cfg),
+            network=network,
+            region=cfg.effective_region,
+        )
+        GoogleComputeRouterNat(
+            self,
+            "nat",
+            name=identifiers.nat_name(cfg),
+            router=router.name,
+            region=cfg.effective_region,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+            subnetwork=[
+                GoogleComputeRouterNatSubnetwork(
+                    name=terraform_literal(cfg.nat_subnetwork),
+                    source_ip_ranges_to_nat=["ALL_IP_RANGES"],
+                )
+            ],
+        )
 
     @staticmethod
     def _node_config(
@@ -342,3 +395,16 @@ class GkeStack(TerraformStack):
                 condition=GoogleStorageBucketIamMemberCondition(**condition) if condition else None,
                 depends_on=[self.cluster],
             )
+
+
+def _version_number(version: str) -> object:
+    """A GKE version `1.X.Y-gke.N` as one number Terraform can compare (1XXXYYYNNNNNNNNNN;
+    Terraform's numbers are arbitrary-precision, so 17 digits stay exact); the same order as
+    tpudeploy.config.gke.version_tuple."""
+    parts = Fn.regex("^([0-9]+)[.]([0-9]+)[.]([0-9]+)-gke[.]([0-9]+)$", version)
+    return Fn.tonumber(Fn.format("%d%03d%03d%010d", [Fn.element(parts, i) for i in range(4)]))
+
+
+def _minimum(cfg: DeployConfig) -> int:
+    major, minor, patch, gke = version_tuple(cfg.gke.min_version)
+    return int(f"{major}{minor:03d}{patch:03d}{gke:010d}")

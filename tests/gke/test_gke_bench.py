@@ -272,7 +272,7 @@ min_version = "{facts.GKE_INFERENCE_CRDS_MIN_VERSION}"
 [routing]
 gateway = true
 certificate = "gemma4-gateway"
-proxy_subnet_cidr = "10.129.0.0/23"
+proxy_subnet_cidr = "10.126.0.0/23"
 scoring = "random"
 """
 API_KEY = "pool-key-" + "q" * 40

@@ -137,7 +137,7 @@ def test_with_routing_the_summary_says_what_the_costs_leave_out() -> None:
             "routing": {
                 "gateway": True,
                 "certificate": "gemma4-gateway",
-                "proxy_subnet_cidr": "10.129.0.0/23",
+                "proxy_subnet_cidr": "10.126.0.0/23",
                 "scoring": "random",
             },
         }

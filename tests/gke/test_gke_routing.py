@@ -37,7 +37,7 @@ ROUTED = {
     "routing": {
         "gateway": True,
         "certificate": "gemma4-gateway",
-        "proxy_subnet_cidr": "10.129.0.0/23",
+        "proxy_subnet_cidr": "10.126.0.0/23",
     },
 }
 CFG = parse_config(ROUTED)
@@ -303,8 +303,8 @@ def test_the_proxy_only_subnet_is_declared_or_confirmed_never_both(
 
 @pytest.mark.parametrize(
     ("value", "words"),
-    [("10.129.0.0/27", ["at least 64 addresses", '"10.129.0.0/23"']),
-     ("10.129.0.1/23", ["not an IPv4 network"]), ("fd00::/64", ["not an IPv4 network"])],
+    [("10.126.0.0/27", ["at least 64 addresses", '"10.126.0.0/23"']),
+     ("10.126.0.1/23", ["not an IPv4 network"]), ("fd00::/64", ["not an IPv4 network"])],
 )  # fmt: skip
 def test_a_bad_proxy_subnet_range_is_refused_with_the_fix(value: str, words: list[str]) -> None:
     with pytest.raises(ConfigError) as raised:
@@ -364,7 +364,7 @@ def test_the_proxy_only_subnet_is_declared_before_the_gateway(synth: Synthesizer
     serving = synth(ROUTED)[CFG.serving_stack_name]
     subnet = serving["resource"]["google_compute_subnetwork"]["proxy-only-subnet"]
     assert (subnet["purpose"], subnet["role"]) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
-    assert subnet["ip_cidr_range"] == "10.129.0.0/23"
+    assert subnet["ip_cidr_range"] == "10.126.0.0/23"
     assert subnet["region"] == CFG.effective_region
     gateway = serving["resource"]["kubernetes_manifest"]["gateway"]
     assert "google_compute_subnetwork.proxy-only-subnet" in gateway["depends_on"]
@@ -407,7 +407,10 @@ def test_the_pool_targets_the_front_doors_keyed_plain_port(
 def test_the_routed_cluster_enables_gkes_gateway_controller(synth: Synthesizer) -> None:
     cluster = synth(ROUTED)[CFG.gke_stack_name]["resource"]["google_container_cluster"]["cluster"]
     assert cluster["gateway_api_config"] == {"channel": "CHANNEL_STANDARD"}
-    assert cluster["min_master_version"] == facts.GKE_INFERENCE_CRDS_MIN_VERSION
+    # The floor the InferencePool needs is the precondition's (tests/gke/test_gke_vpc.py).
+    major, minor, patch, gke = version_tuple(facts.GKE_INFERENCE_CRDS_MIN_VERSION)
+    floor = int(f"{major}{minor:03d}{patch:03d}{gke:010d}")
+    assert f">= {floor})" in cluster["lifecycle"]["precondition"][0]["condition"]
 
 
 def test_the_shipped_configs_leave_routing_off() -> None:

@@ -49,7 +49,8 @@ def call(host: str, method: str, path: str, body: Any = None, token: str = "") -
 
 CLUSTER = {
     "name": "gemma4-gke",
-    "initialClusterVersion": "1.33.0-gke.1712000",
+    # An alias GKE resolves against its serverConfig (an exact retired build is refused).
+    "initialClusterVersion": "1.34",
     "workloadIdentityConfig": {"workloadPool": f"{PROJECT}.svc.id.goog"},
     "secretManagerConfig": {"enabled": True},
     "monitoringConfig": {"managedPrometheusConfig": {"enabled": True}},

@@ -208,6 +208,26 @@ _DEADLINE_EXPRESSIONS = (
 )
 
 
+# The GKE cluster's version (stacks/gke/cluster.py): the release channel's default from the
+# zone's serverConfig, and the precondition comparing it, as one number, with [gke] min_version.
+_CHANNEL_DEFAULT = (
+    r"data\.google_container_engine_versions\.versions\.release_channel_default_version"
+    r'\["(?:RAPID|REGULAR|STABLE|EXTENDED)"\]'
+)
+_VERSION_PART = (
+    r'element\(regex\("\^\(\[0-9\]\+\)\[\.\]\(\[0-9\]\+\)\[\.\]\(\[0-9\]\+\)'
+    r'-gke\[\.\]\(\[0-9\]\+\)\$", ' + _CHANNEL_DEFAULT + r"\), [0-3]\)"
+)
+_VERSION_EXPRESSIONS = (
+    re.compile(_CHANNEL_DEFAULT),
+    re.compile(
+        r'\(tonumber\(format\("%d%03d%03d%010d", '
+        + ", ".join([_VERSION_PART] * 4)
+        + r"\)\) >= [0-9]+\)"
+    ),
+)
+
+
 def allowed_expression(expr: str, doc: dict[str, Any]) -> bool:
     """var.project (and its validation), self.input (the provisioners), the deadline's own
     expressions, or an attribute of a resource this stack declares."""
@@ -219,6 +239,8 @@ def allowed_expression(expr: str, doc: dict[str, Any]) -> bool:
             return not m.groups() or allowed_expression(m.group(1), doc)
     if expr == "var.deletion_protection":
         return True
+    if any(p.fullmatch(expr) for p in _VERSION_EXPRESSIONS):
+        return "google_container_engine_versions" in doc.get("data", {})
     # The serving stack's provider: the cluster's CA certificate, decoded.
     m = re.fullmatch(r"base64decode\((.+)\)", expr)
     if m:

@@ -40,8 +40,7 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Itera
         root / "tf",
         python=sys.executable,
         repo=REPO_ROOT,
-        # With the validate-only types (tools/rehearsal/resources.VALIDATE_ONLY): the routed
-        # serving stack declares the region's proxy-only subnet, which no fake creates.
+        # With the validate-only types (tools/rehearsal/resources.VALIDATE_ONLY), if any.
         schema=schema.stand_in_schema(),
         kubernetes_schema=schema.ensure(None, binding=KUBERNETES),
     )
@@ -105,7 +104,7 @@ def test_terraform_validates_the_routed_stacks(
 
     stacks = synth(ROUTED)
     for name in (CFG.gke_stack_name, CFG.serving_stack_name):
-        assert "google_compute_subnetwork" not in RESOURCES  # still validate-only
+        assert "google_compute_subnetwork" in RESOURCES  # the proxy-only subnet has its fake
         work = _folder(stand_ins, f"{name}-routed", stacks[name])
         done = _validate(terraform, stand_ins, work)
         assert done.returncode == 0, done.stdout + done.stderr

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, KUBERNETES, Binding
 from tools.rehearsal.fakes.inventory import OWNER
-from tools.rehearsal.lifecycle import Rehearsal, _plain, stack_output
+from tools.rehearsal.lifecycle import MAKE, Rehearsal, _plain, _tail, stack_output
 from tools.rehearsal.scenarios import EXTEND_BY, Stage, StageFailure, _time
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import terraform
+from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.gke import identifiers
+from tpudeploy.platform import platform_for
 
 # The kinds the serving stack applies (stacks/gke/serving.py); the rehearsal checks each landed.
 SERVING_KINDS = (
@@ -42,19 +46,26 @@ SERVING_KINDS = (
 DEFAULT_ENABLED = ("logging.googleapis.com", "monitoring.googleapis.com")
 
 
-def write_gke_config(dest: Path) -> Path:
+# The second deployment of the same project, network and region (issue 36: two deployments in
+# one VPC must not touch each other): another name, the same shipped settings otherwise.
+NEIGHBOUR = "gemma4-gke-b"
+
+
+def write_gke_config(
+    dest: Path, *, name: str = "gemma4-gke", file: str = "deploy.toml", nat: bool = True
+) -> Path:
     """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
-    path = dest / "deploy.toml"
+    path = dest / file
     path.write_text(
         "# Written by `make rehearse PLATFORM=gke` for its scratch copy: deployments/gke.toml's\n"
         "# deployment in the fake cloud's project.\n"
         f'project = "{REHEARSAL_PROJECT}"\n'
-        'name = "gemma4-gke"\n'
+        f'name = "{name}"\n'
         'platform = "gke"\n'
         'zone = "us-west4-a"\n'
         "\n[network]\n"
-        'allowed_cidrs = ["127.0.0.1/32"]\n'
-        "\n[gke]\n"
+        'allowed_cidrs = ["127.0.0.1/32"]\n' + ("" if nat else "nat = false\n") + "\n[gke]\n"
+        # One NAT per subnetwork: a second deployment on the same one uses the first's.
         "min_replicas = 1\n"
         "max_replicas = 4\n"
         'capacity = "spot,flex-start"\n'
@@ -86,7 +97,9 @@ class GkeRehearsal(Rehearsal):
             Stage("api-key", self._api_key),
             Stage("tls-cert", self._tls_cert),
             Stage("deploy", self._deploy_gke),
+            Stage("neighbour", self._neighbour_deploy),
             Stage("deploy-again", self._deploy_again_gke),
+            Stage("neighbour-gone", self._neighbour_destroy),
             Stage("extend", self._extend_gke),
             Stage("destroy", self._destroy_gke),
             Stage("destroy-all", self._destroy_all),
@@ -219,3 +232,112 @@ class GkeRehearsal(Rehearsal):
         # With no pod asking for a TPU the autoscaler removes the TPU nodes (not rehearsed: the
         # fake has no nodes); the cluster and its pools stay until make destroy-all.
         return f"{shown}: no serving object left; the cluster stays for make destroy-all"
+
+    # ---- a second deployment in the same project, VPC and region
+
+    def _neighbour_cfg(self) -> DeployConfig:
+        return load_config(self.scratch / "neighbour.toml")
+
+    def _neighbour_run(self, label: str, command: list[str]) -> str:
+        """`command` in the scratch copy with the neighbour's config; logs/NN-LABEL.log."""
+        env = {**self._env, "DEPLOY_CONFIG": str(self.scratch / "neighbour.toml")}
+        log = self.logs / f"{self._step:02d}-{label}.log"
+        with open(log, "w") as handle:
+            proc = subprocess.run(
+                command,
+                cwd=self.scratch,
+                env=env,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+        shown = " ".join(command)
+        if proc.returncode != 0:
+            raise StageFailure(f"`{shown}` exited {proc.returncode}; log: {log}\n{_tail(log)}")
+        return shown
+
+    def _cdktf_deploy(self, cfg: DeployConfig, stack: str) -> list[str]:
+        """One stack, as make destroy-all deploys its protected stacks (its dependency, the
+        secrets stack, applied just before by make deploy-secrets)."""
+        outdir = str(terraform.synth_outdir(cfg))
+        return ["node_modules/.bin/cdktf", "deploy", "--output", outdir, stack,
+                "--ignore-missing-stack-dependencies", "--auto-approve"]  # fmt: skip
+
+    def _neighbour_deploy(self) -> str:
+        """A second deployment (another name; same project, network default, region) deploys
+        its secrets and cluster stacks beside the first, which keeps serving: NAT, router,
+        cluster and control-plane range of its own. Its serving stack is left out (the fake
+        Kubernetes API serves one cluster), which keeps the stage short."""
+        write_gke_config(self.scratch, name=NEIGHBOUR, file="neighbour.toml", nat=False)
+        cfg = self._neighbour_cfg()
+        # The lock file the prepare stage computed offline for both providers
+        # (tools/rehearsal/mirror.lock_file); a stack's own lock keeps only its providers.
+        names = "-".join(b.name for b in self._bindings())
+        lock = self.workdir / "terraform" / f"lock-{names}" / ".terraform.lock.hcl"
+        for stack in platform_for(cfg).stacks(cfg):
+            folder = self.scratch / terraform.synth_outdir(cfg) / "stacks" / stack
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy(lock, folder / ".terraform.lock.hcl")
+        self._neighbour_run("neighbour-deploy-secrets", [*self._make_argv("deploy-secrets")])
+        self._neighbour_run("neighbour-deploy", self._cdktf_deploy(cfg, cfg.gke_stack_name))
+        inv = self.cloud.inventory
+        clusters = [
+            n
+            for n in inv.names("container", f"projects/{REHEARSAL_PROJECT}/locations/")
+            if "/clusters/" in n and "/nodePools/" not in n
+        ]
+        mine = self._cluster_key()
+        theirs = mine.rsplit("/", 1)[0] + "/" + identifiers.cluster_name(cfg)
+        if sorted(clusters) != sorted([mine, theirs]):
+            raise StageFailure(
+                f"expected the clusters {mine} and {theirs}; the fake has {clusters}"
+            )
+        ranges = {
+            k: (inv.get("container", k) or {})
+            .get("privateClusterConfig", {})
+            .get("masterIpv4CidrBlock")
+            for k in clusters
+        }
+        nats = self._nats()
+        return (
+            f"{NEIGHBOUR}: secrets and cluster stacks beside {self.cfg.name} in network "
+            f"{cfg.network.network}, {cfg.effective_region}; control planes "
+            f"{', '.join(sorted(str(r) for r in ranges.values()))}; NATs {', '.join(nats)}"
+        )
+
+    def _make_argv(self, target: str) -> list[str]:
+        return [*MAKE, target, "AUTO_APPROVE=1"]
+
+    def _nats(self) -> list[str]:
+        prefix = f"projects/{REHEARSAL_PROJECT}/regions/{self.cfg.effective_region}/routers/"
+        inv = self.cloud.inventory
+        return sorted(
+            str(nat.get("name"))
+            for key in inv.names("compute", prefix)
+            for nat in (inv.get("compute", key) or {}).get("nats", [])
+        )
+
+    def _neighbour_destroy(self) -> str:
+        """The neighbour goes (protection lifted, then its cluster and secrets stacks); the
+        first deployment's cluster, pools, NAT and serving objects stay as they were."""
+        cfg = self._neighbour_cfg()
+        before = len(self.cloud.kubernetes.objects())
+        # The user's path: make destroy-all lifts the protection, then destroys every stack (the
+        # serving stack, never deployed here, has nothing to destroy). A cdktf destroy of the
+        # cluster and secrets stacks alone waits for the serving stack, which depends on them.
+        self._neighbour_run("neighbour-destroy-all", self._make_argv("destroy-all"))
+        inv = self.cloud.inventory
+        left = [k for k in inv.objects if cfg.name + "-" in k or k.endswith("/" + cfg.name)]
+        if left:
+            raise StageFailure(f"the neighbour's destroy left {sorted(left)[:5]}")
+        if inv.get("container", self._cluster_key()) is None or self._nats() != [
+            identifiers.nat_name(self.cfg)
+        ]:
+            raise StageFailure(
+                f"the neighbour's destroy touched {self.cfg.name}: NATs now {self._nats()}"
+            )
+        if len(self.cloud.kubernetes.objects()) != before:
+            raise StageFailure(f"the neighbour's destroy changed {self.cfg.name}'s cluster objects")
+        return f"{NEIGHBOUR} destroyed; {self.cfg.name}'s cluster, NAT and {before} objects intact"

@@ -7,6 +7,7 @@ rules are data in tpudeploy.facts, each with its source.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
 
@@ -27,6 +28,11 @@ RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED")
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+)(?:-gke\.(\d+))?)?")
 # Compute Engine machine types: family-shape[-n] ("e2-standard-2", "n2d-highcpu-4").
 _MACHINE_TYPE_RE = re.compile(r"[a-z][a-z0-9]*-[a-z]+(-[0-9]+)?")
+# A private cluster's control plane: a /28 of RFC 1918 space (GKE, private clusters).
+CONTROL_PLANE_PREFIX = 28
+PRIVATE_RANGES = tuple(
+    ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+)
 # A replica costs a compile to start (build log: warm 497 s, cold 857 s) and a chip-hour to
 # keep; more than this many in one zone is a quota question the config cannot answer.
 MAX_REPLICAS_LIMIT = 64
@@ -48,6 +54,36 @@ def check_version(v: str) -> str:
             f'"{facts.GKE_FLEX_START_TPU_MIN_VERSION}" (or a prefix such as "1.33")'
         )
     return v.strip()
+
+
+def check_control_plane_cidr(v: str) -> str:
+    """A private cluster's control-plane range: an RFC 1918 IPv4 /28 (GKE's private clusters;
+    the REST reference's PrivateClusterConfig.masterIpv4CidrBlock)."""
+    if not v:
+        return v
+    try:
+        net = ipaddress.IPv4Network(v.strip(), strict=True)
+    except ValueError:
+        raise ValueError(
+            'not an IPv4 range in CIDR form; write a /28 such as "172.16.0.32/28", or leave it '
+            "out for one derived from the deployment's name"
+        ) from None
+    if net.prefixlen != CONTROL_PLANE_PREFIX:
+        example = (
+            next(net.subnets(new_prefix=CONTROL_PLANE_PREFIX))
+            if net.prefixlen < CONTROL_PLANE_PREFIX
+            else net.supernet(new_prefix=CONTROL_PLANE_PREFIX)
+        )
+        raise ValueError(
+            f"GKE gives a private cluster's control plane a /{CONTROL_PLANE_PREFIX} (16 "
+            f'addresses); write e.g. "{example}"'
+        )
+    if not any(net.subnet_of(p) for p in PRIVATE_RANGES):
+        raise ValueError(
+            "a control plane's range is internal: use a /28 of 10.0.0.0/8, 172.16.0.0/12 or "
+            '192.168.0.0/16, e.g. "172.16.0.32/28"'
+        )
+    return str(net)
 
 
 def check_machine_type(v: str) -> str:
@@ -116,13 +152,17 @@ class GkeConfig(Strict):
     """the cluster's GKE release channel"""
     # Flex-start TPU nodes need this version (facts.GKE_FLEX_START_TPU_MIN_VERSION).
     min_version: str = facts.GKE_FLEX_START_TPU_MIN_VERSION
-    """the lowest GKE version the cluster may run (min_master_version)"""
+    """the lowest GKE version the cluster may run: checked against the channel's default"""
     system_machine_type: str = "e2-standard-2"
     """the small always-on pool for GKE's own system pods"""
     # An internal passthrough load balancer answers clients of its own region only unless its
     # forwarding rule allows global access (tpudeploy.gke.reach, with the source).
     global_access: bool = False
     """let clients in every region of the VPC reach the Service, not only its own region"""
+    # Empty: a /28 derived from the deployment's name (tpudeploy.gke.vpc), so two deployments
+    # of a VPC get two ranges; set it to keep a cluster's range (changing it replaces the cluster).
+    control_plane_cidr: str = Field(default="", examples=["172.16.0.32/28"])
+    """the control plane's private /28 (empty: derived from the name, distinct per deployment)"""
 
     @field_validator("min_replicas")
     @classmethod
@@ -143,6 +183,11 @@ class GkeConfig(Strict):
     @classmethod
     def _version(cls, v: str) -> str:
         return check_version(v)
+
+    @field_validator("control_plane_cidr")
+    @classmethod
+    def _control_plane(cls, v: str) -> str:
+        return check_control_plane_cidr(v)
 
     @field_validator("system_machine_type")
     @classmethod

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -30,6 +31,15 @@ class NetworkConfig(Strict):
     # `docker pull` from Docker Hub and the Hugging Face download need a Cloud NAT.
     nat: bool = True
     """private node: a Cloud Router and NAT for its subnetwork (false: you provide egress)"""
+    # An auto mode network (every new project's "default") holds 10.128.0.0/9 for its own
+    # subnets; a subnet added by hand must lie outside it (VPC docs, "Subnet creation mode").
+    subnet_mode: Literal["", "auto", "custom"] = ""
+    """the network's subnet creation mode; empty: "auto" for "default", "custom" otherwise"""
+
+    @property
+    def auto_mode(self) -> bool:
+        """Whether the network reserves 10.128.0.0/9 for its automatic subnets."""
+        return self.subnet_mode == "auto" or (not self.subnet_mode and self.network == "default")
 
     @field_validator("allowed_cidrs", mode="before")
     @classmethod

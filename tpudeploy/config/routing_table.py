@@ -24,6 +24,10 @@ PICKER_IMAGE = (
 # (cloud.google.com/load-balancing/docs/proxy-only-subnets, "Plan the size of your proxy-only
 # subnet"); Google's examples use a /23.
 PROXY_SUBNET_MAX_PREFIX = 26
+# The range the messages suggest: outside 10.128.0.0/9, which an auto mode network (the
+# "default" of every project) keeps for its own subnets, and outside the /16 the control planes'
+# ranges are derived from (tpudeploy.gke.vpc).
+PROXY_SUBNET_EXAMPLE = "10.126.0.0/23"
 # Certificate Manager certificate ids: lowercase letters, digits, hyphens, at most 63.
 _CERT_RE = re.compile(names.GCE_NAME)
 
@@ -64,8 +68,9 @@ class RoutingConfig(Strict):
             net = ipaddress.IPv4Network(v, strict=True)
         except ValueError:
             raise ValueError(
-                'not an IPv4 network in CIDR form; write e.g. "10.129.0.0/23" (a range no '
-                "other subnet of the VPC uses)"
+                f'not an IPv4 network in CIDR form; write e.g. "{PROXY_SUBNET_EXAMPLE}" (a '
+                "range no other subnet of the VPC uses, outside 10.128.0.0/9 on an auto mode "
+                "network)"
             ) from None
         if net.prefixlen > PROXY_SUBNET_MAX_PREFIX:
             raise ValueError(

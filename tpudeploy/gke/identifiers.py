@@ -5,8 +5,6 @@ from __future__ import annotations
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 
-# The control plane's private range (a /28 the VPC must not use otherwise): GKE peers it in.
-MASTER_CIDR = "172.16.0.32/28"
 # The Kubernetes namespace and service account the replicas run as.
 NAMESPACE = "tpudeploy"
 SERVICE_ACCOUNT = "vllm"

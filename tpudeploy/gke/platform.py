@@ -106,12 +106,13 @@ class Gke:
         return [*map(str, cache_findings(cfg)), *summary(cfg), *configured(cfg)]
 
     def findings(self, cfg: DeployConfig) -> list[planner.Finding]:
-        from tpudeploy.gke import reach, routing, scaleplan
+        from tpudeploy.gke import reach, routing, scaleplan, vpc
 
         return (
             routing.findings(cfg)
             + scaleplan.findings(cfg)
             + reach.findings(cfg)
+            + vpc.findings(cfg)
             + policy.shared_findings(cfg)
         )
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.routing_table import PROXY_SUBNET_EXAMPLE
 from tpudeploy.gke import identifiers, metrics, picker_interface, pod, scaleplan
 from tpudeploy.gke.manifests import labels
 from tpudeploy.planner import Finding
@@ -341,7 +342,7 @@ def findings(cfg: DeployConfig) -> list[Finding]:
         out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a "
                            "regional Gateway's proxies run in the region's proxy-only subnet, "
                            "and a VPC has at most one active per region: set this to a free "
-                           '/26-or-larger range (e.g. "10.129.0.0/23") for this stack to '
+                           f'/26-or-larger range (e.g. "{PROXY_SUBNET_EXAMPLE}") for this stack to '
                            "declare, or routing.proxy_subnet_exists = true if the VPC has one "
                            "in this region, not both"))  # fmt: skip
     if r.proxy_subnet_cidr and cfg.network.network.startswith("projects/"):

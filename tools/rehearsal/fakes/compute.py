@@ -1,11 +1,13 @@
-"""Loopback fake of Compute Engine firewall rules (google_compute_firewall) and networks."""
+"""Loopback fake of Compute Engine firewall rules (google_compute_firewall), networks, Cloud
+Routers and their NATs, and subnetworks. Its NAT and subnet refusals are
+tools/rehearsal/fakes/compute_rules.py, with sources."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from tools.rehearsal.fakes import iamrules
+from tools.rehearsal.fakes import compute_rules, iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 
@@ -16,6 +18,8 @@ _NETWORK = _PROJECT + r"/networks/(?P<name>[^/]+)"
 _OPERATION = _PROJECT + r"/operations/(?P<name>[^/]+)"
 _ROUTERS = r"/compute/v1/projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)/routers"
 _ROUTER = _ROUTERS + r"/(?P<name>[^/]+)"
+_SUBNETS = r"/compute/v1/projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)/subnetworks"
+_SUBNET = _SUBNETS + r"/(?P<name>[^/]+)"
 # Every new project gets the auto-mode "default" network (DESIGN: it allows SSH from anywhere).
 DEFAULT_NETWORKS = ("default",)
 
@@ -37,6 +41,11 @@ class FakeCompute(ApiFake):
         self.route("GET", _ROUTER, self._get_router, (routers + "get",))
         self.route("PATCH", _ROUTER, self._patch_router, (routers + "update",))
         self.route("DELETE", _ROUTER, self._delete_router, (routers + "delete",))
+        # Subnetworks (the Gateway's proxy-only subnet): the owner's calls only, no IAM mapping
+        # for them yet (iamrules has no compute.subnetworks.* entry).
+        self.route("POST", _SUBNETS, self._insert_subnet)
+        self.route("GET", _SUBNET, self._get_subnet)
+        self.route("DELETE", _SUBNET, self._delete_subnet)
 
     def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
         """The rule, its network (from the request, or the stored rule) and the operation."""
@@ -182,14 +191,34 @@ class FakeCompute(ApiFake):
         router = self.inventory.get(self.api, self._router_key(m))
         if router is None:
             return api_error(404, f"The resource '{self._router_key(m)}' was not found")
-        for nat in (body or {}).get("nats", []):
+        nats = list((body or {}).get("nats", []))
+        for nat in nats:
             ranges = nat.get("sourceSubnetworkIpRangesToNat")
             if ranges == "LIST_OF_SUBNETWORKS" and not nat.get("subnetworks"):
                 return api_error(400, "Invalid value for field 'resource.nats[0].subnetworks'")
+        neighbours = self._other_routers_nats(m, router)
+        for i, nat in enumerate(nats):
+            others = [n for j, n in enumerate(nats) if j != i] + neighbours
+            refused = compute_rules.nat_refusal(nat, others)
+            if refused:
+                return api_error(400, refused)
         router.update(
             {k: v for k, v in (body or {}).items() if k not in ("name", "selfLink", "id")}
         )
         return 200, self._op(m["project"], router["selfLink"], "patch")
+
+    def _other_routers_nats(self, m: re.Match[str], router: dict[str, Any]) -> list[Any]:
+        """The NATs of every other router of the same network in the same region."""
+        network = compute_rules.short(str(router.get("network", "")))
+        prefix = f"projects/{m['project']}/regions/{m['region']}/routers/"
+        found: list[Any] = []
+        for key in self.inventory.names(self.api, prefix):
+            other = self.inventory.get(self.api, key)
+            if key == self._router_key(m) or not other:
+                continue
+            if compute_rules.short(str(other.get("network", ""))) == network:
+                found += other.get("nats", [])
+        return found
 
     def _delete_router(
         self, m: re.Match[str], query: dict[str, str], body: Any, who: str
@@ -223,3 +252,57 @@ class FakeCompute(ApiFake):
                 if mode == "LIST_OF_SUBNETWORKS" and short in names:
                     return True
         return False
+
+    # ---- subnetworks
+
+    def _subnet_key(self, m: re.Match[str], name: str | None = None) -> str:
+        return f"projects/{m['project']}/regions/{m['region']}/subnetworks/{name or m['name']}"
+
+    def _insert_subnet(
+        self, m: re.Match[str], query: dict[str, str], body: Any, who: str
+    ) -> Answer:
+        disabled = self.inventory.require_service(m["project"], "compute.googleapis.com")
+        if disabled:
+            return disabled
+        subnet = dict(body or {})
+        key = self._subnet_key(m, str(subnet.get("name", "")))
+        if self.inventory.get(self.api, key) is not None:
+            return api_error(409, f"The resource '{key}' already exists")
+        network = compute_rules.short(str(subnet.get("network", "")))
+        if not self._network_exists(m["project"], network):
+            return api_error(404, f"The resource 'networks/{network}' was not found")
+        taken = {}
+        for name in self.inventory.names(self.api, f"projects/{m['project']}/regions/"):
+            other = self.inventory.get(self.api, name)
+            if "/subnetworks/" in name and other and other.get("network") == network:
+                taken[name.rsplit("/", 1)[-1]] = str(other.get("ipCidrRange"))
+        refused = compute_rules.subnet_refusal(
+            str(subnet.get("ipCidrRange", "")),
+            auto_mode=network in DEFAULT_NETWORKS,
+            taken=taken,
+        )
+        if refused:
+            return api_error(400, refused)
+        self_link = f"http://{self.host}/compute/v1/{key}"
+        subnet.update(
+            id=str(self.inventory.next_id()),
+            selfLink=self_link,
+            region=m["region"],
+            network=network,
+        )
+        self.inventory.put(self.api, key, subnet)
+        return 200, self._op(m["project"], self_link, "insert")
+
+    def _get_subnet(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        subnet = self.inventory.get(self.api, self._subnet_key(m))
+        if subnet is None:
+            return api_error(404, f"The resource '{self._subnet_key(m)}' was not found")
+        return 200, subnet
+
+    def _delete_subnet(
+        self, m: re.Match[str], query: dict[str, str], body: Any, who: str
+    ) -> Answer:
+        subnet = self.inventory.delete(self.api, self._subnet_key(m))
+        if subnet is None:
+            return api_error(404, f"The resource '{self._subnet_key(m)}' was not found")
+        return 200, self._op(m["project"], subnet["selfLink"], "delete")

@@ -10,9 +10,11 @@ real cluster deletes every object in it. Deletion protection is the provider's, 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import re
 from typing import Any
 
+from tools.rehearsal.fakes import compute_rules
 from tools.rehearsal.fakes import container_rules as rules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
@@ -27,6 +29,7 @@ _POOL = _POOLS + r"/(?P<pool>[^/:]+)"
 Match = re.Match[str]
 Query = dict[str, str]
 _OPERATION = _LOCATION + r"/operations/(?P<op>[^/]+)"
+_SERVER_CONFIG = _LOCATION + r"/serverConfig"
 # Not a real certificate: the stand-in Kubernetes provider checks that it arrives decoded.
 FAKE_CA_PEM = "-----BEGIN CERTIFICATE-----\nrehearsal-cluster-ca\n-----END CERTIFICATE-----\n"
 
@@ -46,6 +49,7 @@ class FakeContainer(ApiFake):
         self.route("GET", _POOL, self._get_pool)
         self.route("DELETE", _POOL, self._delete_pool)
         self.route("GET", _OPERATION, self._get_operation)
+        self.route("GET", _SERVER_CONFIG, self._server_config)
 
     @staticmethod
     def _key(m: re.Match[str], *, pool: str | None = None) -> str:
@@ -95,9 +99,19 @@ class FakeContainer(ApiFake):
             return api_error(409, f"Already exists: {key}.")
         if self.inventory.names(self.api, key + "/nodePools/"):
             return api_error(409, f"Already exists: {key}.")
-        version = str(cluster.get("initialClusterVersion") or rules.DEFAULT_VERSION)
-        if rules.version_key(version) < rules.version_key(rules.DEFAULT_VERSION):
-            version = rules.DEFAULT_VERSION
+        asked = str(cluster.get("initialClusterVersion") or "")
+        channel = str((cluster.get("releaseChannel") or {}).get("channel") or "")
+        version = rules.resolve_version(asked, channel)
+        if version is None:
+            return api_error(
+                400,
+                f'Master version "{asked}" is unsupported: GKE offers '
+                f"{', '.join(rules.VALID_MASTER_VERSIONS)} and the aliases latest, 1.X and "
+                f"1.X.Y ({rules.VERSION_SOURCE})",
+            )
+        overlap = self._master_range_refusal(m, cluster)
+        if overlap:
+            return api_error(400, overlap)
         cluster.update(
             selfLink=f"http://{self.host}/v1beta1/{key}",
             location=m["location"],
@@ -113,8 +127,50 @@ class FakeContainer(ApiFake):
         # The default pool asked for is removed again by the provider (remove_default_node_pool);
         # the fake creates none, as the provider's delete of it is a no-op on a missing pool.
         self.inventory.put(self.api, key, cluster)
-        self.kubernetes.open_cluster(key, cluster)
+        # The fake serves one cluster's Kubernetes API: a second deployment's cluster (the
+        # rehearsal's neighbour, which deploys no serving stack) must not take it over.
+        if self.kubernetes.cluster is None:
+            self.kubernetes.open_cluster(key, cluster)
         return self._op(m, "CREATE_CLUSTER", key)
+
+    def _master_range_refusal(self, m: Match, cluster: dict[str, Any]) -> str:
+        """A private cluster's control-plane /28 must not overlap a range in use in its
+        network: another cluster's control plane, or an auto-mode network's subnets."""
+        block = str((cluster.get("privateClusterConfig") or {}).get("masterIpv4CidrBlock") or "")
+        if not block:
+            return ""
+        try:
+            mine = ipaddress.IPv4Network(block, strict=True)
+        except ValueError:
+            return f"Invalid master_ipv4_cidr_block {block!r} ({rules.MASTER_CIDR_SOURCE})"
+        if mine.prefixlen != rules.MASTER_CIDR_PREFIX:
+            return (
+                f"master_ipv4_cidr_block {block} must be a /{rules.MASTER_CIDR_PREFIX} "
+                f"({rules.MASTER_CIDR_SOURCE})"
+            )
+        network = compute_rules.short(str(cluster.get("network") or "default"))
+        if network == "default" and mine.overlaps(compute_rules.AUTO_MODE_RANGE):
+            return (
+                f"master_ipv4_cidr_block {block} overlaps the auto mode network's subnets "
+                f"({compute_rules.AUTO_MODE_RANGE}; {rules.MASTER_CIDR_SOURCE})"
+            )
+        prefix = f"projects/{m['project']}/locations/"
+        for key in self.inventory.names(self.api, prefix):
+            other = self.inventory.get(self.api, key)
+            if not other or "/nodePools/" in key or "/operations/" in key:
+                continue
+            theirs = (other.get("privateClusterConfig") or {}).get("masterIpv4CidrBlock")
+            same_net = compute_rules.short(str(other.get("network") or "default")) == network
+            if theirs and same_net and mine.overlaps(ipaddress.IPv4Network(theirs)):
+                return (
+                    f"The given master_ipv4_cidr_block {block} overlaps the control-plane range "
+                    f"{theirs} of cluster {key.rsplit('/', 1)[-1]} in network {network} "
+                    f"({rules.MASTER_CIDR_SOURCE})"
+                )
+        return ""
+
+    def _server_config(self, m: Match, query: Query, body: Any, who: str) -> Answer:
+        return 200, rules.server_config()
 
     def _get_cluster(self, m: Match, query: Query, body: Any, who: str) -> Answer:
         key = self._key(m)

@@ -30,11 +30,92 @@ FLEX_SOURCE = facts.GKE_FLEX_START_SOURCE
 # cluster level." (REST reference, WorkloadMetadataConfig.Mode)
 GKE_METADATA_NEEDS_WORKLOAD_POOL = True
 WORKLOAD_METADATA_SOURCE = "cloud.google.com/kubernetes-engine/docs/reference/rest/v1/NodeConfig"
-# The version a new cluster gets when min_master_version is below the channel's default (the
-# fake's stand-in for the release channel's current default).
-DEFAULT_VERSION = "1.33.5-gke.1080000"
 
 
 def version_key(version: str) -> tuple[int, ...]:
     """1.33.0-gke.1712000 -> (1, 33, 0, 1712000)."""
     return tuple(int(n) for n in re.findall(r"\d+", version)[:4])
+
+
+# ---- versions: what clusters.create takes as initialClusterVersion (issue 36, item 1)
+
+# Cluster.initialClusterVersion: "Valid versions are those found in validMasterVersions returned
+# by getServerConfig. [...] Users may specify either explicit versions offered by Kubernetes
+# Engine or version aliases, which have the following behavior: - "latest": picks the highest
+# valid Kubernetes version - "1.X": picks the highest valid patch+gke.N patch in the 1.X version
+# - "1.X.Y": picks the highest valid gke.N patch in the 1.X.Y version - "1.X.Y-gke.N": picks an
+# explicit Kubernetes version - "","-": picks the default Kubernetes version"
+# (cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster,
+# read through its generated reference, the stored corpus's copy). A build GKE no longer offers
+# is refused at create: "Master version ... is unsupported" (400; the issue's wording of the
+# error, not found verbatim in the stored corpus).
+VERSION_SOURCE = (
+    "cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters "
+    "(Cluster.initialClusterVersion)"
+)
+VERSION_ALIAS = re.compile(r"latest|-|1\.\d+(\.\d+)?")
+# The fake's serverConfig for every zone (projects.locations.getServerConfig: validMasterVersions,
+# and per release channel its defaultVersion and validVersions). Builds of late 2026, made up
+# in GKE's format; 1.33.0-gke.1712000, the documented flex-start minimum, is long retired, as an
+# exact early build is within months (GKE's versioning page: patches roll out and the older
+# ones leave the channels).
+VALID_MASTER_VERSIONS = (
+    "1.35.1-gke.1200000",
+    "1.35.0-gke.1800000",
+    "1.34.3-gke.1300000",
+    "1.34.2-gke.1100000",
+    "1.33.7-gke.1500000",
+)
+CHANNELS = {
+    "RAPID": ("1.35.1-gke.1200000", ("1.35.1-gke.1200000", "1.35.0-gke.1800000")),
+    "REGULAR": ("1.34.3-gke.1300000", ("1.35.0-gke.1800000", "1.34.3-gke.1300000",
+                                       "1.34.2-gke.1100000")),
+    "STABLE": ("1.33.7-gke.1500000", ("1.34.2-gke.1100000", "1.33.7-gke.1500000")),
+    "EXTENDED": ("1.33.7-gke.1500000", ("1.34.2-gke.1100000", "1.33.7-gke.1500000")),
+}  # fmt: skip
+DEFAULT_VERSION = CHANNELS["REGULAR"][0]
+
+
+def server_config() -> dict[str, object]:
+    """The getServerConfig answer (its REST shape: ServerConfig)."""
+    return {
+        "defaultClusterVersion": DEFAULT_VERSION,
+        "validMasterVersions": list(VALID_MASTER_VERSIONS),
+        "validNodeVersions": list(VALID_MASTER_VERSIONS),
+        "channels": [
+            {"channel": name, "defaultVersion": default, "validVersions": list(valid)}
+            for name, (default, valid) in CHANNELS.items()
+        ],
+    }
+
+
+def resolve_version(asked: str, channel: str) -> str | None:
+    """The version a create gets for `asked` (an alias or an exact build), or None when GKE
+    would refuse it: an exact build it does not offer, an alias nothing offered matches."""
+    default, in_channel = CHANNELS.get(channel, (DEFAULT_VERSION, VALID_MASTER_VERSIONS))
+    offered = sorted(set(VALID_MASTER_VERSIONS) | set(in_channel), key=version_key)
+    if asked in ("", "-"):
+        return default
+    if asked == "latest":
+        return offered[-1]
+    if VERSION_ALIAS.fullmatch(asked):
+        matching = [v for v in offered if v.startswith(asked + ".") or v.startswith(asked + "-")]
+        return matching[-1] if matching else None
+    return asked if asked in offered else None
+
+
+# ---- the control plane's range of a private cluster (issue 36, item 5)
+
+# PrivateClusterConfig.masterIpv4CidrBlock: "The IP range in CIDR notation to use for the hosted
+# master network. This range will be used for assigning internal IP addresses to the master or
+# set of masters, as well as the ILB VIP. This range must not overlap with any other ranges in
+# use within the cluster's network." (REST reference, PrivateClusterConfig; the same sentence in
+# Cloud Composer's PrivateClusterConfig, which the stored corpus holds). A second cluster of the
+# network whose /28 overlaps the first's is such a range in use; and on an auto-mode network the
+# subnets' 10.128.0.0/9 is in use. GKE's own error text was not found in the corpus: the fake's
+# message is its own.
+MASTER_CIDR_SOURCE = (
+    "cloud.google.com/kubernetes-engine/docs/reference/rest/v1beta1/"
+    "projects.locations.clusters#PrivateClusterConfig"
+)
+MASTER_CIDR_PREFIX = 28

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from tools.rehearsal.resources.base import ApiError, DataSource, ProviderConfig, Resource
 from tools.rehearsal.resources.cloudscheduler import CloudSchedulerJob
-from tools.rehearsal.resources.compute import ComputeFirewall, ComputeRouter, ComputeRouterNat
+from tools.rehearsal.resources.compute import (
+    ComputeFirewall,
+    ComputeRouter,
+    ComputeRouterNat,
+    ComputeSubnetwork,
+)
 from tools.rehearsal.resources.container import (
     ClientConfigData,
     ContainerCluster,
     ContainerClusterData,
     ContainerNodePool,
+    EngineVersionsData,
     ProjectData,
 )
 from tools.rehearsal.resources.iam import ServiceAccount
@@ -50,6 +56,7 @@ RESOURCES: dict[str, type[Resource]] = {
         ComputeFirewall,
         ComputeRouter,
         ComputeRouterNat,
+        ComputeSubnetwork,
         TpuV2Vm,
         CloudSchedulerJob,
         ProjectIamCustomRole,
@@ -60,9 +67,10 @@ RESOURCES: dict[str, type[Resource]] = {
     )
 }
 DATA_SOURCES: dict[str, type[DataSource]] = {
-    cls.type_name: cls for cls in (ContainerClusterData, ClientConfigData, ProjectData)
+    cls.type_name: cls
+    for cls in (ContainerClusterData, EngineVersionsData, ClientConfigData, ProjectData)
 }
 # In the stand-in's schema without a fake: `terraform validate` judges them against the schema
-# (with tools/rehearsal/provider.VALIDATE_ONLY_ENV naming them), and any plan of one fails. The
-# routed serving stack declares the region's proxy-only subnet ([routing] proxy_subnet_cidr).
-VALIDATE_ONLY = ("google_compute_subnetwork",)
+# (with tools/rehearsal/provider.VALIDATE_ONLY_ENV naming them), and any plan of one fails. None
+# now: the routed serving stack's proxy-only subnet has its fake (ComputeSubnetwork).
+VALIDATE_ONLY: tuple[str, ...] = ()

@@ -191,3 +191,47 @@ class ComputeRouterNat(Resource):
     def delete(self, state: State) -> None:
         if self.client.call("GET", self._router(state), missing_ok=True) is not None:
             self._write(state, None)
+
+
+class ComputeSubnetwork(Resource):
+    """google_compute_subnetwork (the Gateway's proxy-only subnet): subnetworks.insert / get /
+    delete in its region; the fake refuses what Compute refuses of its range
+    (tools/rehearsal/fakes/compute_rules.py)."""
+
+    type_name = "google_compute_subnetwork"
+    api = "compute"
+    updatable = frozenset({"description", "timeouts"})
+
+    def _path(self, state: State) -> str:
+        region = state.get("region") or self.provider.region
+        return f"/compute/v1/projects/{self.project(state)}/regions/{region}/subnetworks"
+
+    def _computed(self, subnet: Mapping[str, Any], state: State) -> State:
+        region = state.get("region") or self.provider.region
+        return {
+            "id": f"projects/{self.project(state)}/regions/{region}/subnetworks/{subnet['name']}",
+            "self_link": subnet.get("selfLink"),
+            "project": self.project(state),
+            "region": region,
+            "gateway_address": "",
+            "creation_timestamp": "2026-08-09T09:00:00.000-07:00",
+        }
+
+    def create(self, planned: State) -> State:
+        body = {
+            "name": planned["name"],
+            "network": planned["network"],
+            "ipCidrRange": planned["ip_cidr_range"],
+            **({"purpose": planned["purpose"]} if planned.get("purpose") else {}),
+            **({"role": planned["role"]} if planned.get("role") else {}),
+        }
+        wait(self.client.call("POST", self._path(planned), body))
+        subnet = self.client.call("GET", f"{self._path(planned)}/{planned['name']}") or {}
+        return self._computed(subnet, planned)
+
+    def read(self, state: State) -> State | None:
+        subnet = self.client.call("GET", f"{self._path(state)}/{state['name']}", missing_ok=True)
+        return self._computed(subnet, state) if subnet else None
+
+    def delete(self, state: State) -> None:
+        self.client.call("DELETE", f"{self._path(state)}/{state['name']}", missing_ok=True)

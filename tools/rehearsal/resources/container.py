@@ -1,5 +1,6 @@
-"""google_container_cluster and _node_pool over the GKE API, and the three data sources the GKE
-stacks read (google_container_cluster, google_client_config, google_project)."""
+"""google_container_cluster and _node_pool over the GKE API, and the four data sources the GKE
+stacks read (google_container_cluster, google_container_engine_versions, google_client_config,
+google_project)."""
 
 from __future__ import annotations
 
@@ -176,6 +177,47 @@ class ContainerClusterData(DataSource):
                     "client_certificate_config": [],
                 }
             ],
+        }
+
+
+class EngineVersionsData(DataSource):
+    """google_container_engine_versions: projects.locations.getServerConfig of its location,
+    as data_source_google_container_engine_versions.go reads it (the valid versions filtered by
+    version_prefix; per release channel its default, latest and upgrade-target version)."""
+
+    type_name = "google_container_engine_versions"
+    api = "container"
+
+    def read(self, config: State) -> State:
+        project = config.get("project") or self.provider.project
+        location = config.get("location") or self.provider.zone
+        path = f"/v1beta1/projects/{project}/locations/{location}/serverConfig"
+        found = self.client.call("GET", path) or {}
+        prefix = str(config.get("version_prefix") or "")
+        masters = [v for v in found.get("validMasterVersions", []) if v.startswith(prefix)]
+        nodes = [v for v in found.get("validNodeVersions", []) if v.startswith(prefix)]
+        channels = found.get("channels", [])
+        return {
+            "id": f"{project}/{location}",
+            "project": project,
+            "location": location,
+            "valid_master_versions": masters,
+            "valid_node_versions": nodes,
+            "latest_master_version": masters[0] if masters else "",
+            "latest_node_version": nodes[0] if nodes else "",
+            "default_cluster_version": found.get("defaultClusterVersion", ""),
+            "release_channel_default_version": {
+                c["channel"]: c.get("defaultVersion", "") for c in channels
+            },
+            "release_channel_latest_version": {
+                c["channel"]: next(
+                    (v for v in c.get("validVersions", []) if v.startswith(prefix)), ""
+                )
+                for c in channels
+            },
+            "release_channel_upgrade_target_version": {
+                c["channel"]: c.get("upgradeTargetVersion", "") for c in channels
+            },
         }
 
 
