@@ -17,7 +17,7 @@ from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.gke import deadline_target
-from tpudeploy.gke.identifiers import NAMESPACE
+from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 COMMANDS: Mapping[str, str | None] = {
     "tunnel": "it forwards a port to one TPU VM over IAP SSH; on GKE the front door is the "
     "Service's internal load balancer: reach it from the VPC or [network] allowed_cidrs (`make "
-    f"endpoint` prints the address), or forward a port with `kubectl -n {NAMESPACE} "
-    "port-forward service/{name} {port}:{port}`",
+    f"endpoint` prints the address), or forward a port with `kubectl -n {NAMESPACE_PREFIX}"
+    "{name} port-forward service/{name} {port}:{port}`",
     "recover": "it replaces one dead TPU VM; on GKE the Deployment replaces a lost replica by "
     "itself, and the node pools a preempted TPU node (`make status` shows both)",
     "pin": "it reads the image digests a TPU VM's boot published, and a pod cannot read the "
@@ -59,6 +59,8 @@ class Gke:
     billing_stack_kinds: tuple[str, ...] = ("cluster", "serving")
     stop_nouns = deadline_target.STOP_NOUNS
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
+    node_reads_secrets = False
+    node_project_roles: tuple[str, ...] = NODE_PROJECT_ROLES
     commands = COMMANDS
 
     def __init__(self, *, deadline_jobs: Callable[[], Jobs] | None = None) -> None:
@@ -113,7 +115,7 @@ class Gke:
         return (*replicasecrets.shared(cfg), (cfg.tls_secret_id, "make tls-cert"))
 
     def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
-        keys = ["secrets (all models)"]
+        keys = ["secrets (all models)", "secrets (gke: the nodes' account's project roles)"]
         deadline = cfg.deadline_seconds is not None
         if deadline:  # the job's account and role, in the secrets stack as on the TPU VM
             keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
@@ -187,7 +189,7 @@ class Gke:
         from tpudeploy.gke import bench
 
         if plan:
-            return bench.plan_target(route), subprocess_executor
+            return bench.plan_target(cfg, route), subprocess_executor
         return bench.bench_target(cfg, project, route=route)
 
     def require(self, cfg: DeployConfig, command: str) -> None:
