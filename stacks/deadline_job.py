@@ -1,7 +1,9 @@
 """A deployment's deadline: a value fixed at deploy time, and the Cloud Scheduler job that
 deletes what bills when it comes (tpudeploy/deadline.py explains the value's lifecycle). Both
 platforms declare it through declare_deadline: the TPU VM's node stack (the node) and GKE's
-cluster stack (the cluster, its pools and its idle floor)."""
+cluster stack (the cluster, its pools and its idle floor). With them, for a local deployment,
+the stop account's one grant, which ends an hour after the deadline: the job's cron line fires
+again every year, and a year on it must delete nothing (issue 36 item 10)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,10 @@ from cdktf_cdktf_provider_google_beta.google_cloud_scheduler_job import (
     GoogleCloudSchedulerJobHttpTarget,
     GoogleCloudSchedulerJobHttpTargetOauthToken,
     GoogleCloudSchedulerJobRetryConfig,
+)
+from cdktf_cdktf_provider_google_beta.google_project_iam_member import (
+    GoogleProjectIamMember,
+    GoogleProjectIamMemberCondition,
 )
 
 from tpudeploy import deadline
@@ -30,6 +36,7 @@ def declare_deadline(
     what: str,
     uri: str,
     renew_on: Sequence[str] = (),
+    resource_condition: str = "",
 ) -> None:
     """terraform_data `deadline-time` (deploy time + max_run_duration, or `make extend`'s value)
     and the job sending DELETE `uri` then, as the deployment's stop account (one permission:
@@ -41,7 +48,12 @@ def declare_deadline(
     id): creating it starts a new deadline. The TPU VM passes none (tpudeploy.tpuvm.recover
     renews it); GKE passes the cluster's id, which ties the deadline to the cluster (`make
     extend` then also plans the cluster, and refuses when that plan would change it:
-    tpudeploy.deadline_ops.extend)."""
+    tpudeploy.deadline_ops.extend).
+
+    The stop account's grant (local deployments; a pipeline deployment's is the bootstrap's)
+    holds while the request is made before the deadline plus deadline.GRANT_MARGIN, and
+    `resource_condition` (the target's own name, where IAM conditions see it) holds. It hangs
+    on the deadline's value, so `make extend` and a new deadline replace it with the job."""
     TerraformVariable(
         stack,
         deadline.VARIABLE,
@@ -71,6 +83,7 @@ def declare_deadline(
     # unknown exactly when the resource is (re)created.)
     held.add_override("triggers_replace", [str(seconds), *renew_on])
     at = f"{held.terraform_resource_type}.{held.friendly_unique_id}.output"
+    stop_email = service_account_email(cfg.stop_account_id, project)
 
     GoogleCloudSchedulerJob(
         stack,
@@ -95,11 +108,25 @@ def declare_deadline(
             # An OAuth access token, not OIDC: the target is a Google API on *.googleapis.com
             # (Cloud Scheduler, "Use authentication with HTTP targets").
             oauth_token=GoogleCloudSchedulerJobHttpTargetOauthToken(
-                service_account_email=service_account_email(cfg.stop_account_id, project),
+                service_account_email=stop_email,
                 scope=CLOUD_PLATFORM_SCOPE,
             ),
         ),
     )
+    if not cfg.gitops_managed:
+        GoogleProjectIamMember(
+            stack,
+            deadline.DEADLINE_GRANT_ID,
+            project=project,
+            role=f"projects/{project}/roles/{cfg.stop_role_id}",
+            member=f"serviceAccount:{stop_email}",
+            condition=GoogleProjectIamMemberCondition(
+                title="until-deadline",
+                description=f"{cfg.deadline_job_name} deletes {what} until its deadline "
+                f"+ {deadline.GRANT_MARGIN}, never a year later",
+                expression=deadline.grant_expression(at, resource_condition),
+            ),
+        )
     TerraformOutput(stack, "deadline", value=f"${{{at}}}")
     TerraformOutput(
         stack,

@@ -54,13 +54,17 @@ def node_account(
     scope: Construct, id_: str, cfg: DeployConfig, services: list[GoogleProjectService]
 ) -> GoogleServiceAccount:
     """The node's service account: declared here for a local deployment and by the GitOps
-    bootstrap for a pipeline one, the same account either way."""
+    bootstrap for a pipeline one, the same account either way. On GKE it runs the nodes only
+    (Platform.node_reads_secrets): the pods read the secrets as their own identity."""
+    reads = platform_for(cfg).node_reads_secrets
     return GoogleServiceAccount(
         scope,
         id_,
         account_id=cfg.service_account_id,
-        display_name=f"TPU node {cfg.name} (vLLM)",
-        description="Runs the vLLM TPU node; reads only its own secrets.",
+        display_name=f"TPU node {cfg.name} (vLLM)" if reads else f"GKE nodes {cfg.name}",
+        description="Runs the vLLM TPU node; reads only its own secrets."
+        if reads
+        else "Runs the GKE nodes: node logging and monitoring only, no secret, no cache.",
         depends_on=services,
     )
 
@@ -143,11 +147,13 @@ def compile_cache_bucket(
 class SecretsStack(TerraformStack):
     """Creates: project services, the node service account and, for spot and on-demand with a
     deadline (and GKE), the deadline job's account with a custom role holding tpu.nodes.delete
-    (GKE: container.clusters.delete) only, the
+    (GKE: container.clusters.delete) only (granted by the billing stack with the job, until the
+    deadline: stacks/deadline_job.py), the
     HF-token and API-key secrets (no values) and the compile-cache bucket (all of these left to
-    the GitOps bootstrap for a pipeline deployment); secretAccessor on those two secrets for
-    the node's account, and on the bucket read and create for that account, never replace or
-    delete."""
+    the GitOps bootstrap for a pipeline deployment); on the TPU VM, secretAccessor on those two
+    secrets for the node's account, and on the bucket read and create for that account, never
+    replace or delete. On GKE the node account gets the project roles running nodes needs and
+    nothing else: the cluster stack grants the secrets and the cache to the pods' identity."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -210,8 +216,18 @@ class SecretsStack(TerraformStack):
                     node_secret(
                         self, secret_id.removeprefix(f"{cfg.name}-"), cfg, secret_id, services
                     )
-        self._accessor(cfg, "hf-token", hf_token_id, project)
-        self._accessor(cfg, "api-key", api_key_id, project)
+        node_reads = platform_for(cfg).node_reads_secrets
+        if node_reads:
+            self._accessor(cfg, "hf-token", hf_token_id, project)
+            self._accessor(cfg, "api-key", api_key_id, project)
+        for role in platform_for(cfg).node_project_roles:
+            GoogleProjectIamMember(
+                self,
+                f"node-{role.rsplit('.', 1)[-1]}",
+                project=project,
+                role=role,
+                member=f"serviceAccount:{self.service_account_email}",
+            )
 
         # Read and create, nothing else: replacing an object needs storage.objects.delete, which
         # neither role has, so a node (even a compromised one) can add a cache entry but never
@@ -219,7 +235,7 @@ class SecretsStack(TerraformStack):
         # precondition x-goog-if-generation-match: 0 (create only). Create is conditioned on the
         # object's name (tpudeploy.render.cache_write_condition): this configuration's key only,
         # so a node cannot plant archives for a configuration it does not serve.
-        grants = cache_bucket_grants(cfg, cfg.compile_cache_bucket(project))
+        grants = cache_bucket_grants(cfg, cfg.compile_cache_bucket(project)) if node_reads else {}
         for suffix, (role, condition) in grants.items():
             GoogleStorageBucketIamMember(
                 self,
@@ -241,13 +257,15 @@ class SecretsStack(TerraformStack):
     def _stop_identity(
         self, cfg: DeployConfig, project: str, services: list[GoogleProjectService]
     ) -> None:
-        """The account the deadline job acts as, holding tpu.nodes.delete (GKE:
+        """The account the deadline job acts as, and its role holding tpu.nodes.delete (GKE:
         container.clusters.delete) and nothing else. Long-lived like the node's account: `make
-        destroy` keeps it. Cloud TPU has no IAM conditions and no per-node policy, and a GKE
-        cluster no policy of its own, so this is project-wide (README, residual risks); a
-        pipeline deployment gets the same from the GitOps bootstrap."""
-        account = stop_account(self, "stop-sa", cfg, services)
-        role = GoogleProjectIamCustomRole(
+        destroy` keeps them. The grant is the billing stack's, with the job: it ends with the
+        deadline (stacks/deadline_job.py). Cloud TPU has no per-node policy and gives IAM
+        conditions no resource name, and a GKE cluster no policy of its own, so the grant is on
+        the project (GKE: conditioned on the cluster's name; README, residual risks); a
+        pipeline deployment gets an unconditioned one from the GitOps bootstrap."""
+        stop_account(self, "stop-sa", cfg, services)
+        GoogleProjectIamCustomRole(
             self,
             "stop-role",
             role_id=cfg.stop_role_id,
@@ -255,9 +273,6 @@ class SecretsStack(TerraformStack):
             description=f"Delete {platform_for(cfg).stop_nouns[1]}: the deadline job of {cfg.name}",
             permissions=list(platform_for(cfg).stop_permissions),
             depends_on=services,
-        )
-        GoogleProjectIamMember(
-            self, "stop-grant", project=project, role=role.id, member=account.member
         )
 
     def _accessor(self, cfg: DeployConfig, id_: str, secret_id: str, project: str) -> None:

@@ -72,6 +72,7 @@ Stacks = dict[str, dict[str, Any]]
 SLOW_FIXTURES = frozenset(
     {
         "synth",
+        "gke_pair",
         "default_stacks",
         "node_stack",
         "secrets_stack",
@@ -161,6 +162,27 @@ def default_config() -> Any:
 @pytest.fixture(scope="session")
 def default_stacks(synth: Synthesizer) -> Stacks:
     return synth({})
+
+
+# A second GKE deployment beside deployments/gke.toml, in the same project, VPC and region: what
+# two deployments must not share (issue 36). Only the name differs.
+SECOND_GKE_NAME = "gemma4-gke-b"
+
+
+def gke_configs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The raw data of the shipped GKE deployment and of a second one beside it."""
+    import tomllib
+
+    first = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+    return first, {**copy.deepcopy(first), "name": SECOND_GKE_NAME}
+
+
+@pytest.fixture(scope="session")
+def gke_pair(synth: Synthesizer) -> tuple[Stacks, Stacks]:
+    """Both GKE deployments synthesized (the first is the session's deployments/gke.toml
+    synthesis, shared with tests/stacks/test_gke_synth.py): ({stack: cdk.tf.json}, ...)."""
+    first, second = gke_configs()
+    return synth(first), synth(second)
 
 
 @pytest.fixture

@@ -38,10 +38,34 @@ DEADLINE_ID = "deadline-time"
 DEADLINE_JOB_ID = "deadline-job"
 DEADLINE_ADDRESS = f"terraform_data.{DEADLINE_ID}"
 DEADLINE_JOB_ADDRESS = f"google_cloud_scheduler_job.{DEADLINE_JOB_ID}"
+# The stop account's grant of its delete, declared with the job and conditioned on the deadline
+# (grant_expression): a local deployment's only grant of it.
+DEADLINE_GRANT_ID = "deadline-stop-grant"
+DEADLINE_GRANT_ADDRESS = f"google_project_iam_member.{DEADLINE_GRANT_ID}"
 # Cloud Scheduler retries a failed attempt (a 5xx, an expired token) this often, backing off.
 RETRY_COUNT = 5
 MIN_BACKOFF = "60s"
 ATTEMPT_DEADLINE = "60s"
+
+
+# The cron line has no year: the job fires again at the same minute every year, long after what
+# it deleted is gone, and deletes whatever has that name then. The job cannot be made one-shot
+# (Cloud Scheduler has no year field and no run-once job); its identity's grant can: IAM
+# conditions take request.time for every service (cloud.google.com/iam/docs/
+# conditions-attribute-reference, "Date/time attributes"), so the stop account may delete only
+# until the deadline plus GRANT_MARGIN. The margin covers the job's own attempts: at most
+# RETRY_COUNT retries, backing off from MIN_BACKOFF and doubling (Cloud Scheduler's
+# maxDoublings defaults to 5: 60+120+240+480+960 s), each up to ATTEMPT_DEADLINE: about 37 min.
+GRANT_MARGIN = "1h"
+GRANT_MARGIN_SECONDS = 3600
+
+
+def grant_expression(deadline_ref: str, resource_condition: str = "") -> str:
+    """The stop grant's IAM condition (a Terraform template): the request is made before the
+    deadline plus GRANT_MARGIN, and `resource_condition` (the target's own, where its service
+    gives IAM its name) holds."""
+    before = f'request.time < timestamp("${{timeadd({deadline_ref}, "{GRANT_MARGIN}")}}")'
+    return f"{before} && {resource_condition}" if resource_condition else before
 
 
 def job_name(project: str, region: str, job_id: str) -> str:

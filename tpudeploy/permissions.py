@@ -226,18 +226,29 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "google_project_service",
         "google_service_account",
         "google_secret_manager_secret",
-        "google_secret_manager_secret_iam_member",
         "google_storage_bucket",
+    ),
+    # The TPU VM's node account reads its secrets and cache; on GKE the pods' own identity does
+    # (the cluster stack grants it), and the nodes' account holds node roles only.
+    "secrets (tpu vm: the node account's access)": (
+        "google_secret_manager_secret_iam_member",
         "google_storage_bucket_iam_member",
     ),
+    "secrets (gke: the nodes' account's project roles)": ("google_project_iam_member",),
+    # The account and its role; the grant is the billing stack's, with the job.
     "secrets (a deadline job's account and role: spot, on-demand, GKE)": (
         "google_service_account",
         "google_project_iam_custom_role",
-        "google_project_iam_member",
     ),
     "node (all models)": ("google_compute_firewall",),
     "node (flex-start)": ("terraform_data", QUEUED_RESOURCE),
-    "node (spot, on-demand)": ("google_tpu_v2_vm", "terraform_data", "google_cloud_scheduler_job"),
+    "node (spot, on-demand)": (
+        "google_tpu_v2_vm",
+        "terraform_data",
+        "google_cloud_scheduler_job",
+        # The stop account's grant, ending with the deadline (stacks/deadline_job.py).
+        "google_project_iam_member",
+    ),
     "node (no external address)": ("google_compute_router", "google_compute_router_nat"),
     "cluster (gke)": (
         "google_project_service",
@@ -250,7 +261,11 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "google_secret_manager_secret_iam_member",
         "google_storage_bucket_iam_member",
     ),
-    "cluster (gke: the deadline job)": ("google_cloud_scheduler_job", "terraform_data"),
+    "cluster (gke: the deadline job)": (
+        "google_cloud_scheduler_job",
+        "terraform_data",
+        "google_project_iam_member",
+    ),
     "serving (gke)": (
         "data_google_container_cluster",
         "data_google_client_config",

@@ -42,6 +42,13 @@ class Platform(Protocol):
     # What its deadline job deletes (one, many) and the permissions its stop role holds.
     stop_nouns: tuple[str, str]
     stop_permissions: tuple[str, ...]
+    # Whether the nodes' service account (<name>-node) reads the replicas' secrets and compile
+    # cache (the TPU VM: the node is the replica), or only runs the nodes (GKE: the pods read
+    # them as their own Workload Identity; the node account holds node_project_roles only, so a
+    # node or container escape, or a hostNetwork pod, gets no token and no key).
+    node_reads_secrets: bool
+    # Project roles the nodes' service account needs to run the nodes themselves.
+    node_project_roles: tuple[str, ...]
     # The commands (make targets) that only one platform has, the same keys on each platform:
     # None where this one has it, else why not and what to use instead ({name} and {port}: the
     # deployment's name and front-door port). Every other command exists on both. require reads

@@ -352,6 +352,7 @@ class GkeStack(TerraformStack):
             what=deadline_target.what(cfg),
             uri=deadline_target.cluster_url(cfg, project),
             renew_on=[self.cluster.id],
+            resource_condition=deadline_target.resource_condition(cfg),
         )
 
     def _serving_access(self, cfg: DeployConfig, project: str) -> None:

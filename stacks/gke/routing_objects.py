@@ -121,7 +121,7 @@ def add_routing(
         depends_on = [*depends_on, subnet]
     name = routing.epp_name(cfg)
     picker_labels = {"app.kubernetes.io/name": "epp", "app.kubernetes.io/instance": cfg.name}
-    meta: dict[str, Any] = {"namespace": identifiers.NAMESPACE, "labels": picker_labels}
+    meta: dict[str, Any] = {"namespace": identifiers.namespace(cfg), "labels": picker_labels}
     ServiceAccountV1(scope, "epp-account", metadata=ServiceAccountV1Metadata(name=name, **meta))
     RoleV1(
         scope,
@@ -129,7 +129,7 @@ def add_routing(
         metadata=RoleV1Metadata(name=name, **meta),
         rule=[typed(RoleV1Rule, r) for r in _NAMESPACED_RULES],
     )
-    account = (name, identifiers.NAMESPACE)
+    account = (name, identifiers.namespace(cfg))
     bind_account(
         scope,
         "epp-role-binding",

@@ -96,7 +96,7 @@ class ServingStack(TerraformStack):
         # The HPA's signal: nothing serves the custom metrics API until the adapter runs.
         declare_adapter(self)
         ns = NamespaceV1(
-            self, "namespace", metadata=NamespaceV1Metadata(name=identifiers.NAMESPACE)
+            self, "namespace", metadata=NamespaceV1Metadata(name=identifiers.namespace(cfg))
         )
         meta: dict[str, Any] = {"namespace": ns.metadata.name, "labels": labels(cfg)}
         ServiceAccountV1(

@@ -37,7 +37,8 @@ from tpudeploy.gke.manifests import labels
 
 PROJECT = "demo-proj"
 CFG = parse_config({"platform": "gke", "project": PROJECT})
-NS = "tpudeploy"
+# Each deployment its own namespace (issue 36 item 13): tpudeploy-<name>.
+NS = f"tpudeploy-{CFG.name}"
 DIGEST = "docker.io/vllm/vllm-tpu@sha256:" + "ab" * 32
 VERSION = "0.33.0"
 # A stand-in vLLM CLI: `--version`, and `bench serve` writing the result file the flags name

@@ -190,3 +190,51 @@ def test_opting_out_declares_no_job_and_no_stop_identity(synth: Synthesizer) -> 
     assert "google_cloud_scheduler_job" not in cluster["resource"]
     assert "nothing deletes the cluster" in cluster["output"]["billing"]["value"]
     assert "google_project_iam_custom_role" not in stacks[cfg.secrets_stack_name]["resource"]
+
+
+def test_the_stop_grant_reaches_this_cluster_only_and_only_until_the_deadline(
+    stacks: dict[str, dict[str, Any]],
+) -> None:
+    """Items 9 and 10: the project-level grant of container.clusters.delete is conditioned on
+    this cluster's name (GKE clusters give IAM conditions resource.name: iamrules.ATTRIBUTES,
+    with the source) and on the request's time. The IAM fake evaluates the synthesized
+    condition once Terraform's timeadd() is evaluated."""
+    res = stacks[CFG.gke_stack_name]["resource"]
+    (grant,) = [g for g in res["google_project_iam_member"].values() if "-stop@" in g["member"]]
+    assert (
+        grant["member"]
+        == f"serviceAccount:{CFG.stop_account_id}@${{var.project}}.iam.gserviceaccount.com"
+    )
+    assert grant["role"] == f"projects/${{var.project}}/roles/{CFG.stop_role_id}"
+    deadline_at = datetime(2026, 8, 9, 16, 0, tzinfo=UTC)
+    hours = re.search(
+        r'timeadd\(terraform_data\.deadline-time\.output, "(\d+)h"\)',
+        grant["condition"]["expression"],
+    )
+    assert hours is not None
+    expression = re.sub(
+        r'\$\{timeadd\(terraform_data\.deadline-time\.output, "\d+h"\)\}',
+        (deadline_at + timedelta(hours=int(hours[1]))).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        grant["condition"]["expression"],
+    )
+    member = grant["member"]
+    binding = {"role": grant["role"], "members": [member], "condition": {"expression": expression}}
+    held = frozenset(gke_deadline.STOP_PERMISSIONS)
+
+    def granted(cluster: str, at: datetime, project: str = PROJECT) -> bool:
+        checked = iamrules.gke_cluster(project, CFG.zone, cluster)
+        return iamrules.binding_grants(
+            binding, member, "container.clusters.delete", checked, held, at
+        )
+
+    assert granted(CFG.name, deadline_at)
+    # IAM may name the project by number: the tail still matches
+    assert granted(CFG.name, deadline_at, project=iamrules.PROJECT_NUMBER)
+    # every other cluster of the project: another deployment's, a name ending with this one's
+    for other in (f"{CFG.name}-b", f"x-{CFG.name}", "prod"):
+        assert not granted(other, deadline_at), other
+    # a year later the cron line fires again: nothing is deleted
+    assert not granted(CFG.name, deadline_at.replace(year=2027))
+    # were clusters to give conditions no name, the grant would never hold (fail closed)
+    nameless = iamrules.Checked("container.googleapis.com/Unlisted", "x", ())
+    assert not iamrules.condition_grants(expression, nameless, deadline_at)

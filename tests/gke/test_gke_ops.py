@@ -27,7 +27,8 @@ from tpudeploy.planner.cost import SEED_BOOT
 
 PROJECT = "gke-ops-1"
 CFG = parse_config({"platform": "gke", "project": PROJECT, "zone": "us-west4-a"})
-NS = "tpudeploy"
+# Each deployment its own namespace (issue 36 item 13): tpudeploy-<name>.
+NS = f"tpudeploy-{CFG.name}"
 LABELS = labels(CFG)
 SPOT = {
     "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",

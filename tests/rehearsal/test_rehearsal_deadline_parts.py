@@ -110,13 +110,14 @@ def _job(cloud: FakeCloud, schedule: str = "0 0 1 1 *") -> tuple[int, Any]:
     return call(cloud.cloudscheduler.host, "POST", f"/v1/{JOB.rsplit('/jobs/', 1)[0]}/jobs", body)
 
 
-def _grant(cloud: FakeCloud, permissions: list[str]) -> None:
+def _grant(cloud: FakeCloud, permissions: list[str], condition: str = "") -> None:
     role = {"roleId": "nodeStop", "role": {"title": "t", "includedPermissions": permissions}}
     status, made = call(cloud.iam.host, "POST", f"/v1/projects/{PROJECT}/roles", role)
     assert status == 200
-    policy = {
-        "policy": {"bindings": [{"role": made["name"], "members": [f"serviceAccount:{STOP}"]}]}
-    }
+    binding: dict[str, Any] = {"role": made["name"], "members": [f"serviceAccount:{STOP}"]}
+    if condition:
+        binding["condition"] = {"title": "until-deadline", "expression": condition}
+    policy = {"policy": {"version": 3, "bindings": [binding]}}
     assert (
         call(cloud.resourcemanager.host, "POST", f"/v1/projects/{PROJECT}:setIamPolicy", policy)[0]
         == 200
@@ -142,6 +143,30 @@ def test_the_job_deletes_the_node_with_its_accounts_one_permission(cloud: FakeCl
     )
     assert following.startswith(str(due.year + 1))
     assert deadline.job_view(fired, datetime.now(UTC)).status == "fired"
+
+
+def test_a_year_later_the_job_fires_again_and_a_grant_that_ended_deletes_nothing(
+    cloud: FakeCloud,
+) -> None:
+    """Issue 36 item 10. Unix-cron has no year: after its first run the job runs again at the
+    same minute a year later, and `fire(at=...)` runs it then. A grant conditioned on
+    request.time (the stacks' deadline + margin) holds at the first run and not at the second;
+    an unconditioned grant (the stacks before issue 36) deletes the node both times."""
+    _grant(cloud, ["tpu.nodes.delete"], 'request.time < timestamp("2099-01-01T01:00:00Z")')
+    assert _job(cloud, "0 0 1 1 *")[0] == 200
+    first = datetime(2099, 1, 1, 0, 0, tzinfo=UTC)
+    assert cloud.cloudscheduler.fire(JOB, at=first) == 200
+    assert cloud.tpu.node(f"{PARENT}/nodes/n") is None
+    again = (cloud.cloudscheduler.job(JOB) or {})["scheduleTime"]
+    assert again == "2100-01-01T00:00:00Z"
+    # someone's node of the same name, a year on
+    assert call(cloud.tpu.host, "POST", f"/v2/{PARENT}/nodes?nodeId=n", {"metadata": {}})[0] == 200
+    assert cloud.cloudscheduler.fire(JOB, at=_parse(again)) == 403
+    assert cloud.tpu.node(f"{PARENT}/nodes/n") is not None
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 @pytest.mark.parametrize("permissions", [[], ["tpu.nodes.get"]])

@@ -7,11 +7,14 @@ nodes.delete URL, service-account emails), not read from the code under test.
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from tests.conftest import Synthesizer, resources
+from tools.rehearsal.fakes import iamrules
 
 PROJECT = "my-proj-123"
 NAME = "gemma4-v5e"
@@ -85,30 +88,67 @@ def test_the_schedule_comes_from_deploy_time_plus_the_duration(
 
 
 @pytest.mark.parametrize("overrides", [SPOT, ON_DEMAND], ids=["spot", "on-demand"])
-def test_the_stop_account_holds_one_permission(
+def test_the_stop_account_holds_one_permission_until_the_deadline(
     synth: Synthesizer, overrides: dict[str, Any]
 ) -> None:
-    secrets = _secrets(synth, overrides)
+    """The role (secrets stack, long-lived) holds tpu.nodes.delete only; its one grant is the
+    node stack's, with the job, and conditioned on the deadline (issue 36 item 10)."""
+    secrets, node = _secrets(synth, overrides), _node(synth, overrides)
     accounts = {
         a["account_id"]: cid for cid, a in resources(secrets, "google_service_account").items()
     }
     stop = accounts[f"{NAME}-stop"]
-    member = f"${{google_service_account.{stop}.member}}"
-    email = f"${{google_service_account.{stop}.email}}"
-    ((role_id, role),) = resources(secrets, "google_project_iam_custom_role").items()
+    email = f"{NAME}-stop@${{var.project}}.iam.gserviceaccount.com"
+    ((_, role),) = resources(secrets, "google_project_iam_custom_role").items()
     assert role["permissions"] == ["tpu.nodes.delete"]
-    grants = [
-        g
-        for rtype, items in secrets["resource"].items()
-        if rtype.endswith(("_iam_member", "_iam_binding", "_iam_policy"))
-        for g in items.values()
-        if member in json.dumps(g) or email in json.dumps(g)
-    ]
-    # One grant reaches the stop account: the custom role, at project level.
-    (grant,) = grants
-    assert grant["role"] == f"${{google_project_iam_custom_role.{role_id}.id}}"
-    assert grant["member"] == member
-    assert "condition" not in grant  # Cloud TPU has no IAM conditions (README)
+
+    def grants(stack: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            g
+            for rtype, items in stack["resource"].items()
+            if rtype.endswith(("_iam_member", "_iam_binding", "_iam_policy"))
+            for g in items.values()
+            if f"google_service_account.{stop}." in json.dumps(g) or email in json.dumps(g)
+        ]
+
+    assert grants(secrets) == []
+    (grant,) = grants(node)
+    assert grant["role"] == f"projects/${{var.project}}/roles/{role['role_id']}"
+    assert grant["member"] == f"serviceAccount:{email}"
+    assert "request.time" in grant["condition"]["expression"]
+
+
+def _at(expression: str, deadline: datetime) -> str:
+    """The condition as IAM gets it once Terraform evaluated the deadline's timeadd()."""
+
+    def add(m: re.Match[str]) -> str:
+        return (deadline + timedelta(hours=int(m["hours"]))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    pattern = r'\$\{timeadd\(terraform_data\.deadline-time\.output, "(?P<hours>\d+)h"\)\}'
+    out = re.sub(pattern, add, expression)
+    assert "${" not in out, out
+    return out
+
+
+def test_a_year_later_the_stop_grant_deletes_nothing(synth: Synthesizer) -> None:
+    """Cloud Scheduler's cron line has no year: the job fires again a year after the deadline.
+    The IAM fake evaluates the synthesized condition: the delete is granted at the deadline and
+    during its retries, refused a year later (and a day later)."""
+    (grant,) = resources(_node(synth, SPOT), "google_project_iam_member").values()
+    deadline = datetime(2026, 8, 9, 16, 0, tzinfo=UTC)
+    expression = _at(grant["condition"]["expression"], deadline)
+    node = iamrules.located(iamrules.TPU_NODE, PROJECT, "us-west4-a", f"nodes/{NAME}")
+    member = grant["member"]
+    binding = {"role": grant["role"], "members": [member], "condition": {"expression": expression}}
+    held = frozenset({"tpu.nodes.delete"})
+
+    def granted(at: datetime) -> bool:
+        return iamrules.binding_grants(binding, member, "tpu.nodes.delete", node, held, at)
+
+    assert granted(deadline)
+    assert granted(deadline + timedelta(minutes=40))  # the job's retries
+    assert not granted(deadline + timedelta(days=1))
+    assert not granted(deadline.replace(year=2027))
 
 
 def test_none_means_no_job_no_deadline_and_no_stop_account(synth: Synthesizer) -> None:
@@ -148,3 +188,6 @@ def test_a_pipeline_deployment_uses_the_bootstraps_stop_account(synth: Synthesiz
     secrets = stacks[f"{data['name']}-secrets"]
     assert resources(secrets, "google_service_account") == {}
     assert resources(secrets, "google_project_iam_custom_role") == {}
+    # The bootstrap grants the pipeline's stop account (the deploy identity holds no project
+    # IAM rights): no grant of its own here.
+    assert resources(node, "google_project_iam_member") == {}

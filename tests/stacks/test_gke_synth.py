@@ -303,21 +303,21 @@ def test_the_cache_is_restored_before_vllm_and_saved_before_the_front_door_opens
 def test_the_replicas_get_the_tpu_vms_cache_grants_and_nothing_more(
     stacks: dict[str, dict[str, Any]],
 ) -> None:
-    """The same roles and the same create condition as the node account, by one function."""
+    """The TPU VM node account's roles and create condition, by one function, and to the pods'
+    identity only: the nodes' account gets none (issue 36 item 14)."""
 
     def grants(stack: str, member: str) -> dict[str, Any]:
-        found = stacks[stack]["resource"]["google_storage_bucket_iam_member"].values()
+        found = stacks[stack]["resource"].get("google_storage_bucket_iam_member", {}).values()
         return {g["role"]: g.get("condition") for g in found if g["member"].startswith(member)}
 
-    node = grants(CFG.secrets_stack_name, "serviceAccount:")
+    assert grants(CFG.secrets_stack_name, "serviceAccount:") == {}
     replicas = grants(CFG.gke_stack_name, "principal://")
-    assert replicas == node
-    assert set(node) == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
-    condition = node["roles/storage.objectCreator"]
+    assert set(replicas) == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
+    condition = replicas["roles/storage.objectCreator"]
     bucket = CFG.compile_cache_bucket("${var.project}")
     assert condition == render.cache_write_condition(CFG, bucket)
     assert f"/objects/xla/{render.compile_cache_key(CFG)}/" in condition["expression"]
-    assert node["roles/storage.objectViewer"] is None
+    assert replicas["roles/storage.objectViewer"] is None
 
 
 def test_every_replica_reads_the_one_front_door_certificate(

@@ -294,19 +294,30 @@ def test_secret_level_iam_for_the_node_account_only(secrets_stack: dict[str, Any
 def test_the_only_project_level_iam_is_the_deadline_jobs_delete(synth: Synthesizer) -> None:
     """Secrets and the cache bucket are granted on themselves. A spot or on-demand node's
     deadline job needs tpu.nodes.delete, which Cloud TPU grants at project level only: one
-    custom role with that permission, bound to the stop account, and nothing else."""
+    custom role with that permission (the secrets stack), bound to the stop account by the node
+    stack with the job, conditioned on the deadline (issue 36 item 10), and nothing else."""
     for overrides in ALL:
-        for name, stack in synth(overrides).items():
+        stacks = synth(overrides)
+        roles = resources(stacks[f"{NAME}-secrets"], "google_project_iam_custom_role").values()
+        role = next(iter(roles), {})
+        for name, stack in stacks.items():
             found = stack.get("resource", {})
             iam = sorted(t for t in found if t.startswith("google_project_iam"))
             if not iam:
                 continue
-            assert iam == ["google_project_iam_custom_role", "google_project_iam_member"], name
-            (role,) = found["google_project_iam_custom_role"].values()
-            assert role["permissions"] == ["tpu.nodes.delete"], name
+            if name.endswith("-secrets"):
+                assert iam == ["google_project_iam_custom_role"], name
+                assert [role] == list(found["google_project_iam_custom_role"].values())
+                assert role["permissions"] == ["tpu.nodes.delete"], name
+                continue
+            assert iam == ["google_project_iam_member"], name
             (grant,) = found["google_project_iam_member"].values()
-            account = grant["member"].split(".")[1]
-            assert found["google_service_account"][account]["account_id"] == f"{NAME}-stop"
+            assert (
+                grant["member"]
+                == f"serviceAccount:{NAME}-stop@${{var.project}}.iam.gserviceaccount.com"
+            )
+            assert grant["role"].endswith(f"/roles/{role['role_id']}")
+            assert "request.time <" in grant["condition"]["expression"]
 
 
 def test_required_services_kept_on_destroy(secrets_stack: dict[str, Any]) -> None:

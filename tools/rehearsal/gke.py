@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from tools.rehearsal import schema
@@ -23,6 +24,7 @@ from tools.rehearsal.scenarios import EXTEND_BY, Stage, StageFailure, _time
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import terraform
 from tpudeploy.config import DeployConfig, load_config
+from tpudeploy.deadline import GRANT_MARGIN_SECONDS
 from tpudeploy.gke import identifiers
 from tpudeploy.platform import platform_for
 
@@ -216,13 +218,29 @@ class GkeRehearsal(Rehearsal):
         calls = self.cloud.call_count()
         shown = self._make("extend", args=(f"BY={int(EXTEND_BY.total_seconds() // 60)}m",))
         after = _time(self._job().get("scheduleTime"))
-        changed = [m for m in self.cloud.mutations(calls) if not m.startswith("cloudscheduler ")]
+        # The job, and the stop account's grant whose condition ends with the deadline (a
+        # project setIamPolicy: stacks/deadline_job.py).
+        changed = [
+            m
+            for m in self.cloud.mutations(calls)
+            if not m.startswith("cloudscheduler ")
+            and not (m.startswith("cloudresourcemanager ") and m.endswith(":setIamPolicy"))
+        ]
         if after != before + EXTEND_BY or changed:
             raise StageFailure(
                 f"`{shown}` moved the deadline from {before} to {after} and changed "
                 f"{changed[:5] or 'nothing else'}"
             )
-        return f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, only the job changed"
+        ends = (after + timedelta(seconds=GRANT_MARGIN_SECONDS)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self.cloud.inventory.locked() as inv:
+            policy = inv.policy("cloudresourcemanager", f"projects/{REHEARSAL_PROJECT}")
+            conditions = [str((b.get("condition") or {}).get("expression")) for b in policy]
+        if not any(ends in c for c in conditions):
+            raise StageFailure(f"`{shown}` left the stop grant's end elsewhere than {ends}")
+        return (
+            f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, only the job and the stop "
+            f"grant (now ending {ends}) changed"
+        )
 
     def _destroy_gke(self) -> str:
         shown = self._make("destroy", approve=True)

@@ -6,7 +6,10 @@
 - deadline: the Cloud Scheduler job exists for this node and this identity, `make extend` moves
   it, then the fake scheduler fires it: the TPU API deletes the node on the stop account's token
   (its one permission), nothing bills, `make recover` leaves the ended run alone, `make status`
-  says billing stopped, and a deliberate `make deploy` starts a new run with a new deadline.
+  says billing stopped, and a deliberate `make deploy` starts a new run with a new deadline;
+  then the rehearsal's clock jumps a year past that deadline and the job fires again (its cron
+  line has no year, fakes/cloudscheduler.py): the stop account's grant ended an hour after the
+  deadline, so the TPU API refuses the DELETE and the node of that name stays (issue 36 item 10).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.rehearsal.fakes.cloud import FakeCloud
+from tools.rehearsal.fakes.cloudscheduler import next_run
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy.config import DeployConfig, load_config
@@ -195,6 +199,7 @@ class ScenarioStages:
             Stage("fire", self._fire),
             Stage("after-deadline", self._after_deadline),
             Stage("deploy-after", self._deploy_after),
+            Stage("a-year-later", self._a_year_later),
             Stage("destroy", self._destroy),
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
@@ -266,6 +271,32 @@ class ScenarioStages:
         if late:
             raise StageFailure(f"`{shown}` did not set a new deadline: {late}")
         return f"{shown}: node created again, new deadline {job['scheduleTime']}"
+
+    def _a_year_later(self) -> str:
+        """Cloud Scheduler runs the job again at the same minute next year; whatever has the
+        node's name then (here: the node `make deploy` just created) must not be deleted."""
+        job = self._job()
+        due = _time(job.get("scheduleTime"))
+        again = next_run(str(job["schedule"]), due)
+        if again is None or not timedelta(days=360) < again - due < timedelta(days=370):
+            raise StageFailure(f"the fake scheduler does not run {job['schedule']!r} a year on")
+        with self.cloud.inventory.locked() as inv:
+            before = len(inv.calls)
+        status = self.cloud.cloudscheduler.fire(self._job_name(), at=again)
+        with self.cloud.inventory.locked() as inv:
+            deletes = [c for c in inv.calls[before:] if c.api == "tpu" and c.method == "DELETE"]
+        if self.cloud.tpu.node(self._node_name()) is None or status < 400:
+            raise StageFailure(
+                f"a year after its deadline the job fired again and its DELETE was answered "
+                f"{status}: it deleted the node of that name (the stop account's grant must end "
+                "with the deadline)"
+            )
+        if not deletes:
+            raise StageFailure("the job fired a year later but no DELETE reached the TPU API")
+        return (
+            f"fired again {again:%Y-%m-%d %H:%M} UTC (a year on): DELETE refused ({status}), the "
+            "node of that name stays"
+        )
 
     # ---- a changed config on a running node
 

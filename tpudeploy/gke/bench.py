@@ -15,8 +15,9 @@ from tpudeploy.bench.sweep import ExecResult, Executor
 from tpudeploy.config import DeployConfig
 from tpudeploy.gcp.container import KubeError
 from tpudeploy.gke import podexec
+from tpudeploy.gke.identifiers import namespace
 from tpudeploy.gke.kube import KubeApi
-from tpudeploy.gke.ops import NS, gateway_address, replica_of, selector, vllm_status
+from tpudeploy.gke.ops import gateway_address, replica_of, selector, vllm_status
 from tpudeploy.gke.pod import VLLM_CONTAINER
 
 # `make bench-plan` prints the commands without asking the cluster which replica is ready.
@@ -27,16 +28,21 @@ PLAN_GATEWAY = "https://<the Gateway's address>"
 ROUTES = ("replica", "gateway")
 
 
-def plan_target(route: str = "replica") -> PodTarget:
+def plan_target(cfg: DeployConfig, route: str = "replica") -> PodTarget:
     return PodTarget(
-        NS, PLAN_POD, VLLM_CONTAINER, "", "", base_url=PLAN_GATEWAY if route == "gateway" else ""
+        namespace(cfg),
+        PLAN_POD,
+        VLLM_CONTAINER,
+        "",
+        "",
+        base_url=PLAN_GATEWAY if route == "gateway" else "",
     )
 
 
 def ready_replica(cfg: DeployConfig, api: KubeApi) -> PodTarget:
     """The first ready replica by name (a stable choice between runs), its vLLM container, the
     image its status reports, and how many replicas are ready."""
-    pods = api.items(f"/api/v1/namespaces/{NS}/pods", selector(cfg))
+    pods = api.items(f"/api/v1/namespaces/{namespace(cfg)}/pods", selector(cfg))
     ready = sorted(
         (p for p in pods if replica_of(p).phase == "ready"), key=lambda p: p["metadata"]["name"]
     )
@@ -48,7 +54,7 @@ def ready_replica(cfg: DeployConfig, api: KubeApi) -> PodTarget:
     chosen = ready[0]
     status = vllm_status(chosen)
     return PodTarget(
-        NS,
+        namespace(cfg),
         chosen["metadata"]["name"],
         VLLM_CONTAINER,
         str(status.get("image") or ""),

@@ -22,7 +22,8 @@ from tpudeploy.gke import identifiers
 # required permission is container.clusters.delete, "on the specified resource name" (the
 # cluster; https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
 # projects.locations.clusters/delete). A cluster has no IAM policy of its own: the grant is on
-# the project (tools/rehearsal/fakes/iamrules.py keeps the rule). Nothing polls the operation.
+# the project (tools/rehearsal/fakes/iamrules.py keeps the rule), narrowed by a condition on the
+# cluster's name (resource_condition). Nothing polls the operation.
 STOP_PERMISSIONS = ("container.clusters.delete",)
 # In the stop account's and role's descriptions: what the job deletes, one and many.
 STOP_NOUNS = ("GKE cluster", "GKE clusters")
@@ -51,6 +52,18 @@ def cluster_url(cfg: DeployConfig, project: str) -> str:
         f"{CONTAINER_API}/projects/{project}/locations/{cfg.zone}/clusters/"
         f"{identifiers.cluster_name(cfg)}"
     )
+
+
+def resource_condition(cfg: DeployConfig) -> str:
+    """The stop grant's condition on the cluster (CEL): this deployment's cluster only, where a
+    project-wide container.clusters.delete would reach every cluster in the project. Google
+    Kubernetes Engine is among the services whose resource name attribute "can control access"
+    (cloud.google.com/iam/docs/configuring-resource-based-access; the rule and what is not
+    confirmed of it: tools/rehearsal/fakes/iamrules.py, ATTRIBUTES). The tail only: the name
+    IAM sees begins with the project, by id or by number, and a cluster name follows
+    "/clusters/", so another cluster whose name ends with this one's never matches."""
+    tail = f"/locations/{cfg.zone}/clusters/{identifiers.cluster_name(cfg)}"
+    return f'resource.name.endsWith("{tail}")'
 
 
 def what(cfg: DeployConfig) -> str:

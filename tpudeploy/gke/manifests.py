@@ -58,7 +58,7 @@ def pod_monitoring(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.googleapis.com/v1",
         "kind": "PodMonitoring",
-        "metadata": {"name": cfg.name, "namespace": identifiers.NAMESPACE},
+        "metadata": {"name": cfg.name, "namespace": identifiers.namespace(cfg)},
         "spec": {
             "selector": {"matchLabels": labels(cfg)},
             "endpoints": [{"port": pod.METRICS_PORT, "path": "/metrics", "interval": "15s"}],
@@ -71,7 +71,7 @@ def secret_provider_class(cfg: DeployConfig, *, project: str) -> dict[str, Any]:
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": f"{cfg.name}-secrets", "namespace": identifiers.NAMESPACE},
+        "metadata": {"name": f"{cfg.name}-secrets", "namespace": identifiers.namespace(cfg)},
         "spec": {
             "provider": "gke",
             "parameters": {"secrets": pod.secret_provider_parameters(cfg, project)},

@@ -17,6 +17,7 @@ from tpudeploy.deadline_ops import Jobs
 from tpudeploy.gcp.container import ClusterMissing, KubeError
 from tpudeploy.gke import deadline_target, identifiers, replicaplan
 from tpudeploy.gke import pod as pod_targets
+from tpudeploy.gke.identifiers import namespace as ns
 from tpudeploy.gke.kube import KubeApi
 from tpudeploy.gke.manifests import labels
 from tpudeploy.gke.metrics_adapter import KV_CACHE_METRIC, WAITING_METRIC
@@ -26,7 +27,6 @@ from tpudeploy.planner.cost import SEED_BOOT
 from tpudeploy.terminal import printable
 from tpudeploy.timefmt import format_seconds
 
-NS = identifiers.NAMESPACE
 # The labels GKE puts on a node by how it was provisioned, value "true" (Spot VMs:
 # cloud.google.com/kubernetes-engine/docs/concepts/spot-vms; flex-start: the GKE docs' pods
 # select it with nodeSelector cloud.google.com/gke-flex-start: "true", and the cluster
@@ -42,7 +42,7 @@ SCALE_DOWN_UNNEEDED_S = 600
 
 
 def _deployment_path(cfg: DeployConfig) -> str:
-    return f"/apis/apps/v1/namespaces/{NS}/deployments/{cfg.name}"
+    return f"/apis/apps/v1/namespaces/{ns(cfg)}/deployments/{cfg.name}"
 
 
 def selector(cfg: DeployConfig) -> str:
@@ -165,7 +165,7 @@ def read_rollout(cfg: DeployConfig, api: KubeApi) -> Rollout | None:
         return None
     status, spec = dep.get("status") or {}, dep.get("spec") or {}
     generation = int((dep.get("metadata") or {}).get("generation") or 0)
-    pods = api.items(f"/api/v1/namespaces/{NS}/pods", selector(cfg))
+    pods = api.items(f"/api/v1/namespaces/{ns(cfg)}/pods", selector(cfg))
     return Rollout(
         # spec.replicas defaults to 1 (DeploymentSpec); the HPA sets it after the first apply.
         desired=int(spec.get("replicas", 1)),
@@ -204,7 +204,7 @@ def wait_ready(
     api = api or KubeApi.for_deployment(cfg, project)
     budget = replicaplan.startup_budget_s()
     print(
-        f"following Deployment {NS}/{cfg.name}: a new replica needs a TPU node, then a boot "
+        f"following Deployment {ns(cfg)}/{cfg.name}: a new replica needs a TPU node, then a boot "
         f"(planner: cold {SEED_BOOT.cold_s:g} s, warm {SEED_BOOT.warm_s:g} s with the compile "
         f"cache; the startup probe gives up after {budget} s)",
         file=out,
@@ -215,8 +215,8 @@ def wait_ready(
         rollout = read_rollout(cfg, api)
         if rollout is None:
             print(
-                f"Deployment {NS}/{cfg.name} does not exist: `make deploy` applies the serving "
-                "stack (after the cluster)",
+                f"Deployment {ns(cfg)}/{cfg.name} does not exist: `make deploy` applies the "
+                "serving stack (after the cluster)",
                 file=out,
             )
             return 1
@@ -239,9 +239,9 @@ def wait_ready(
         if failed:
             print(
                 f"replica {failed[0].name} failed: {failed[0].detail}. Next: `make status`; its "
-                f"logs: kubectl -n {NS} logs {failed[0].name} -c vllm (after `gcloud container "
-                f"clusters get-credentials {identifiers.cluster_name(cfg)} --zone {cfg.zone} "
-                f"--project {project}`)",
+                f"logs: kubectl -n {ns(cfg)} logs {failed[0].name} -c vllm (after `gcloud "
+                f"container clusters get-credentials {identifiers.cluster_name(cfg)} --zone "
+                f"{cfg.zone} --project {project}`)",
                 file=out,
             )
             return 1
@@ -311,7 +311,7 @@ def hourly_now(cfg: DeployConfig, by_capacity: dict[str, list[str]]) -> str:
 
 
 def _hpa_lines(cfg: DeployConfig, api: KubeApi) -> list[str]:
-    hpa = api.get(f"/apis/autoscaling/v2/namespaces/{NS}/horizontalpodautoscalers/{cfg.name}")
+    hpa = api.get(f"/apis/autoscaling/v2/namespaces/{ns(cfg)}/horizontalpodautoscalers/{cfg.name}")
     if hpa is None:
         return ["autoscaler: none (the serving stack is not applied)"]
     status = hpa.get("status") or {}
@@ -357,7 +357,9 @@ def status_lines(
     lines = [f"cluster {identifiers.cluster_name(cfg)} ({cfg.zone})"]
     rollout = read_rollout(cfg, api)
     if rollout is None:
-        lines.append(f"replicas: none (no Deployment {NS}/{cfg.name}; `make deploy` applies it)")
+        lines.append(
+            f"replicas: none (no Deployment {ns(cfg)}/{cfg.name}; `make deploy` applies it)"
+        )
     else:
         lines.append(
             f"replicas: {rollout.ready}/{rollout.desired} ready, {rollout.updated} on "
@@ -395,16 +397,16 @@ def status(
 def service_address(cfg: DeployConfig, project: str, *, api: KubeApi | None = None) -> str:
     """The internal load balancer's address from the Service's status, or KubeError."""
     api = api or KubeApi.for_deployment(cfg, project)
-    svc = api.get(f"/api/v1/namespaces/{NS}/services/{cfg.name}")
+    svc = api.get(f"/api/v1/namespaces/{ns(cfg)}/services/{cfg.name}")
     if svc is None:
         raise KubeError(
-            f"Service {NS}/{cfg.name} does not exist: `make deploy` applies the serving stack"
+            f"Service {ns(cfg)}/{cfg.name} does not exist: `make deploy` applies the serving stack"
         )
     for ingress in ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []:
         if ingress.get("ip"):
             return printable(str(ingress["ip"]))
     raise KubeError(
-        f"Service {NS}/{cfg.name} has no load balancer address yet (GKE provisions it in a "
+        f"Service {ns(cfg)}/{cfg.name} has no load balancer address yet (GKE provisions it in a "
         "minute or two after the apply): try again, `make status` shows the replicas"
     )
 
@@ -416,12 +418,12 @@ class GatewayNotReady(KubeError):
 def gateway_address(cfg: DeployConfig, api: KubeApi) -> str:
     """The Gateway's address from its status (Gateway API v1 GatewayStatus: addresses[].value
     once the controller programmed it); GatewayNotReady saying why there is none yet."""
-    path = f"/apis/gateway.networking.k8s.io/v1/namespaces/{NS}/gateways/{cfg.name}"
+    path = f"/apis/gateway.networking.k8s.io/v1/namespaces/{ns(cfg)}/gateways/{cfg.name}"
     gateway = api.get(path)
     if gateway is None:
         raise GatewayNotReady(
-            f"Gateway {NS}/{cfg.name} does not exist: `make deploy` applies it with the serving "
-            "stack"
+            f"Gateway {ns(cfg)}/{cfg.name} does not exist: `make deploy` applies it with the "
+            "serving stack"
         )
     status = gateway.get("status") or {}
     for address in status.get("addresses") or []:
@@ -430,7 +432,7 @@ def gateway_address(cfg: DeployConfig, api: KubeApi) -> str:
     programmed = {c.get("type"): c for c in status.get("conditions") or []}.get("Programmed", {})
     why = printable(str(programmed.get("message") or programmed.get("reason") or "no status yet"))
     raise GatewayNotReady(
-        f"Gateway {NS}/{cfg.name} has no address yet ({why}): GKE creates its load balancer a "
+        f"Gateway {ns(cfg)}/{cfg.name} has no address yet ({why}): GKE creates its load balancer a "
         "few minutes after the apply; try again"
     )
 

@@ -17,7 +17,7 @@ from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.gke import deadline_target
-from tpudeploy.gke.identifiers import NAMESPACE
+from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -34,7 +34,7 @@ COMMANDS: Mapping[str, str | None] = {
     "Service's internal load balancer, which answers clients in the VPC's region only (every "
     "region with [gke] global_access; `make check` says who, `make endpoint` prints the "
     "address). A GKE tunnel is not built: it would reach one pod through the Kubernetes API "
-    f"(port-forward), which `kubectl -n {NAMESPACE} port-forward "
+    f"(port-forward), which `kubectl -n {NAMESPACE_PREFIX}{{name}} port-forward "
     "service/{name} {port}:{port}` already does with your cluster credentials",
     "recover": "it replaces one dead TPU VM; on GKE the Deployment replaces a lost replica by "
     "itself, and the node pools a preempted TPU node (`make status` shows both)",
@@ -61,6 +61,8 @@ class Gke:
     billing_stack_kinds: tuple[str, ...] = ("cluster", "serving")
     stop_nouns = deadline_target.STOP_NOUNS
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
+    node_reads_secrets = False
+    node_project_roles: tuple[str, ...] = NODE_PROJECT_ROLES
     commands = COMMANDS
 
     def __init__(self, *, deadline_jobs: Callable[[], Jobs] | None = None) -> None:
@@ -121,7 +123,7 @@ class Gke:
         return (*replicasecrets.shared(cfg), (cfg.tls_secret_id, "make tls-cert"))
 
     def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
-        keys = ["secrets (all models)"]
+        keys = ["secrets (all models)", "secrets (gke: the nodes' account's project roles)"]
         deadline = cfg.deadline_seconds is not None
         if deadline:  # the job's account and role, in the secrets stack as on the TPU VM
             keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
@@ -207,7 +209,7 @@ class Gke:
         from tpudeploy.gke import bench
 
         if plan:
-            return bench.plan_target(route), subprocess_executor
+            return bench.plan_target(cfg, route), subprocess_executor
         return bench.bench_target(cfg, project, route=route)
 
     def require(self, cfg: DeployConfig, command: str) -> None:

@@ -81,15 +81,15 @@ def backend_timeout_s(cfg: DeployConfig) -> int:
     return math.ceil(cfg.vllm.max_model_len / _SLOWEST_STREAM_TOK_S)
 
 
-def _meta(name: str) -> dict[str, Any]:
-    return {"name": name, "namespace": identifiers.NAMESPACE}
+def _meta(cfg: DeployConfig, name: str) -> dict[str, Any]:
+    return {"name": name, "namespace": identifiers.namespace(cfg)}
 
 
 def gateway(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
-        "metadata": _meta(cfg.name),
+        "metadata": _meta(cfg, cfg.name),
         "spec": {
             "gatewayClassName": gateway_class(cfg),
             "listeners": [
@@ -109,7 +109,7 @@ def http_route(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
-        "metadata": _meta(cfg.name),
+        "metadata": _meta(cfg, cfg.name),
         "spec": {
             "parentRefs": [{"name": cfg.name, "sectionName": "https"}],
             "rules": [
@@ -132,7 +132,7 @@ def inference_pool(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "inference.networking.k8s.io/v1",
         "kind": "InferencePool",
-        "metadata": _meta(pool_name(cfg)),
+        "metadata": _meta(cfg, pool_name(cfg)),
         "spec": {
             "selector": {"matchLabels": labels(cfg)},
             "targetPorts": [{"number": pod.POOL_PORT}],
@@ -156,7 +156,7 @@ def health_check_policy(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "networking.gke.io/v1",
         "kind": "HealthCheckPolicy",
-        "metadata": _meta(pool_name(cfg)),
+        "metadata": _meta(cfg, pool_name(cfg)),
         "spec": {
             "default": {
                 "config": {
@@ -174,7 +174,7 @@ def backend_policy(cfg: DeployConfig) -> dict[str, Any]:
     return {
         "apiVersion": "networking.gke.io/v1",
         "kind": "GCPBackendPolicy",
-        "metadata": _meta(pool_name(cfg)),
+        "metadata": _meta(cfg, pool_name(cfg)),
         "spec": {
             "default": {
                 "timeoutSec": backend_timeout_s(cfg),
@@ -293,7 +293,7 @@ def picker_args(cfg: DeployConfig) -> list[str]:
     v1.5.0 refuses to start with its old metric flags set."""
     return [
         f"--pool-name={pool_name(cfg)}",
-        f"--pool-namespace={identifiers.NAMESPACE}",
+        f"--pool-namespace={identifiers.namespace(cfg)}",
         f"--config-file={PICKER_CONFIG_DIR}/{PICKER_CONFIG_FILE}",
         f"--grpc-port={EPP_GRPC_PORT}",
         f"--grpc-health-port={EPP_HEALTH_PORT}",

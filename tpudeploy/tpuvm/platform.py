@@ -43,6 +43,8 @@ class TpuVm:
     billing_stack_kinds: tuple[str, ...] = ("node",)
     stop_nouns = deadline_target.STOP_NOUNS
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
+    node_reads_secrets = True
+    node_project_roles: tuple[str, ...] = ()
     commands = COMMANDS
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
@@ -71,7 +73,7 @@ class TpuVm:
 
     def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
         vm = cfg.provisioning != "flex-start"
-        keys = ["secrets (all models)"]
+        keys = ["secrets (all models)", "secrets (tpu vm: the node account's access)"]
         if vm:
             keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
         if purpose == "deploy":

@@ -53,7 +53,8 @@ class ApiFake(LoopbackServer):
             if permission == ACT_AS and CHECKED_ON[permission] not in by_type:
                 continue  # no account attached to the resource: nothing to act as
             resource = by_type[CHECKED_ON[permission]]
-            if not self.inventory.check(principal, permission, resource):
+            at = self.inventory.request_time(self.headers)
+            if not self.inventory.check(principal, permission, resource, at):
                 return api_error(
                     403,
                     f"Permission '{permission}' denied on resource '{resource.name}' (or it may "

@@ -37,12 +37,18 @@ class FakeCloud:
         self.compute = FakeCompute(inv)
         self.iam = FakeIam(inv)
         self.serviceusage = FakeServiceUsage(inv)
-        # A deadline job's URL names tpu.googleapis.com: its runs go to the TPU fake.
-        self.cloudscheduler = FakeCloudScheduler(inv, targets={"tpu.googleapis.com": self.tpu.host})
         self.resourcemanager = FakeResourceManager(inv)
         # platform = "gke": the GKE API, and the Kubernetes API of the cluster it creates.
         self.kubernetes = FakeKubernetes(inv)
         self.container = FakeContainer(inv, self.kubernetes)
+        # A deadline job's URL names tpu.googleapis.com or container.googleapis.com.
+        self.cloudscheduler = FakeCloudScheduler(
+            inv,
+            targets={
+                "tpu.googleapis.com": self.tpu.host,
+                "container.googleapis.com": self.container.host,
+            },
+        )
         self._servers: list[Any] = [
             self.kubernetes,
             self.container,

@@ -3,7 +3,15 @@
 Like the real service: the API must be enabled, the job's OAuth identity must exist, the next
 run (`scheduleTime`) follows the unix-cron line in the job's time zone, and a run sends the job's
 HTTP request with an access token of that identity. `fire` is the rehearsal's clock: it runs a
-job now, as Cloud Scheduler would at its minute, against the fake API its URL names.
+job now, or at the time it is given, as Cloud Scheduler would at its minute, against the fake API
+its URL names.
+
+Unix-cron, as Cloud Scheduler takes it: five fields, minute hour day-of-month month
+day-of-week, and no year (cloud.google.com/scheduler/docs/configuring/cron-job-schedules). A
+line with its day and month fixed, as the deadline job's, matches once a year, every year: after
+firing, the job's next run is the same minute a year later, and `fire(name, at=...)` runs it
+then (issue 36 item 10: nothing about the job stops that second run; only the stop account's
+grant, which ends after the deadline, makes it harmless).
 """
 
 from __future__ import annotations
@@ -204,17 +212,19 @@ class FakeCloudScheduler(ApiFake):
             found = inv.get(self.api, name)
             return json.loads(json.dumps(found)) if found is not None else None
 
-    def fire(self, name: str) -> int:
-        """Run the job now, as Cloud Scheduler does at its minute: its HTTP request, with an
-        access token of its OAuth identity, to the fake its URL names. Returns the answer's
-        status; afterwards the job shows its next run, a year later for a yearly line."""
+    def fire(self, name: str, *, at: datetime | None = None) -> int:
+        """Run the job now (or at `at`: the rehearsal's clock, e.g. its next run a year later),
+        as Cloud Scheduler does at its minute: its HTTP request, with an access token of its
+        OAuth identity, to the fake its URL names; IAM conditions see the request as made at
+        `at`. Returns the answer's status; afterwards the job shows its next run, a year later
+        for a yearly line."""
         with self.inventory.locked() as inv:
             job = inv.get(self.api, name)
             if job is None:
                 raise KeyError(f"no job {name}")
             target = job.get("httpTarget") or {}
             email = (target.get("oauthToken") or {}).get("serviceAccountEmail", "")
-            token = inv.mint_token(f"serviceAccount:{email}") if email else ""
+            token = inv.mint_token(f"serviceAccount:{email}", at=at) if email else ""
         url = urlsplit(str(target.get("uri", "")))
         host = self.targets.get(url.hostname or "")
         if host is None:
@@ -229,7 +239,7 @@ class FakeCloudScheduler(ApiFake):
                 status = int(answer.status)
         except urllib.error.HTTPError as exc:
             status = exc.code
-        ran = datetime.now(UTC)
+        ran = at or datetime.now(UTC)
         with self.inventory.locked() as inv:
             job = inv.get(self.api, name)
             if job is not None:

@@ -14,10 +14,11 @@ import ipaddress
 import re
 from typing import Any
 
-from tools.rehearsal.fakes import compute_rules
+from tools.rehearsal.fakes import compute_rules, iamrules
 from tools.rehearsal.fakes import container_rules as rules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
+from tools.rehearsal.fakes.iamrules import Checked
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.k8s import FakeKubernetes
 
@@ -30,6 +31,8 @@ Match = re.Match[str]
 Query = dict[str, str]
 _OPERATION = _LOCATION + r"/operations/(?P<op>[^/]+)"
 _SERVER_CONFIG = _LOCATION + r"/serverConfig"
+# The deadline job calls the v1 API's clusters.delete (tpudeploy/gke/deadline_target.py).
+_V1_CLUSTER = _CLUSTER.replace("/v1beta1/", "/v1/", 1)
 # Not a real certificate: the stand-in Kubernetes provider checks that it arrives decoded.
 FAKE_CA_PEM = "-----BEGIN CERTIFICATE-----\nrehearsal-cluster-ca\n-----END CERTIFICATE-----\n"
 
@@ -44,12 +47,19 @@ class FakeContainer(ApiFake):
     def routes(self) -> None:
         self.route("POST", _CLUSTERS, self._create_cluster)
         self.route("GET", _CLUSTER, self._get_cluster)
-        self.route("DELETE", _CLUSTER, self._delete_cluster)
+        # container.clusters.delete, checked on the cluster (iamrules.CHECKED_ON): only the
+        # project's policy reaches it, and its condition sees the cluster's name.
+        delete = ("container.clusters.delete",)
+        self.route("DELETE", _CLUSTER, self._delete_cluster, delete)
+        self.route("DELETE", _V1_CLUSTER, self._delete_cluster, delete)
         self.route("POST", _POOLS, self._create_pool)
         self.route("GET", _POOL, self._get_pool)
         self.route("DELETE", _POOL, self._delete_pool)
         self.route("GET", _OPERATION, self._get_operation)
         self.route("GET", _SERVER_CONFIG, self._server_config)
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Checked]:
+        return [iamrules.gke_cluster(m["project"], m["location"], m["cluster"])]
 
     @staticmethod
     def _key(m: re.Match[str], *, pool: str | None = None) -> str:

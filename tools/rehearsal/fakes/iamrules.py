@@ -8,7 +8,8 @@ Two tables and one evaluation:
 - ATTRIBUTES: the resource attributes each resource type provides to IAM Conditions. A type that
   is not listed provides none (Cloud TPU, Cloud Scheduler, IAM service accounts);
 - a binding grants when its member matches, its role holds the permission and its condition,
-  evaluated by CEL over the attributes provided, is true. "If part of a condition uses an
+  evaluated by CEL over the attributes provided and the request's time (`request.time`), is
+  true. "If part of a condition uses an
   attribute that isn't available for a resource, that part is never interpreted as granting
   access" (https://cloud.google.com/iam/docs/conditions-attribute-reference, "Support for
   inherited conditions"): an absent attribute is a CEL error, and an error never grants (CEL's
@@ -31,6 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import celpy
@@ -144,7 +146,50 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     NETWORK: frozenset({"service", "type"}),
     OPERATION: frozenset({"service", "type"}),
     PROJECT: frozenset({"service", "type"}),
+    # GKE clusters (the deadline job's container.clusters.delete, issue 36 item 9). The
+    # attribute reference lists "Google Kubernetes Engine" among the services the resource
+    # service attribute supports (docs.cloud.google.com/iam/docs/conditions-attribute-reference,
+    # stored .md.txt, "Resource attributes"), the resource attributes page lists
+    # container.googleapis.com among its resource service values, and the resource-based access
+    # guide lists Google Kubernetes Engine among the services whose "resource name attribute can
+    # control access" (cloud.google.com/iam/docs/configuring-resource-based-access, stored copy,
+    # Italian: "L'attributo nome risorsa può controllare l'accesso ai seguenti servizi ...
+    # Google Kubernetes Engine"). The rows giving a cluster's type and name format were not in
+    # the stored excerpts: the name is taken as the clusters.delete resource name
+    # (projects/*/locations/*/clusters/*), and the stacks' condition matches its tail only
+    # (endsWith "/locations/ZONE/clusters/NAME"), which holds whether IAM names the project by
+    # id or by number. A live project is the only full proof.
+    GKE_CLUSTER: frozenset({"service", "type", "name"}),
 }
+
+# Request attributes. "request.time": the date/time attributes work for every service (the
+# attribute reference, "Date/time attributes"; the stored excerpts stop before that table, so
+# this rests on the issue's reading of the page). The fake's request time is the machine's
+# clock, or the time a token was minted for (the rehearsal's clock: the Cloud Scheduler fake
+# fires a job "a year later" with a token of that time, fakes/cloudscheduler.py). condition_grants
+# gives every condition request.time, and nothing else of the request.
+
+# What a GKE node calls as its own service account (issue 36 item 6), checked on the project:
+# GKE runs "system tasks like logging and monitoring" as the node's service account, which must
+# hold at least "the Kubernetes Engine Default Node Service Account
+# (roles/container.defaultNodeServiceAccount) role on the project"
+# (cloud.google.com/kubernetes-engine/security/configure-node-service-accounts, "Grant the
+# minimum required role for GKE"; the stored copies are ja and zh-cn, translated here). The
+# permissions below are the
+# writes of the logging and monitoring agents on the node, and of Managed Prometheus's managed
+# collectors, which write the vLLM metric the HPA scales on (PodMonitoring, tpudeploy/gke/
+# manifests.py) from the nodes. The role's exact permission list was not in the stored corpus:
+# these rest on the issue's reading and on the role's predecessor minimum (logging.logWriter,
+# monitoring.metricWriter, monitoring.viewer: CIS GKE Benchmark 5.2.1, tenable.com copy).
+NODE_CALLS: dict[str, str] = {
+    "logging.logEntries.create": "the node's system and container logs (the logging agent)",
+    "monitoring.timeSeries.create": "system metrics, and the managed collectors' samples (the "
+    "HPA's vLLM metric)",
+    "monitoring.metricDescriptors.create": "the first sample of a new metric",
+    "monitoring.metricDescriptors.list": "the agents' metric lookups",
+}
+for _permission in NODE_CALLS:
+    CHECKED_ON[_permission] = PROJECT
 
 # Predefined roles the fakes check, with the permissions Google documents them to hold that
 # matter here (https://cloud.google.com/iam/docs/understanding-roles).
@@ -152,6 +197,7 @@ PREDEFINED_ROLES: dict[str, frozenset[str]] = {
     "roles/owner": frozenset({"*"}),
     "roles/editor": frozenset({"*"}),
     "roles/iam.serviceAccountUser": frozenset({"iam.serviceAccounts.actAs"}),
+    "roles/container.defaultNodeServiceAccount": frozenset(NODE_CALLS),
 }
 
 
@@ -178,11 +224,18 @@ class Checked:
         return {k: v for k, v in values.items() if k in provided}
 
 
-def condition_grants(expression: str, resource: Checked) -> bool:
-    """CEL over the attributes the resource provides; only a boolean true grants."""
+def condition_grants(expression: str, resource: Checked, at: datetime | None = None) -> bool:
+    """CEL over the attributes the resource provides and the request's time (`at`, else now);
+    only a boolean true grants."""
     env = _env()
     program = env.program(env.compile(expression))
-    activation: Any = celpy.json_to_cel({"resource": resource.attributes()})  # type: ignore[attr-defined]
+    when = (at or datetime.now(UTC)).astimezone(UTC)
+    activation: Any = {
+        "resource": celpy.json_to_cel(resource.attributes()),  # type: ignore[attr-defined]
+        "request": celpy.celtypes.MapType(
+            {celpy.celtypes.StringType("time"): celpy.celtypes.TimestampType(when)}
+        ),
+    }
     try:
         result = program.evaluate(activation)
     except CELEvalError:
@@ -196,6 +249,7 @@ def binding_grants(
     permission: str,
     resource: Checked,
     role_permissions: frozenset[str],
+    at: datetime | None = None,
 ) -> bool:
     if principal not in binding.get("members", []):
         return False
@@ -205,7 +259,7 @@ def binding_grants(
     condition = binding.get("condition")
     if not condition:
         return True
-    return condition_grants(str(condition.get("expression", "")), resource)
+    return condition_grants(str(condition.get("expression", "")), resource, at)
 
 
 # ---- the resources of the fake cloud's one project, as IAM sees them

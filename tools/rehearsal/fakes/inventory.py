@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from tools.rehearsal.fakes.base import Answer, api_error
@@ -90,6 +91,9 @@ class Inventory:
     policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     enabled: dict[str, set[str]] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
+    # The time a request made with a token is made at, when not the machine's clock (the
+    # rehearsal's clock: a deadline job fired "a year later", fakes/cloudscheduler.py).
+    token_times: dict[str, datetime] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     lock: threading.RLock = field(default_factory=threading.RLock)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -137,11 +141,19 @@ class Inventory:
 
     # ---- identities
 
-    def mint_token(self, principal: str) -> str:
-        """An opaque OAuth access token for `principal` (the metadata server hands these out)."""
+    def mint_token(self, principal: str, *, at: datetime | None = None) -> str:
+        """An opaque OAuth access token for `principal` (the metadata server hands these out);
+        `at`: IAM conditions see requests made with it as made then (request.time)."""
         token = "ya29.rehearsal-" + secrets.token_urlsafe(24)
         self.tokens[token] = principal
+        if at is not None:
+            self.token_times[token] = at
         return token
+
+    def request_time(self, headers: dict[str, str]) -> datetime | None:
+        """The request's time for IAM conditions: its token's, or None (the machine's clock)."""
+        _, _, token = headers.get("authorization", "").partition(" ")
+        return self.token_times.get(token.strip())
 
     def principal(self, headers: dict[str, str]) -> str | None:
         """The caller: OWNER without credentials, the token's identity, or None (bad token)."""
@@ -194,10 +206,12 @@ class Inventory:
         granted |= ROLE_PERMISSIONS.get(role, set()) | PREDEFINED_ROLES.get(role, set())
         return frozenset(granted)
 
-    def check(self, principal: str, permission: str, resource: Checked) -> bool:
+    def check(
+        self, principal: str, permission: str, resource: Checked, at: datetime | None = None
+    ) -> bool:
         """IAM's verdict (tools/rehearsal/fakes/iamrules.py): the owner always; otherwise a
         binding on any policy that reaches `resource`, its condition evaluated over the
-        attributes that resource provides."""
+        attributes that resource provides and the request's time `at` (None: now)."""
         if principal == OWNER:
             return True
         if CHECKED_ON.get(permission) != resource.type:
@@ -207,7 +221,7 @@ class Inventory:
             )
         return any(
             binding_grants(
-                b, principal, permission, resource, self.role_permissions(str(b.get("role")))
+                b, principal, permission, resource, self.role_permissions(str(b.get("role"))), at
             )
             for key in resource.policies
             for b in self.policies.get(key, [])

@@ -353,7 +353,7 @@ class FakeTpuApi:
             if who is None:
                 return self._error(401, "Request had invalid authentication credentials.")
             for permission, resource in needs:
-                if not inv.check(who, permission, resource):
+                if not inv.check(who, permission, resource, inv.request_time(headers)):
                     return self._error(
                         403, f"Permission '{permission}' denied on resource '{resource.name}'"
                     )

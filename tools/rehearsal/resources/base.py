@@ -220,26 +220,45 @@ class IamMember(Resource):
     def _id(self, state: State) -> str:
         return f"{self.parent(state)}/{state['role']}/{state['member']}"
 
+    @staticmethod
+    def _condition(state: State) -> dict[str, Any] | None:
+        block = state.get("condition") or []
+        found = {k: v for k, v in dict(block[0]).items() if v} if block else {}
+        return found or None
+
+    def _ours(self, binding: Mapping[str, Any], state: State) -> bool:
+        """A member with a `condition` block is a binding of its own (role + condition), as
+        IAM keeps it in a version 3 policy (https://cloud.google.com/iam/docs/policies,
+        "Policy versions"); the fakes then grant it only where the condition holds."""
+        return binding.get("role") == state["role"] and (
+            binding.get("condition") or None
+        ) == self._condition(state)
+
+    # _create and _delete: create and delete run them under the policy's lock, as google-beta
+    # serializes every read-modify-write of one policy (a reader and a writer deleted at once
+    # would otherwise each PUT back the other's member).
     def _create(self, planned: State) -> State:
+        condition = self._condition(planned)
         parent = self.parent(planned)
         policy = self.get_policy(parent)
         bindings = policy.setdefault("bindings", [])
         for binding in bindings:
-            if binding.get("role") == planned["role"] and not binding.get("condition"):
+            if self._ours(binding, planned):
                 if planned["member"] not in binding.setdefault("members", []):
                     binding["members"].append(planned["member"])
                 break
         else:
-            bindings.append({"role": planned["role"], "members": [planned["member"]]})
+            added = {"role": planned["role"], "members": [planned["member"]]}
+            bindings.append({**added, "condition": condition} if condition else added)
+        if condition is not None:
+            policy["version"] = 3
         saved = self.set_policy(parent, policy)
         return {"id": self._id(planned), "etag": saved.get("etag")}
 
     def read(self, state: State) -> State | None:
         policy = self.get_policy(self.parent(state))
         for binding in policy.get("bindings", []):
-            if binding.get("role") == state["role"] and state["member"] in binding.get(
-                "members", []
-            ):
+            if self._ours(binding, state) and state["member"] in binding.get("members", []):
                 return {"id": self._id(state), "etag": policy.get("etag")}
         return None
 
@@ -247,9 +266,7 @@ class IamMember(Resource):
         parent = self.parent(state)
         policy = self.get_policy(parent)
         for binding in policy.get("bindings", []):
-            if binding.get("role") == state["role"] and state["member"] in binding.get(
-                "members", []
-            ):
+            if self._ours(binding, state) and state["member"] in binding.get("members", []):
                 binding["members"].remove(state["member"])
         policy["bindings"] = [b for b in policy.get("bindings", []) if b.get("members")]
         self.set_policy(parent, policy)

@@ -102,63 +102,12 @@ class StorageBucket(Resource):
 
 
 class StorageBucketIamMember(IamMember):
-    """A member with a `condition` block is a binding of its own (role + condition) in a version
-    3 policy, as Cloud Storage keeps it (https://cloud.google.com/storage/docs/json_api/v1/
-    buckets/setIamPolicy: version "Required to be 3 or greater for buckets with IAM
-    Conditions"); the fake then grants it only where the condition holds."""
+    """Cloud Storage keeps a conditioned member in a version 3 policy
+    (https://cloud.google.com/storage/docs/json_api/v1/buckets/setIamPolicy: version "Required
+    to be 3 or greater for buckets with IAM Conditions"); IamMember handles the condition."""
 
     type_name = "google_storage_bucket_iam_member"
     api = "storage"
-
-    @staticmethod
-    def _condition(state: State) -> dict[str, Any] | None:
-        block = state.get("condition") or []
-        found = {k: v for k, v in dict(block[0]).items() if v} if block else {}
-        return found or None
-
-    def _ours(self, binding: Mapping[str, Any], state: State) -> bool:
-        return binding.get("role") == state["role"] and (
-            binding.get("condition") or None
-        ) == self._condition(state)
-
-    # _create and _delete: IamMember.create and .delete run them under the policy's lock, as
-    # google-beta serializes every read-modify-write of one policy (a reader and a writer
-    # deleted at once would otherwise each PUT back the other's member).
-    def _create(self, planned: State) -> State:
-        condition = self._condition(planned)
-        if condition is None:
-            return super()._create(planned)
-        parent = self.parent(planned)
-        policy = self.get_policy(parent)
-        bindings = policy.setdefault("bindings", [])
-        for binding in bindings:
-            if self._ours(binding, planned):
-                if planned["member"] not in binding.setdefault("members", []):
-                    binding["members"].append(planned["member"])
-                break
-        else:
-            bindings.append(
-                {"role": planned["role"], "members": [planned["member"]], "condition": condition}
-            )
-        policy["version"] = 3
-        saved = self.set_policy(parent, policy)
-        return {"id": self._id(planned), "etag": saved.get("etag")}
-
-    def read(self, state: State) -> State | None:
-        policy = self.get_policy(self.parent(state))
-        for binding in policy.get("bindings", []):
-            if self._ours(binding, state) and state["member"] in binding.get("members", []):
-                return {"id": self._id(state), "etag": policy.get("etag")}
-        return None
-
-    def _delete(self, state: State) -> None:
-        parent = self.parent(state)
-        policy = self.get_policy(parent)
-        for binding in policy.get("bindings", []):
-            if self._ours(binding, state) and state["member"] in binding.get("members", []):
-                binding["members"].remove(state["member"])
-        policy["bindings"] = [b for b in policy.get("bindings", []) if b.get("members")]
-        self.set_policy(parent, policy)
 
     def parent(self, state: State) -> str:
         bucket = str(state["bucket"]).removeprefix("b/")
