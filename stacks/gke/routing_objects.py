@@ -60,6 +60,7 @@ def _picker_pod(cfg: DeployConfig, name: str) -> dict[str, Any]:
     health = {"grpc": {"port": routing.EPP_HEALTH_PORT, "service": "inference-extension"}}
     return {
         "service_account_name": name,
+        "termination_grace_period_seconds": routing.PICKER_GRACE_S,
         "container": [
             {
                 "name": "epp",
@@ -157,14 +158,17 @@ def add_routing(
         # JSON is YAML: the EPP reads the file as YAML.
         data={routing.PICKER_CONFIG_FILE: routing.picker_config_text(cfg)},
     )
-    # One picker: a small pool; it fails open, so its restart costs scoring only.
+    # One picker, replaced as upstream's chart does (routing.PICKER_STRATEGY); it fails open,
+    # so its restart costs scoring only.
     declare_deployment(
         scope,
         "epp",
         metadata={"name": name, **meta},
         labels=picker_labels,
         pod=_picker_pod(cfg, name),
+        replicas=routing.PICKER_REPLICAS,
         pod_annotations=routing.picker_pod_annotations(cfg),
+        strategy=routing.PICKER_STRATEGY,
     )
     ServiceV1(
         scope,

@@ -32,8 +32,9 @@ CACHE_DIR = "/root/.cache/vllm"
 # vLLM's own port stays on loopback).
 METRICS_PORT = 9400
 # With [routing] gateway: the port the InferencePool sends requests to. InferencePool v1 speaks
-# only "http" or "kubernetes.io/h2c" to its targets (appProtocol enum of the v1.6.0 CRD), so it is
-# a plain-HTTP listener of the front door, behind the same key check as the TLS port.
+# only "http" or "kubernetes.io/h2c" to its targets (appProtocol enum of the v1.6.0 CRD; "http"
+# when unset, as before v1.4.0), so it is a plain-HTTP listener of the front door, behind the
+# same key check as the TLS port.
 POOL_PORT = 8080
 # The build log's -v /dev/shm:/dev/shm --shm-size 10gb and HF_HOME=/dev/shm: memory, per pod.
 SHM_DIR = "/dev/shm"  # noqa: S108 - the pod's own memory volume, not a shared temp dir

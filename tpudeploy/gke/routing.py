@@ -135,7 +135,9 @@ def inference_pool(cfg: DeployConfig) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": labels(cfg)},
             "targetPorts": [{"number": pod.POOL_PORT}],
-            "appProtocol": "http",
+            # No appProtocol: it first appears in the inference extension's v1.4.0 API, GKE
+            # installs the CRD and names no release (tools/rehearsal/fakes/k8s_rules.py,
+            # INFERENCE_POOL_GA_SPEC), and its default, "http", is what the pool port speaks.
             "endpointPickerRef": {
                 "name": epp_name(cfg),
                 "port": {"number": EPP_GRPC_PORT},
@@ -268,6 +270,17 @@ def picker_config(cfg: DeployConfig) -> dict[str, Any]:
     }
 
 
+# How the picker is replaced, as upstream's chart does it (kubernetes-sigs/gateway-api-inference-
+# extension v1.5.0, config/charts/epplib/templates/_deployment.yaml, which the inferencepool
+# chart renders): "a single active replica" with `type: Recreate` (its prefix-cache scorer's state
+# is per replica, and a rolling update would run two pickers scoring apart), and
+# terminationGracePeriodSeconds 130, "conservatively, this timeout should mirror the longest
+# grace period of the pods within the pool". Ours are 15 s (pod.termination_grace_s); 130 s is
+# kept as upstream's, which is longer. With FailOpen, the seconds between the old picker's exit
+# and the new one's readiness are balanced without scoring, never refused.
+PICKER_REPLICAS = 1
+PICKER_STRATEGY = "Recreate"
+PICKER_GRACE_S = 130
 PICKER_CONFIG_DIR = "/etc/epp"
 PICKER_CONFIG_FILE = "epp.yaml"
 # The picker reads its config file once, at start ("the config is not reconciled upon, and is
@@ -301,6 +314,9 @@ def picker_args(cfg: DeployConfig) -> list[str]:
         # (picker_interface.DEPRECATED_FLAGS): vLLM's /metrics is behind the front door's
         # metrics listener, not the pool port.
         f"--model-server-metrics-port={pod.METRICS_PORT}",
+        # v1.5.0 serves pprof on its metrics port unless told not to (pkg/epp/server/options.go:
+        # EnablePprof defaults to true): heap and goroutine dumps to whoever reaches that port.
+        "--enable-pprof=false",
     ]
 
 
