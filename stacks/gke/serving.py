@@ -358,7 +358,7 @@ class ServingStack(TerraformStack):
                 # Node-local: a GCS-backed JAX cache directory was seen to miss every time.
                 {"name": _CACHE, "empty_dir": {}},
                 {"name": _SHM, "empty_dir": {"medium": "Memory", "size_limit": pod.SHM_SIZE}},
-                {"name": _TMP, "empty_dir": {"medium": "Memory"}},
+                {"name": _TMP, "empty_dir": {"medium": "Memory", "size_limit": pod.TMP_SIZE}},
                 *cache_volumes,
             ],
         }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import os
 import re
 import shutil
 import socket
@@ -58,6 +59,7 @@ class Door:
     context: ssl.SSLContext
     vllm: FakeVllm
     out: Path
+    prefix: Path
 
 
 def _prep(
@@ -112,8 +114,10 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
         text = loopback_config(text, tls, sockets / "tls.sock")
         conf = out / "nginx.loopback.conf"
         conf.write_text(text)
-        prefix = tmp / "prefix"
-        prefix.mkdir()
+        # The pod's /tmp: where nginx's workers (not root, when the suite is) write their temp
+        # files, so it must be reachable by them, as the pod's emptyDir is.
+        prefix = Path(tempfile.mkdtemp(prefix="pod-door-prefix-"))
+        prefix.chmod(0o711)
         assert NGINX is not None
         proc = subprocess.Popen(
             [NGINX, "-p", f"{prefix}/", "-c", str(conf), "-e", "stderr"],
@@ -134,10 +138,11 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
                     time.sleep(0.05)
             context = ssl.create_default_context(cafile=str(out / "tls.crt"))
             context.check_hostname = False
-            yield Door(tls, metrics, pool, context, vllm, out)
+            yield Door(tls, metrics, pool, context, vllm, out, prefix)
         finally:
             stop_nginx(proc)
             shutil.rmtree(sockets, ignore_errors=True)
+            shutil.rmtree(prefix, ignore_errors=True)
 
 
 def _get(door: Door, path: str, *, tls: bool, key: str | None = None) -> int:
@@ -171,6 +176,68 @@ def test_metrics_listener_serves_vllm_metrics_and_nothing_else(door: Door) -> No
     # dot segments resolve before matching: /health/../metrics is /metrics, and only that goes on
     assert _get(door, "/health/../metrics", tls=False) == 200
     assert door.vllm.paths()[before:] == ["/metrics", "/metrics"]
+
+
+def _held_body_bytes(prefix: Path) -> int:
+    """What nginx holds of request bodies in temp files under its -p prefix (the pod's /tmp).
+    nginx unlinks a body's temp file as soon as it opens it, so the bytes are found through
+    its workers' open descriptors, as the memory-backed volume counts them."""
+    master = int((prefix / "nginx.pid").read_text())
+    temp = str(prefix / "client_body_temp")
+    total = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != master:
+                continue
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd).startswith(temp):
+                    total += fd.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
+def test_the_metrics_port_buffers_no_request_body(door: Door) -> None:
+    """Issue 36: the metrics listener took a body of up to client_max_body_size (64m) with no
+    key and buffered it in the pod's memory-backed /tmp until the client finished or the body
+    timeout ended it: four held connections kept 252 MB under a 256Mi limit. Like /health, the
+    metrics port now takes GET only and no body, refused at the header, before a byte is read."""
+    chunk, sent = b"x" * 65536, 4 * 1024 * 1024
+    held = []
+    before = len(door.vllm.requests)
+    try:
+        for path in ("/metrics", "/metrics", "/", "/v1/models"):
+            s = socket.create_connection(("127.0.0.1", door.metrics_port), timeout=10)
+            held.append(s)
+            s.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {2 * sent}\r\n\r\n".encode()
+            )
+            try:
+                for _ in range(sent // len(chunk)):
+                    s.sendall(chunk)
+            except OSError:
+                pass  # refused and closed before the body: what the fix does
+        time.sleep(0.5)
+        assert _held_body_bytes(door.prefix) == 0
+        for s in held:
+            s.settimeout(5)
+            try:
+                head = s.recv(64)
+            except OSError:
+                head = b""
+            assert head[:12] in (b"HTTP/1.1 413", b"HTTP/1.1 405", b"HTTP/1.1 403", b""), head
+    finally:
+        for s in held:
+            s.close()
+    # Any other method is refused even without a body; GET still serves the scrape.
+    conn = http.client.HTTPConnection("127.0.0.1", door.metrics_port, timeout=10)
+    conn.request("POST", "/metrics")
+    assert conn.getresponse().status == 403
+    conn.close()
+    assert len(door.vllm.requests) == before
+    assert _get(door, "/metrics", tls=False) == 200
 
 
 def test_the_api_still_needs_the_key_on_the_tls_port(door: Door) -> None:

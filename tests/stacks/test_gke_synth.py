@@ -339,6 +339,24 @@ def test_every_replica_reads_the_one_front_door_certificate(
     assert f'path: "{pod.TLS_BUNDLE_FILE}"' in params
 
 
+def test_every_memory_backed_volume_has_a_size_limit(objects: dict[str, dict[str, Any]]) -> None:
+    """Issue 36: the front door's /tmp was memory-backed with no sizeLimit. The API's own field
+    doc (core/v1 EmptyDirVolumeSource.sizeLimit): "The maximum usage on memory medium EmptyDir
+    would be the minimum value between the SizeLimit specified here and the sum of memory limits
+    of all containers in a pod. The default is nil which means that the limit is undefined" -
+    here the sum is vLLM's 40Gi and more."""
+    for address, obj in objects.items():
+        if obj.get("kind") != "Deployment":
+            continue
+        for volume in obj["spec"]["template"]["spec"].get("volumes", []):
+            empty = volume.get("emptyDir")
+            if empty is not None and empty.get("medium") == "Memory":
+                assert empty.get("sizeLimit"), (address, volume["name"])
+    volumes = _deployment(objects)["spec"]["template"]["spec"]["volumes"]
+    (tmp,) = [v for v in volumes if v["name"] == "tmp"]
+    assert tmp["emptyDir"]["sizeLimit"] == pod.TMP_SIZE
+
+
 def test_a_cold_rollout_is_not_reported_failed(objects: dict[str, dict[str, Any]]) -> None:
     """Kubernetes' default progress deadline (600 s) is shorter than one cold boot (build log:
     857 s): the Deployment waits for the spot capacity and the startup probe's whole budget."""

@@ -41,6 +41,14 @@ SHM_DIR = "/dev/shm"  # noqa: S108 - the pod's own memory volume, not a shared t
 SHM_SIZE = "10Gi"
 # nginx's pid and temp files: the pod's own memory volume (the root filesystem is read-only).
 TMP_DIR = "/tmp"  # noqa: S108 - an emptyDir of the front door's container alone
+# What lands there: the pid file, the relays' three sockets and nginx's temp files. No request
+# body is buffered there any more (/v1/ streams with proxy_request_buffering off; /health and
+# the metrics port take no body; the other paths answer without reading one); what is left is
+# a /metrics or /health response beyond nginx's in-memory proxy buffers (vLLM's /metrics is tens
+# of kB). Without a sizeLimit a memory-backed emptyDir is bounded only by the sum of the pod's
+# memory limits (core/v1 EmptyDirVolumeSource.sizeLimit), 40Gi and more here; past this the
+# kubelet evicts the pod instead.
+TMP_SIZE = "32Mi"
 # The drain, on a spot preemption (tests/gke/test_gke_drain.py runs it on the real nginx): GKE
 # gives the pod the first 15 s of spot's 30 s notice (facts.GKE_SPOT_POD_SHUTDOWN_S; a longer
 # terminationGracePeriodSeconds has no effect there), so the grace is those 15 s, and a rollout
