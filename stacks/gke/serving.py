@@ -61,8 +61,9 @@ from tpudeploy.gke import cache, identifiers, pod
 from tpudeploy.gke.manifests import custom_resources, hpa_kv_metric_name, hpa_metric_name, labels
 
 # Where the tpudeploy.gke.pod paths are mounted from.
-_SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
-    "secrets",
+_VLLM_SECRETS, _FRONTDOOR_SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
+    "vllm-secrets",
+    "frontdoor-secrets",
     "frontdoor",
     "scripts",
     "xla-cache",
@@ -145,7 +146,10 @@ class ServingStack(TerraformStack):
                     },
                 },
             ),
-            depends_on=[crs["secret-provider-class"], crs["compute-class"]],
+            depends_on=[
+                *(crs[f"secret-provider-class-{reader}"] for reader in pod.SECRET_READERS),
+                crs["compute-class"],
+            ],
         )
         # The HPA owns the replica count after the first apply.
         deployment.add_override("lifecycle.ignore_changes", ["spec[0].replicas"])
@@ -257,7 +261,8 @@ class ServingStack(TerraformStack):
             "env": [{"name": k, "value": v} for k, v in sorted(pod.vllm_env(cfg).items())],
             "resources": pod.vllm_resources(),
             "volume_mount": [
-                {"name": _SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+                # The Hugging Face token only (pod.secret_files): never the API or TLS key.
+                {"name": _VLLM_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
                 {"name": _CACHE, "mount_path": pod.CACHE_DIR},
                 {"name": _SHM, "mount_path": pod.SHM_DIR},
             ],
@@ -316,7 +321,7 @@ class ServingStack(TerraformStack):
             "image": cfg.vllm.image,
             "command": pod.prep_command(),
             "volume_mount": [
-                {"name": _SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+                {"name": _FRONTDOOR_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
                 {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
                 {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
             ],
@@ -342,14 +347,22 @@ class ServingStack(TerraformStack):
             "init_container": [restore, prep],
             "container": [vllm, frontdoor, save],
             "volume": [
-                {
-                    "name": _SECRETS,
-                    "csi": {
-                        "driver": pod.SECRETS_CSI_DRIVER,
-                        "read_only": True,
-                        "volume_attributes": {"secretProviderClass": f"{cfg.name}-secrets"},
-                    },
-                },
+                *(
+                    {
+                        "name": volume,
+                        "csi": {
+                            "driver": pod.SECRETS_CSI_DRIVER,
+                            "read_only": True,
+                            "volume_attributes": {
+                                "secretProviderClass": pod.secret_provider_class_name(cfg, reader)
+                            },
+                        },
+                    }
+                    for volume, reader in (
+                        (_VLLM_SECRETS, "vllm"),
+                        (_FRONTDOOR_SECRETS, "frontdoor"),
+                    )
+                ),
                 {"name": _FRONTDOOR, "empty_dir": {"medium": "Memory", "size_limit": "16Mi"}},
                 {
                     "name": _SCRIPTS,

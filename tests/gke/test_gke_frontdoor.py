@@ -254,6 +254,33 @@ def test_an_empty_key_file_stops_the_pod_with_the_fix(tmp_path: Path) -> None:
     assert not (out / "api_key.conf").exists()
 
 
+@pytest.mark.parametrize(
+    "key",
+    ["abc", "k" * 42, "k" * 44, "k" * 42 + "+", "k" * 20 + " " + "k" * 22, f"{'k' * 43}\nextra"],
+    ids=["abc", "short", "long", "plus", "space", "two-lines"],
+)
+def test_a_key_not_shaped_like_make_api_keys_stops_the_pod(tmp_path: Path, key: str) -> None:
+    """Issue 36: the pod served any non-empty key ("abc" was), where the TPU VM's boot refuses
+    one not shaped like `make api-key`'s (secretshape.API_KEY_ERE, 43 URL-safe characters): the
+    digest comparison is safe only for a key that random. The same format, the same fix."""
+    result, out = _prep(tmp_path, key, 8000)
+    assert result.returncode != 0
+    assert "make api-key" in result.stderr and "43" in result.stderr
+    assert key not in result.stderr
+    assert not (out / "api_key.conf").exists()
+
+
+def test_a_key_with_a_trailing_newline_is_the_key_as_on_the_tpu_vm(tmp_path: Path) -> None:
+    """The VM reads the version through $(...), which drops trailing newlines: so does the pod,
+    and the digest is of "Bearer <key>" alone."""
+    result, out = _prep(tmp_path, KEY + "\n", 8000)
+    assert result.returncode == 0, result.stderr
+    import base64
+
+    digest = base64.urlsafe_b64encode(hashlib.md5(f"Bearer {KEY}".encode()).digest())  # noqa: S324
+    assert (out / "api_key.conf").read_text() == f'secure_link "{digest.decode().rstrip("=")}";\n'
+
+
 def test_every_replica_serves_the_one_stored_certificate(door: Door, tmp_path: Path) -> None:
     """Issue 25: each pod made its own self-signed certificate, so a client pinning one
     fingerprint was refused by every other replica behind the load balancer. Now two replicas'

@@ -96,8 +96,8 @@ def test_secrets_arrive_as_files_from_the_add_on(objects: dict[str, dict[str, An
     assert env["HF_TOKEN_PATH"] == f"{pod.SECRETS_DIR}/{pod.HF_TOKEN_FILE}"
     assert not any("valueFrom" in e for e in vllm["env"])
     volumes = {v["name"]: v for v in _deployment(objects)["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["secrets"]["csi"]["driver"] == pod.SECRETS_CSI_DRIVER
-    spc = objects["kubernetes_manifest.secret-provider-class"]
+    assert volumes["vllm-secrets"]["csi"]["driver"] == pod.SECRETS_CSI_DRIVER
+    spc = objects["kubernetes_manifest.secret-provider-class-vllm"]
     assert spc["spec"]["provider"] == "gke"
     assert (
         f"secrets/{CFG.hf_token_secret_id}/versions/latest" in spc["spec"]["parameters"]["secrets"]
@@ -227,7 +227,14 @@ CUSTOM = {
 }
 
 
-@pytest.mark.parametrize("address", [*CUSTOM, "kubernetes_manifest.secret-provider-class"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        *CUSTOM,
+        "kubernetes_manifest.secret-provider-class-vllm",
+        "kubernetes_manifest.secret-provider-class-frontdoor",
+    ],
+)
 def test_custom_resources_validate_against_their_schema(
     objects: dict[str, dict[str, Any]], address: str
 ) -> None:
@@ -333,10 +340,42 @@ def test_every_replica_reads_the_one_front_door_certificate(
     grants = stacks[CFG.gke_stack_name]["resource"]["google_secret_manager_secret_iam_member"]
     assert grants["tls-serving-accessor"]["secret_id"] == CFG.tls_secret_id
     assert grants["tls-serving-accessor"]["role"] == "roles/secretmanager.secretAccessor"
-    spc = objects["kubernetes_manifest.secret-provider-class"]
+    spc = objects["kubernetes_manifest.secret-provider-class-frontdoor"]
     params = spc["spec"]["parameters"]["secrets"]
     assert f"secrets/{CFG.tls_secret_id}/versions/latest" in params
     assert f'path: "{pod.TLS_BUNDLE_FILE}"' in params
+
+
+def _secret_files_by_container(objects: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """Which secrets each container of the pod can read: the Secret Manager add-on's volumes it
+    mounts, through the SecretProviderClass each names."""
+    classes = {
+        body["metadata"]["name"]: set(re.findall(r"secrets/([^/]+)/versions", params))
+        for body in objects.values()
+        if body.get("kind") == "SecretProviderClass"
+        for params in [body["spec"]["parameters"]["secrets"]]
+    }
+    spec = _deployment(objects)["spec"]["template"]["spec"]
+    by_volume = {
+        v["name"]: classes[v["csi"]["volumeAttributes"]["secretProviderClass"]]
+        for v in spec["volumes"]
+        if "csi" in v
+    }
+    return {
+        c["name"]: set().union(*(by_volume.get(m["name"], set()) for m in c["volumeMounts"]))
+        for c in [*spec["initContainers"], *spec["containers"]]
+    }
+
+
+def test_each_container_gets_only_its_own_secrets(objects: dict[str, dict[str, Any]]) -> None:
+    """Issue 36: one secrets volume served all three to vLLM too, so whatever runs in the
+    serving container (a model's code, a tokenizer's) could read the API key and the TLS private
+    key. Now vLLM reads the Hugging Face token only, and the front door's init container the
+    key and the certificate only; nothing else mounts a secret."""
+    reads = _secret_files_by_container(objects)
+    assert reads["vllm"] == {CFG.hf_token_secret_id}
+    assert reads["frontdoor-prep"] == {CFG.api_key_secret_id, CFG.tls_secret_id}
+    assert {name for name, secrets in reads.items() if secrets} == {"vllm", "frontdoor-prep"}
 
 
 def test_every_memory_backed_volume_has_a_size_limit(objects: dict[str, dict[str, Any]]) -> None:

@@ -66,15 +66,19 @@ def pod_monitoring(cfg: DeployConfig) -> dict[str, Any]:
     }
 
 
-def secret_provider_class(cfg: DeployConfig, *, project: str) -> dict[str, Any]:
-    """The Secret Manager add-on's files: ids of secrets, never their values."""
+def secret_provider_class(cfg: DeployConfig, *, project: str, reader: str) -> dict[str, Any]:
+    """The Secret Manager add-on's files for one reader (pod.SECRET_READERS): ids of secrets,
+    never their values."""
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": f"{cfg.name}-secrets", "namespace": identifiers.NAMESPACE},
+        "metadata": {
+            "name": pod.secret_provider_class_name(cfg, reader),
+            "namespace": identifiers.NAMESPACE,
+        },
         "spec": {
             "provider": "gke",
-            "parameters": {"secrets": pod.secret_provider_parameters(cfg, project)},
+            "parameters": {"secrets": pod.secret_provider_parameters(cfg, project, reader)},
         },
     }
 
@@ -84,5 +88,10 @@ def custom_resources(cfg: DeployConfig, *, project: str) -> dict[str, dict[str, 
     return {
         "compute-class": compute_class(cfg),
         "pod-monitoring": pod_monitoring(cfg),
-        "secret-provider-class": secret_provider_class(cfg, project=project),
+        **{
+            f"secret-provider-class-{reader}": secret_provider_class(
+                cfg, project=project, reader=reader
+            )
+            for reader in pod.SECRET_READERS
+        },
     }

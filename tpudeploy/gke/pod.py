@@ -8,6 +8,7 @@ import shlex
 
 from tpudeploy import facts, render
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.secretshape import API_KEY_ERE
 from tpudeploy.gke import replicaplan
 
 # The serving container's name: the probes, `make wait` and `make bench` (its exec) find it by it.
@@ -130,14 +131,29 @@ def startup_probe() -> dict[str, int]:
     }
 
 
-def secret_provider_parameters(cfg: DeployConfig, project: str) -> str:
+# Each container reads only its own secrets (issue 36): one SecretProviderClass and one CSI
+# volume per reader, as the add-on allows any number of them per pod. vLLM needs the Hugging
+# Face token only; the front door's init container the API key (whose digest it writes) and the
+# certificate with its key. Each is mounted at SECRETS_DIR in its own container.
+SECRET_READERS = ("vllm", "frontdoor")
+
+
+def secret_files(cfg: DeployConfig, reader: str) -> tuple[tuple[str, str], ...]:
+    """(secret id, file name) of what `reader` (one of SECRET_READERS) may read."""
+    return {
+        "vllm": ((cfg.hf_token_secret_id, HF_TOKEN_FILE),),
+        "frontdoor": ((cfg.api_key_secret_id, API_KEY_FILE), (cfg.tls_secret_id, TLS_BUNDLE_FILE)),
+    }[reader]
+
+
+def secret_provider_class_name(cfg: DeployConfig, reader: str) -> str:
+    return f"{cfg.name}-{reader}-secrets"
+
+
+def secret_provider_parameters(cfg: DeployConfig, project: str, reader: str) -> str:
     """The add-on's SecretProviderClass `secrets` parameter: each latest version to a file."""
     lines = []
-    for secret, path in (
-        (cfg.hf_token_secret_id, HF_TOKEN_FILE),
-        (cfg.api_key_secret_id, API_KEY_FILE),
-        (cfg.tls_secret_id, TLS_BUNDLE_FILE),
-    ):
+    for secret, path in secret_files(cfg, reader):
         lines += [
             f'- resourceName: "projects/{project}/secrets/{secret}/versions/latest"',
             f'  path: "{path}"',
@@ -152,6 +168,8 @@ def render_frontdoor_prep(cfg: DeployConfig) -> str:
         .render(
             deployment=cfg.name,
             api_key_file=f"{SECRETS_DIR}/{API_KEY_FILE}",
+            # The TPU VM's boot checks the same secret against the same format (render.py).
+            api_key_format=API_KEY_ERE,
             tls_bundle_file=f"{SECRETS_DIR}/{TLS_BUNDLE_FILE}",
             frontdoor_dir=FRONTDOOR_DIR,
             nginx_conf=f"{SCRIPTS_DIR}/{NGINX_CONF}",
