@@ -28,7 +28,7 @@ from constructs import Construct
 from stacks.gke.objects import bind_account, declare_deployment
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import identifiers, routing
+from tpudeploy.gke import identifiers, manifests, routing
 
 _READ = ["get", "list", "watch"]
 # What the picker watches (its pool, the pods it picks among) in its own namespace.
@@ -121,7 +121,7 @@ def add_routing(
         )
         depends_on = [*depends_on, subnet]
     name = routing.epp_name(cfg)
-    picker_labels = {"app.kubernetes.io/name": "epp", "app.kubernetes.io/instance": cfg.name}
+    picker_labels = manifests.picker_labels(cfg)
     meta: dict[str, Any] = {"namespace": identifiers.NAMESPACE, "labels": picker_labels}
     ServiceAccountV1(scope, "epp-account", metadata=ServiceAccountV1Metadata(name=name, **meta))
     RoleV1(

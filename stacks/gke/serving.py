@@ -35,6 +35,11 @@ from cdktf_cdktf_provider_kubernetes.horizontal_pod_autoscaler_v2 import (
 )
 from cdktf_cdktf_provider_kubernetes.manifest import Manifest
 from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
+from cdktf_cdktf_provider_kubernetes.network_policy_v1 import (
+    NetworkPolicyV1,
+    NetworkPolicyV1Metadata,
+    NetworkPolicyV1Spec,
+)
 from cdktf_cdktf_provider_kubernetes.pod_disruption_budget_v1 import (
     PodDisruptionBudgetV1,
     PodDisruptionBudgetV1Metadata,
@@ -58,7 +63,13 @@ from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cache, identifiers, pod
-from tpudeploy.gke.manifests import custom_resources, hpa_kv_metric_name, hpa_metric_name, labels
+from tpudeploy.gke.manifests import (
+    custom_resources,
+    hpa_kv_metric_name,
+    hpa_metric_name,
+    labels,
+    network_policy_spec,
+)
 
 # Where the tpudeploy.gke.pod paths are mounted from.
 _VLLM_SECRETS, _FRONTDOOR_SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
@@ -153,6 +164,13 @@ class ServingStack(TerraformStack):
         )
         # The HPA owns the replica count after the first apply.
         deployment.add_override("lifecycle.ignore_changes", ["spec[0].replicas"])
+        # Who reaches each front door port (manifests.network_policy_spec; Dataplane V2 enforces).
+        NetworkPolicyV1(
+            self,
+            "network-policy",
+            metadata=NetworkPolicyV1Metadata(name=cfg.name, **meta),
+            spec=typed(NetworkPolicyV1Spec, network_policy_spec(cfg)),
+        )
         PodDisruptionBudgetV1(
             self,
             "pdb",
@@ -283,7 +301,8 @@ class ServingStack(TerraformStack):
         frontdoor: dict[str, Any] = {
             "name": "frontdoor",
             "image": cfg.proxy.image,
-            "command": cache.frontdoor_command(),
+            # The image's nginx is the pinned version first (as on the TPU VM), then the gate.
+            "command": pod.nginx_version_checked(cfg, cache.frontdoor_command()),
             "port": [
                 {"name": "https", "container_port": cfg.proxy.port, "protocol": "TCP"},
                 {"name": "metrics", "container_port": pod.METRICS_PORT, "protocol": "TCP"},

@@ -315,6 +315,46 @@ def test_a_missing_or_malformed_certificate_stops_the_pod_with_the_fix(
     assert not (out / "tls.key").exists() or not (out / "tls.key").read_text()
 
 
+def _local_nginx_version() -> str:
+    assert NGINX is not None
+    said = subprocess.run([NGINX, "-v"], capture_output=True, text=True, check=True).stderr
+    match = re.search(r"nginx/(\d+\.\d+\.\d+)", said)
+    assert match, said
+    return match[1]
+
+
+def test_the_front_door_refuses_an_nginx_that_is_not_the_pinned_version(tmp_path: Path) -> None:
+    """Issue 36: the pod never checked which nginx its image runs, where the TPU VM's boot
+    does (templates/startup.sh.j2 check_proxy_version): a retagged image would put an unvetted
+    TLS front door in the pod. Under sh with the real nginx on PATH: the pinned version starts
+    what follows, any other stops the container with both versions and the fix."""
+    assert NGINX is not None
+    local = _local_nginx_version()
+    env = {"PATH": f"{Path(NGINX).parent}:/usr/bin:/bin"}
+    then = ["/bin/sh", "-c", "echo started"]
+    same = parse_config({**ROUTED, "proxy": {"image": f"nginx:{local}"}})
+    ok = subprocess.run(
+        pod.nginx_version_checked(same, then), capture_output=True, text=True, env=env, timeout=30
+    )
+    assert (ok.returncode, ok.stdout) == (0, "started\n"), ok.stderr
+    other = "1.30.4" if local != "1.30.4" else "1.29.8"
+    pinned = parse_config({**ROUTED, "proxy": {"image": f"nginx:{other}"}})
+    bad = subprocess.run(
+        pod.nginx_version_checked(pinned, then), capture_output=True, text=True, env=env, timeout=30
+    )
+    assert bad.returncode != 0 and bad.stdout == ""
+    assert f"nginx/{local}" in bad.stderr and f"not nginx/{other}" in bad.stderr
+    assert "[proxy] image" in bad.stderr
+    missing = subprocess.run(
+        pod.nginx_version_checked(pinned, then),
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path)},
+        timeout=30,
+    )
+    assert missing.returncode != 0 and "could not run nginx -v" in missing.stderr
+
+
 # ---- the InferencePool's plain listener ([routing] gateway) ------------------------------------
 
 

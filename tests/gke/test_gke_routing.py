@@ -324,6 +324,10 @@ def test_the_proxy_only_subnet_is_declared_or_confirmed_never_both(
     cfg = parse_config({**ROUTED, "routing": {"gateway": True, "certificate": "c", **subnet}})
     keys = [f.key for f in routing.findings(cfg)]
     assert ("routing.proxy_subnet_cidr" in keys) == refused
+    # An existing subnet's range is unknown here: the pool port's wider reach is said, not hidden.
+    said = [f for f in routing.findings(cfg) if f.key == "routing.proxy_subnet_exists"]
+    assert bool(said) == (subnet == {"proxy_subnet_exists": True})
+    assert all(f.severity == "warning" and "any source" in f.message for f in said)
 
 
 @pytest.mark.parametrize(
@@ -449,6 +453,25 @@ def test_the_pool_targets_the_front_doors_keyed_plain_port(
     check = objects["kubernetes_manifest.pool-health-check"]["spec"]["default"]["config"]
     assert check["httpHealthCheck"] == {"requestPath": "/health", "port": pod.POOL_PORT}
     assert f"listen {pod.POOL_PORT};" in pod.scripts(CFG)[pod.NGINX_CONF]
+
+
+def test_the_pool_port_admits_the_proxy_subnet_and_health_checks_only(
+    objects: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 36: the pool port is plain HTTP behind the key; only the Gateway's Envoy proxies
+    (the proxy-only subnet) and Google's health check ranges need it
+    (cloud.google.com/load-balancing/docs/firewall-rules), and the picker scrapes the metrics
+    port beside the collectors."""
+    from tests.stacks.test_gke_synth import _ingress_by_port
+
+    by_port = _ingress_by_port(objects)
+    assert by_port[pod.POOL_PORT] == [
+        {"ipBlock": {"cidr": c}} for c in ("10.129.0.0/23", "35.191.0.0/16", "130.211.0.0/22")
+    ]
+    picker = {"podSelector": {"matchLabels": labels(CFG) | {"app.kubernetes.io/name": "epp"}}}
+    assert picker in by_port[pod.METRICS_PORT] and len(by_port[pod.METRICS_PORT]) == 2
+    epp = objects["kubernetes_deployment_v1.epp"]["spec"]["template"]["metadata"]["labels"]
+    assert epp == picker["podSelector"]["matchLabels"]
 
 
 def test_the_routed_cluster_enables_gkes_gateway_controller(synth: Synthesizer) -> None:

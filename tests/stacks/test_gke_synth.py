@@ -299,7 +299,9 @@ def test_the_cache_is_restored_before_vllm_and_saved_before_the_front_door_opens
     assert volumes["xla-cache"] == {"name": "xla-cache", "emptyDir": {}}
     assert "gcsfuse" not in json.dumps(serving)
     # nginx waits for the gate the save opens after packing
-    assert _container(objects, "frontdoor")["command"] == cache.frontdoor_command()
+    assert _container(objects, "frontdoor")["command"] == pod.nginx_version_checked(
+        CFG, cache.frontdoor_command()
+    )
     assert mounts["frontdoor"]["frontdoor-gate"]["readOnly"] is True
     assert "readOnly" not in mounts["cache-save"]["frontdoor-gate"]
     # no variable of the environment at all in the cache steps (the token is a file)
@@ -376,6 +378,47 @@ def test_each_container_gets_only_its_own_secrets(objects: dict[str, dict[str, A
     assert reads["vllm"] == {CFG.hf_token_secret_id}
     assert reads["frontdoor-prep"] == {CFG.api_key_secret_id, CFG.tls_secret_id}
     assert {name for name, secrets in reads.items() if secrets} == {"vllm", "frontdoor-prep"}
+
+
+def _ingress_by_port(objects: dict[str, dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The replicas' NetworkPolicy: each port it admits, with its `from` ([] for any source)."""
+    (policy,) = [o for o in objects.values() if o.get("kind") == "NetworkPolicy"]
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"]
+        == _deployment(objects)["spec"]["selector"]["matchLabels"]
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    return {
+        int(port["port"]): rule.get("from", [])
+        for rule in policy["spec"]["ingress"]
+        for port in rule["ports"]
+    }
+
+
+def test_only_the_collectors_reach_the_metrics_port(
+    stacks: dict[str, dict[str, Any]], objects: dict[str, dict[str, Any]]
+) -> None:
+    """Issue 36: anything in the VPC reached every pod port. Each front door port is admitted by
+    one rule: the API's from anywhere the load balancer delivers (no allowed_cidrs here), the
+    metrics port from Managed Prometheus's collectors only, and Dataplane V2 enforces it."""
+    by_port = _ingress_by_port(objects)
+    door = {p["containerPort"] for p in _container(objects, "frontdoor")["ports"]}
+    assert set(by_port) == door
+    assert by_port[CFG.proxy.port] == []
+    assert by_port[pod.METRICS_PORT] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gmp-system"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "collector"}},
+        }
+    ]
+    cluster = stacks[CFG.gke_stack_name]["resource"]["google_container_cluster"]["cluster"]
+    assert cluster["datapath_provider"] == "ADVANCED_DATAPATH"
+
+
+def test_with_allowed_cidrs_the_api_port_admits_them_only(synth: Synthesizer) -> None:
+    raw = {**RAW, "network": {**RAW.get("network", {}), "allowed_cidrs": ["203.0.113.0/28"]}}
+    objects = manifests(synth(raw)[parse_config(raw).serving_stack_name])
+    assert _ingress_by_port(objects)[CFG.proxy.port] == [{"ipBlock": {"cidr": "203.0.113.0/28"}}]
 
 
 def test_every_memory_backed_volume_has_a_size_limit(objects: dict[str, dict[str, Any]]) -> None:

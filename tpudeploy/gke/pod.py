@@ -212,6 +212,27 @@ def prep_command() -> list[str]:
     return ["/bin/sh", shlex.quote(f"{SCRIPTS_DIR}/{PREP_SCRIPT}")]
 
 
+# The front door's first step, before it waits for the cache gate and execs nginx: the image's
+# nginx is the version its tag pins ([proxy] image), as the TPU VM's boot checks it
+# (templates/startup.sh.j2, check_proxy_version, the same message): a retagged or mistyped image
+# would put an unvetted TLS front door in the pod. $1 is the version, the rest the command run
+# when it matches. Non-printing bytes are dropped before the comparison, as the VM does.
+_NGINX_VERSION_CHECK = (
+    'said=$(nginx -v 2>&1) || { echo "could not run nginx -v in the front door\'s image" >&2; '
+    "exit 1; }; "
+    "said=$(printf '%s' \"$said\" | tr -cd '[:print:]'); "
+    'if [ "$said" != "nginx version: nginx/$1" ]; then '
+    "echo \"the front door's image runs '$said', not nginx/$1 as its tag pins; set [proxy] "
+    'image to the tag of the nginx it really is" >&2; exit 1; fi; '
+    'shift; exec "$@"'
+)
+
+
+def nginx_version_checked(cfg: DeployConfig, then: list[str]) -> list[str]:
+    """`then`, run only when the image's nginx is [proxy] image's version."""
+    return ["/bin/sh", "-c", _NGINX_VERSION_CHECK, "nginx-version", cfg.proxy.nginx_version, *then]
+
+
 def nginx_command() -> list[str]:
     return ["nginx", "-p", f"{TMP_DIR}/", "-c", f"{FRONTDOOR_DIR}/{NGINX_CONF}", "-e", "stderr"]
 

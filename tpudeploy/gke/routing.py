@@ -360,6 +360,12 @@ def findings(cfg: DeployConfig) -> list[Finding]:
                            '/26-or-larger range (e.g. "10.129.0.0/23") for this stack to '
                            "declare, or routing.proxy_subnet_exists = true if the VPC has one "
                            "in this region, not both"))  # fmt: skip
+    if r.proxy_subnet_exists and not r.proxy_subnet_cidr:
+        out.append(Finding("warning", "routing.proxy_subnet_exists", True, "the pool port "
+                           f"({pod.POOL_PORT}, plain HTTP behind the API key) admits any source "
+                           "in the VPC: its NetworkPolicy can narrow it to the Gateway's proxies "
+                           "only by the proxy-only subnet's range, which this stack does not "
+                           "declare and so does not know"))  # fmt: skip
     if r.proxy_subnet_cidr and cfg.network.network.startswith("projects/"):
         out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a shared "
                            "VPC's subnets belong to its host project, which this stack does not "
