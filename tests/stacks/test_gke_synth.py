@@ -421,6 +421,24 @@ def test_with_allowed_cidrs_the_api_port_admits_them_only(synth: Synthesizer) ->
     assert _ingress_by_port(objects)[CFG.proxy.port] == [{"ipBlock": {"cidr": "203.0.113.0/28"}}]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="UNFINISHED (issue 36): no .terraform.lock.hcl travels with the synthesized stacks. "
+    "Offline, public lock files give hashicorp/kubernetes 2.38.0's zh: hashes (four agreeing "
+    "files) but hashicorp/google-beta 6.50.0's in one file only, uncorroborated; a lock with "
+    "them also needs wiring into each stack folder and the rehearsal's stand-in lock. Run "
+    "`terraform providers lock -platform=linux_amd64 -platform=darwin_arm64` with registry "
+    "access and commit its output.",
+)
+def test_the_synthesized_stacks_carry_a_provider_lock(synth: Synthesizer) -> None:
+    folders = sorted((synth.outdir(RAW) / "stacks").iterdir())
+    assert folders
+    for folder in folders:
+        lock = folder / ".terraform.lock.hcl"
+        assert lock.is_file(), folder.name
+        assert 'provider "registry.terraform.io/hashicorp/google-beta"' in lock.read_text()
+
+
 def test_every_memory_backed_volume_has_a_size_limit(objects: dict[str, dict[str, Any]]) -> None:
     """Issue 36: the front door's /tmp was memory-backed with no sizeLimit. The API's own field
     doc (core/v1 EmptyDirVolumeSource.sizeLimit): "The maximum usage on memory medium EmptyDir
