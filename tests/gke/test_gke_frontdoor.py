@@ -288,15 +288,55 @@ def test_a_key_not_shaped_like_make_api_keys_stops_the_pod(tmp_path: Path, key: 
     assert not (out / "api_key.conf").exists()
 
 
+def _digest_line(key: str) -> str:
+    import base64
+
+    digest = base64.urlsafe_b64encode(hashlib.md5(f"Bearer {key}".encode()).digest())  # noqa: S324
+    return f'secure_link "{digest.decode().rstrip("=")}";\n'
+
+
+def _reload(door: Door) -> None:
+    assert NGINX is not None
+    conf = door.out / "nginx.loopback.conf"
+    subprocess.run(
+        [NGINX, "-p", f"{door.prefix}/", "-c", str(conf), "-e", "stderr", "-s", "reload"],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def test_nginx_refuses_a_key_of_another_shape_even_with_its_digest(door: Door) -> None:
+    """The shared key check (templates/frontdoor_key_check.conf.j2, both platforms) admits a
+    header only if it is shaped like `make api-key`'s key as well as matching the digest: with
+    the digest of "abc" stored (as if the init check were bypassed), "Bearer abc" is refused."""
+    conf = door.out / "api_key.conf"
+    stored = conf.read_text()
+    conf.chmod(0o644)
+    try:
+        conf.write_text(_digest_line("abc"))
+        _reload(door)
+        deadline = time.monotonic() + 10
+        while _pool(door, "GET", "/v1/models", f"Bearer {KEY}")[0] != 401:
+            assert time.monotonic() < deadline, "the reload did not take"
+            time.sleep(0.1)
+        assert _pool(door, "GET", "/v1/models", "Bearer abc")[0] == 401
+        assert _get(door, "/v1/models", tls=True, key="abc") == 401
+    finally:
+        conf.write_text(stored)
+        _reload(door)
+        deadline = time.monotonic() + 10
+        while _pool(door, "GET", "/v1/models", f"Bearer {KEY}")[0] != 200:
+            assert time.monotonic() < deadline, "the reload back did not take"
+            time.sleep(0.1)
+
+
 def test_a_key_with_a_trailing_newline_is_the_key_as_on_the_tpu_vm(tmp_path: Path) -> None:
     """The VM reads the version through $(...), which drops trailing newlines: so does the pod,
     and the digest is of "Bearer <key>" alone."""
     result, out = _prep(tmp_path, KEY + "\n", 8000)
     assert result.returncode == 0, result.stderr
-    import base64
-
-    digest = base64.urlsafe_b64encode(hashlib.md5(f"Bearer {KEY}".encode()).digest())  # noqa: S324
-    assert (out / "api_key.conf").read_text() == f'secure_link "{digest.decode().rstrip("=")}";\n'
+    assert (out / "api_key.conf").read_text() == _digest_line(KEY)
 
 
 def test_every_replica_serves_the_one_stored_certificate(door: Door, tmp_path: Path) -> None:
