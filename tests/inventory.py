@@ -120,6 +120,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "kubernetes_manifest": ("manifest",),
     "kubernetes_deployment_v1": ("metadata", "spec", "wait_for_rollout", "lifecycle"),
     "kubernetes_pod_disruption_budget_v1": ("metadata", "spec"),
+    "kubernetes_network_policy_v1": ("metadata", "spec"),
     "kubernetes_service_v1": ("metadata", "spec"),
     "kubernetes_horizontal_pod_autoscaler_v2": ("metadata", "spec"),
     # the custom metrics adapter: who it is, what it may read, which API it serves.

@@ -28,6 +28,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "kubernetes_cluster_role_v1": ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     "kubernetes_cluster_role_binding_v1": ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     "kubernetes_api_service_v1": ("apiregistration.k8s.io/v1", "APIService"),
+    "kubernetes_network_policy_v1": ("networking.k8s.io/v1", "NetworkPolicy"),
 }
 # Blocks the provider names in the singular where the API's field is a list.
 PLURAL = {
@@ -42,11 +43,18 @@ PLURAL = {
     "env": "env",
     "rule": "rules",
     "subject": "subjects",
+    # NetworkPolicy: the provider names these as the API does, lists even of one.
+    "ingress": "ingress",
+    "egress": "egress",
+    "from": "from",
+    "to": "to",
+    "ports": "ports",
 }
 # Blocks that are lists in the provider and lists in the API (everything else nested is one).
 LISTS = frozenset(PLURAL)
-# Fields that are integers in the API and strings in the provider's schema.
-INTEGERS = frozenset({"replicas"})
+# Fields that are integers in the API and strings in the provider's schema. A NetworkPolicy
+# port is IntOrString: the provider parses its string (intstr.Parse), so digits send a number.
+INTEGERS = frozenset({"replicas", "port"})
 # Fields only the provider knows (how it waits, what it ignores).
 PROVIDER_ONLY = frozenset(
     {"wait_for_rollout", "wait_for_load_balancer", "timeouts", "lifecycle_ignore", "depends_on"}

@@ -258,6 +258,8 @@ def render_proxy_config(
             header_timeout=PROXY_HEADER_TIMEOUT,
             body_timeout=PROXY_BODY_TIMEOUT,
             tls_socket=PROXY_TLS_SOCKET,
+            # The key's shape, checked on every presented header (frontdoor_key_check.conf.j2).
+            api_key_pattern=API_KEY_ERE.removeprefix("^").removesuffix("$"),
         )
     )
 

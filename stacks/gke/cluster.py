@@ -187,6 +187,7 @@ class GkeStack(TerraformStack):
                 )
             ),
             enable_intranode_visibility=True,
+            datapath_provider="ADVANCED_DATAPATH",  # Dataplane V2 enforces the NetworkPolicy
             node_pool_defaults=GoogleContainerClusterNodePoolDefaults(
                 node_config_defaults=GoogleContainerClusterNodePoolDefaultsNodeConfigDefaults(
                     gcfs_config=GoogleContainerClusterNodePoolDefaultsNodeConfigDefaultsGcfsConfig(

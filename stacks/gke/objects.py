@@ -71,8 +71,10 @@ def declare_deployment(
     pod: dict[str, Any],
     replicas: int = 1,
     pod_annotations: dict[str, str] | None = None,
+    strategy: str | None = None,
 ) -> DeploymentV1:
-    """A Deployment of `replicas` pods labelled `labels`, the labels its selector matches."""
+    """A Deployment of `replicas` pods labelled `labels`, the labels its selector matches,
+    replaced by `strategy` ("Recreate"; None leaves Kubernetes' default, RollingUpdate)."""
     template_metadata: dict[str, Any] = {"labels": labels}
     if pod_annotations:
         template_metadata["annotations"] = pod_annotations
@@ -84,6 +86,7 @@ def declare_deployment(
             DeploymentV1Spec,
             {
                 "replicas": str(replicas),
+                **({"strategy": {"type": strategy}} if strategy else {}),
                 "selector": {"match_labels": labels},
                 "template": {"metadata": template_metadata, "spec": pod},
             },

@@ -28,7 +28,7 @@ from constructs import Construct
 from stacks.gke.objects import bind_account, declare_deployment
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import identifiers, routing
+from tpudeploy.gke import identifiers, manifests, routing
 
 _READ = ["get", "list", "watch"]
 # What the picker watches (its pool, the pods it picks among) in its own namespace.
@@ -60,6 +60,7 @@ def _picker_pod(cfg: DeployConfig, name: str) -> dict[str, Any]:
     health = {"grpc": {"port": routing.EPP_HEALTH_PORT, "service": "inference-extension"}}
     return {
         "service_account_name": name,
+        "termination_grace_period_seconds": routing.PICKER_GRACE_S,
         "container": [
             {
                 "name": "epp",
@@ -120,7 +121,7 @@ def add_routing(
         )
         depends_on = [*depends_on, subnet]
     name = routing.epp_name(cfg)
-    picker_labels = {"app.kubernetes.io/name": "epp", "app.kubernetes.io/instance": cfg.name}
+    picker_labels = manifests.picker_labels(cfg)
     meta: dict[str, Any] = {"namespace": identifiers.namespace(cfg), "labels": picker_labels}
     ServiceAccountV1(scope, "epp-account", metadata=ServiceAccountV1Metadata(name=name, **meta))
     RoleV1(
@@ -157,14 +158,17 @@ def add_routing(
         # JSON is YAML: the EPP reads the file as YAML.
         data={routing.PICKER_CONFIG_FILE: routing.picker_config_text(cfg)},
     )
-    # One picker: a small pool; it fails open, so its restart costs scoring only.
+    # One picker, replaced as upstream's chart does (routing.PICKER_STRATEGY); it fails open,
+    # so its restart costs scoring only.
     declare_deployment(
         scope,
         "epp",
         metadata={"name": name, **meta},
         labels=picker_labels,
         pod=_picker_pod(cfg, name),
+        replicas=routing.PICKER_REPLICAS,
         pod_annotations=routing.picker_pod_annotations(cfg),
+        strategy=routing.PICKER_STRATEGY,
     )
     ServiceV1(
         scope,

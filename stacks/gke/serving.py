@@ -35,6 +35,11 @@ from cdktf_cdktf_provider_kubernetes.horizontal_pod_autoscaler_v2 import (
 )
 from cdktf_cdktf_provider_kubernetes.manifest import Manifest
 from cdktf_cdktf_provider_kubernetes.namespace_v1 import NamespaceV1, NamespaceV1Metadata
+from cdktf_cdktf_provider_kubernetes.network_policy_v1 import (
+    NetworkPolicyV1,
+    NetworkPolicyV1Metadata,
+    NetworkPolicyV1Spec,
+)
 from cdktf_cdktf_provider_kubernetes.pod_disruption_budget_v1 import (
     PodDisruptionBudgetV1,
     PodDisruptionBudgetV1Metadata,
@@ -58,11 +63,18 @@ from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cache, identifiers, pod, reach
-from tpudeploy.gke.manifests import custom_resources, hpa_kv_metric_name, hpa_metric_name, labels
+from tpudeploy.gke.manifests import (
+    custom_resources,
+    hpa_kv_metric_name,
+    hpa_metric_name,
+    labels,
+    network_policy_spec,
+)
 
 # Where the tpudeploy.gke.pod paths are mounted from.
-_SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
-    "secrets",
+_VLLM_SECRETS, _FRONTDOOR_SECRETS, _FRONTDOOR, _SCRIPTS, _CACHE, _SHM, _TMP = (
+    "vllm-secrets",
+    "frontdoor-secrets",
     "frontdoor",
     "scripts",
     "xla-cache",
@@ -145,10 +157,20 @@ class ServingStack(TerraformStack):
                     },
                 },
             ),
-            depends_on=[crs["secret-provider-class"], crs["compute-class"]],
+            depends_on=[
+                *(crs[f"secret-provider-class-{reader}"] for reader in pod.SECRET_READERS),
+                crs["compute-class"],
+            ],
         )
         # The HPA owns the replica count after the first apply.
         deployment.add_override("lifecycle.ignore_changes", ["spec[0].replicas"])
+        # Who reaches each front door port (manifests.network_policy_spec; Dataplane V2 enforces).
+        NetworkPolicyV1(
+            self,
+            "network-policy",
+            metadata=NetworkPolicyV1Metadata(name=cfg.name, **meta),
+            spec=typed(NetworkPolicyV1Spec, network_policy_spec(cfg)),
+        )
         PodDisruptionBudgetV1(
             self,
             "pdb",
@@ -258,7 +280,8 @@ class ServingStack(TerraformStack):
             "env": [{"name": k, "value": v} for k, v in sorted(pod.vllm_env(cfg).items())],
             "resources": pod.vllm_resources(),
             "volume_mount": [
-                {"name": _SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+                # The Hugging Face token only (pod.secret_files): never the API or TLS key.
+                {"name": _VLLM_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
                 {"name": _CACHE, "mount_path": pod.CACHE_DIR},
                 {"name": _SHM, "mount_path": pod.SHM_DIR},
             ],
@@ -279,7 +302,8 @@ class ServingStack(TerraformStack):
         frontdoor: dict[str, Any] = {
             "name": "frontdoor",
             "image": cfg.proxy.image,
-            "command": cache.frontdoor_command(),
+            # The image's nginx is the pinned version first (as on the TPU VM), then the gate.
+            "command": pod.nginx_version_checked(cfg, cache.frontdoor_command()),
             "port": [
                 {"name": "https", "container_port": cfg.proxy.port, "protocol": "TCP"},
                 {"name": "metrics", "container_port": pod.METRICS_PORT, "protocol": "TCP"},
@@ -317,7 +341,7 @@ class ServingStack(TerraformStack):
             "image": cfg.vllm.image,
             "command": pod.prep_command(),
             "volume_mount": [
-                {"name": _SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+                {"name": _FRONTDOOR_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
                 {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
                 {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
             ],
@@ -343,14 +367,22 @@ class ServingStack(TerraformStack):
             "init_container": [restore, prep],
             "container": [vllm, frontdoor, save],
             "volume": [
-                {
-                    "name": _SECRETS,
-                    "csi": {
-                        "driver": pod.SECRETS_CSI_DRIVER,
-                        "read_only": True,
-                        "volume_attributes": {"secretProviderClass": f"{cfg.name}-secrets"},
-                    },
-                },
+                *(
+                    {
+                        "name": volume,
+                        "csi": {
+                            "driver": pod.SECRETS_CSI_DRIVER,
+                            "read_only": True,
+                            "volume_attributes": {
+                                "secretProviderClass": pod.secret_provider_class_name(cfg, reader)
+                            },
+                        },
+                    }
+                    for volume, reader in (
+                        (_VLLM_SECRETS, "vllm"),
+                        (_FRONTDOOR_SECRETS, "frontdoor"),
+                    )
+                ),
                 {"name": _FRONTDOOR, "empty_dir": {"medium": "Memory", "size_limit": "16Mi"}},
                 {
                     "name": _SCRIPTS,
@@ -359,7 +391,7 @@ class ServingStack(TerraformStack):
                 # Node-local: a GCS-backed JAX cache directory was seen to miss every time.
                 {"name": _CACHE, "empty_dir": {}},
                 {"name": _SHM, "empty_dir": {"medium": "Memory", "size_limit": pod.SHM_SIZE}},
-                {"name": _TMP, "empty_dir": {"medium": "Memory"}},
+                {"name": _TMP, "empty_dir": {"medium": "Memory", "size_limit": pod.TMP_SIZE}},
                 *cache_volumes,
             ],
         }

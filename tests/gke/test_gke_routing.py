@@ -98,6 +98,29 @@ def test_the_pool_fails_open_over_the_replicas_to_the_picker() -> None:
     assert (route["kind"], route["name"]) == ("InferencePool", routing.pool_name(CFG))
 
 
+def test_the_pool_sends_only_fields_every_ga_crd_has() -> None:
+    """Issue 36: GKE installs the InferencePool's CRD and names no release; spec.appProtocol
+    first appears in v1.4.0, so the pool sends only what v1.0.0, the first GA release, has."""
+    from tools.rehearsal.fakes import k8s_rules
+
+    installed: dict[tuple[str, str], str | None] = {k8s_rules.INFERENCE_POOL: None}
+    pool = routing.inference_pool(CFG)
+    assert k8s_rules.validate(pool, "1.34.0", installed) is k8s_rules.UNCHECKED
+    newer = json.loads(json.dumps(pool))
+    newer["spec"]["appProtocol"] = "http"
+    newer["spec"]["endpointPickerRef"]["port"]["name"] = "grpc"
+    assert k8s_rules.validate(newer, "1.34.0", installed) == (
+        "spec.endpointPickerRef.port.name, spec.appProtocol: not in every GA InferencePool CRD "
+        f"GKE may install ({k8s_rules.INFERENCE_POOL_GA_SOURCE})"
+    )
+    # and a cluster older than GKE's own install has no such kind at all
+    older = k8s_rules.installed_crds({"currentMasterVersion": "1.33.5-gke.1080000"})
+    assert k8s_rules.INFERENCE_POOL not in older
+    assert k8s_rules.INFERENCE_POOL in k8s_rules.installed_crds(
+        {"currentMasterVersion": facts.GKE_INFERENCE_CRDS_MIN_VERSION}
+    )
+
+
 def test_the_gateway_is_internal_by_default_and_terminates_tls() -> None:
     gw = routing.gateway(CFG)["spec"]
     assert gw["gatewayClassName"] == "gke-l7-rilb"
@@ -299,6 +322,10 @@ def test_the_proxy_only_subnet_is_declared_or_confirmed_never_both(
     cfg = parse_config({**ROUTED, "routing": {"gateway": True, "certificate": "c", **subnet}})
     keys = [f.key for f in routing.findings(cfg)]
     assert ("routing.proxy_subnet_cidr" in keys) == refused
+    # An existing subnet's range is unknown here: the pool port's wider reach is said, not hidden.
+    said = [f for f in routing.findings(cfg) if f.key == "routing.proxy_subnet_exists"]
+    assert bool(said) == (subnet == {"proxy_subnet_exists": True})
+    assert all(f.severity == "warning" and "any source" in f.message for f in said)
 
 
 @pytest.mark.parametrize(
@@ -355,6 +382,26 @@ def test_core_objects_validate_for_the_pinned_cluster_minor(
     assert yaml.safe_load(config) == routing.picker_config(CFG)
 
 
+def test_the_picker_rolls_out_as_upstreams_chart_does(objects: dict[str, dict[str, Any]]) -> None:
+    """Issue 36: upstream's chart (config/charts/epplib/templates/_deployment.yaml, v1.5.0) runs
+    one active replica, replaced with Recreate (its prefix cache is per replica: two at once
+    split it), and a 130 s grace "to mirror the longest grace period of the pods within the
+    pool"; a RollingUpdate would run two pickers side by side on every change."""
+    spec = objects["kubernetes_deployment_v1.epp"]["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"] == {"type": "Recreate"}
+    grace = spec["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace == 130 and grace >= pod.termination_grace_s()
+
+
+def test_the_picker_serves_no_pprof(objects: dict[str, dict[str, Any]]) -> None:
+    """v1.5.0's --enable-pprof defaults to true (pkg/epp/server/options.go: EnablePprof: true,
+    "Defaults to true"): its metrics port would serve /debug/pprof to anyone who reaches it."""
+    assert "enable-pprof" in picker_interface.FLAGS
+    (container,) = objects["kubernetes_deployment_v1.epp"]["spec"]["template"]["spec"]["containers"]
+    assert "--enable-pprof=false" in container["args"]
+
+
 def test_the_stack_declares_every_custom_resource(objects: dict[str, dict[str, Any]]) -> None:
     for key, body in routing.custom_resources(CFG).items():
         assert objects[f"kubernetes_manifest.{key}"] == body
@@ -398,10 +445,31 @@ def test_the_pool_targets_the_front_doors_keyed_plain_port(
     door = _container(objects, "frontdoor")
     assert {"name": "pool", "containerPort": pod.POOL_PORT, "protocol": "TCP"} in door["ports"]
     pool = objects["kubernetes_manifest.inference-pool"]["spec"]
-    assert pool["targetPorts"] == [{"number": pod.POOL_PORT}] and pool["appProtocol"] == "http"
+    # No appProtocol: its default, "http", is what the port speaks, and the field is not in
+    # every GA CRD GKE may install (test_the_pool_sends_only_fields_every_ga_crd_has).
+    assert pool["targetPorts"] == [{"number": pod.POOL_PORT}] and "appProtocol" not in pool
     check = objects["kubernetes_manifest.pool-health-check"]["spec"]["default"]["config"]
     assert check["httpHealthCheck"] == {"requestPath": "/health", "port": pod.POOL_PORT}
     assert f"listen {pod.POOL_PORT};" in pod.scripts(CFG)[pod.NGINX_CONF]
+
+
+def test_the_pool_port_admits_the_proxy_subnet_and_health_checks_only(
+    objects: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 36: the pool port is plain HTTP behind the key; only the Gateway's Envoy proxies
+    (the proxy-only subnet) and Google's health check ranges need it
+    (cloud.google.com/load-balancing/docs/firewall-rules), and the picker scrapes the metrics
+    port beside the collectors."""
+    from tests.stacks.test_gke_synth import _ingress_by_port
+
+    by_port = _ingress_by_port(objects)
+    assert by_port[pod.POOL_PORT] == [
+        {"ipBlock": {"cidr": c}} for c in ("10.129.0.0/23", "35.191.0.0/16", "130.211.0.0/22")
+    ]
+    picker = {"podSelector": {"matchLabels": labels(CFG) | {"app.kubernetes.io/name": "epp"}}}
+    assert picker in by_port[pod.METRICS_PORT] and len(by_port[pod.METRICS_PORT]) == 2
+    epp = objects["kubernetes_deployment_v1.epp"]["spec"]["template"]["metadata"]["labels"]
+    assert epp == picker["podSelector"]["matchLabels"]
 
 
 def test_the_routed_cluster_enables_gkes_gateway_controller(synth: Synthesizer) -> None:

@@ -23,6 +23,11 @@ def labels(cfg: DeployConfig) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": cfg.name}
 
 
+def picker_labels(cfg: DeployConfig) -> dict[str, str]:
+    """The endpoint picker's pods ([routing] gateway): it scrapes each replica's metrics port."""
+    return {"app.kubernetes.io/name": "epp", "app.kubernetes.io/instance": cfg.name}
+
+
 def compute_class(cfg: DeployConfig) -> dict[str, Any]:
     """Spot first, flex-start when spot has no capacity (a bounded wait), no node pool created
     on the fly, and no scale-up onto anything else when neither is satisfiable."""
@@ -66,16 +71,77 @@ def pod_monitoring(cfg: DeployConfig) -> dict[str, Any]:
     }
 
 
-def secret_provider_class(cfg: DeployConfig, *, project: str) -> dict[str, Any]:
-    """The Secret Manager add-on's files: ids of secrets, never their values."""
+def secret_provider_class(cfg: DeployConfig, *, project: str, reader: str) -> dict[str, Any]:
+    """The Secret Manager add-on's files for one reader (pod.SECRET_READERS): ids of secrets,
+    never their values."""
     return {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1",
         "kind": "SecretProviderClass",
-        "metadata": {"name": f"{cfg.name}-secrets", "namespace": identifiers.namespace(cfg)},
+        "metadata": {
+            "name": pod.secret_provider_class_name(cfg, reader),
+            "namespace": identifiers.namespace(cfg),
+        },
         "spec": {
             "provider": "gke",
-            "parameters": {"secrets": pod.secret_provider_parameters(cfg, project)},
+            "parameters": {"secrets": pod.secret_provider_parameters(cfg, project, reader)},
         },
+    }
+
+
+# Who may open a connection to a replica's ports (issue 36: anything in the VPC reached every
+# one). Enforced by GKE Dataplane V2 (the cluster's datapath_provider ADVANCED_DATAPATH; without
+# an enforcing datapath a NetworkPolicy is accepted and ignored). Traffic from the pod's own node
+# (the kubelet's probes) is always allowed (kubernetes.io/docs/concepts/services-networking/
+# network-policies: "traffic to and from the node where a Pod is running is always allowed").
+# Google's health check probes: "35.191.0.0/16, 130.211.0.0/22"; an Envoy-based load balancer
+# (the Gateway's regional Application Load Balancer) also connects "from the proxy-only subnet"
+# (cloud.google.com/load-balancing/docs/firewall-rules, minimum ingress rules per load balancer).
+HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
+# Managed Service for Prometheus's collectors: the gmp-system namespace's pods labelled
+# app.kubernetes.io/name=collector (Google's own PodMonitoring for them selects that label,
+# cloud.google.com/stackdriver/docs/managed-prometheus/exporters/prometheus).
+COLLECTOR_NAMESPACE = "gmp-system"
+COLLECTOR_LABELS = {"app.kubernetes.io/name": "collector"}
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"match_labels": {"kubernetes.io/metadata.name": name}}
+
+
+def network_policy_spec(cfg: DeployConfig) -> dict[str, Any]:
+    """Provider-shaped (kubernetes_network_policy_v1) ingress rules for the replicas' pods, one
+    rule per front door port; vLLM's own port is on the pod's loopback and not listed."""
+    https: dict[str, Any] = {"ports": [{"port": str(cfg.proxy.port), "protocol": "TCP"}]}
+    if cfg.network.allowed_cidrs:
+        # The Service admits these ranges only (loadBalancerSourceRanges); the pod does too.
+        https["from_"] = [{"ip_block": {"cidr": c}} for c in cfg.network.allowed_cidrs]
+    # else: any source, as the internal passthrough load balancer (the VPC) delivers clients
+    # with their own addresses (externalTrafficPolicy Local) and the key is checked on every
+    # path but /health.
+    scrapers: list[dict[str, Any]] = [
+        {
+            "namespace_selector": _namespace(COLLECTOR_NAMESPACE),
+            "pod_selector": {"match_labels": COLLECTOR_LABELS},
+        }
+    ]
+    if cfg.routing.gateway:
+        scrapers.append({"pod_selector": {"match_labels": picker_labels(cfg)}})
+    rules = [
+        https,
+        {"ports": [{"port": str(pod.METRICS_PORT), "protocol": "TCP"}], "from_": scrapers},
+    ]
+    if (port := pod.pool_port(cfg)) is not None:
+        pool: dict[str, Any] = {"ports": [{"port": str(port), "protocol": "TCP"}]}
+        if cfg.routing.proxy_subnet_cidr:
+            sources = (cfg.routing.proxy_subnet_cidr, *HEALTH_CHECK_RANGES)
+            pool["from_"] = [{"ip_block": {"cidr": c}} for c in sources]
+        # else: the region's existing proxy-only subnet, whose range this stack does not know
+        # (routing.findings says so): any source, behind the key check.
+        rules.append(pool)
+    return {
+        "pod_selector": {"match_labels": labels(cfg)},
+        "policy_types": ["Ingress"],
+        "ingress": rules,
     }
 
 
@@ -84,5 +150,10 @@ def custom_resources(cfg: DeployConfig, *, project: str) -> dict[str, dict[str, 
     return {
         "compute-class": compute_class(cfg),
         "pod-monitoring": pod_monitoring(cfg),
-        "secret-provider-class": secret_provider_class(cfg, project=project),
+        **{
+            f"secret-provider-class-{reader}": secret_provider_class(
+                cfg, project=project, reader=reader
+            )
+            for reader in pod.SECRET_READERS
+        },
     }

@@ -8,6 +8,7 @@ import shlex
 
 from tpudeploy import facts, render
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.secretshape import API_KEY_ERE
 from tpudeploy.gke import replicaplan
 
 # The serving container's name: the probes, `make wait` and `make bench` (its exec) find it by it.
@@ -32,14 +33,23 @@ CACHE_DIR = "/root/.cache/vllm"
 # vLLM's own port stays on loopback).
 METRICS_PORT = 9400
 # With [routing] gateway: the port the InferencePool sends requests to. InferencePool v1 speaks
-# only "http" or "kubernetes.io/h2c" to its targets (appProtocol enum of the v1.6.0 CRD), so it is
-# a plain-HTTP listener of the front door, behind the same key check as the TLS port.
+# only "http" or "kubernetes.io/h2c" to its targets (appProtocol enum of the v1.6.0 CRD; "http"
+# when unset, as before v1.4.0), so it is a plain-HTTP listener of the front door, behind the
+# same key check as the TLS port.
 POOL_PORT = 8080
 # The build log's -v /dev/shm:/dev/shm --shm-size 10gb and HF_HOME=/dev/shm: memory, per pod.
 SHM_DIR = "/dev/shm"  # noqa: S108 - the pod's own memory volume, not a shared temp dir
 SHM_SIZE = "10Gi"
 # nginx's pid and temp files: the pod's own memory volume (the root filesystem is read-only).
 TMP_DIR = "/tmp"  # noqa: S108 - an emptyDir of the front door's container alone
+# What lands there: the pid file, the relays' three sockets and nginx's temp files. No request
+# body is buffered there any more (/v1/ streams with proxy_request_buffering off; /health and
+# the metrics port take no body; the other paths answer without reading one); what is left is
+# a /metrics or /health response beyond nginx's in-memory proxy buffers (vLLM's /metrics is tens
+# of kB). Without a sizeLimit a memory-backed emptyDir is bounded only by the sum of the pod's
+# memory limits (core/v1 EmptyDirVolumeSource.sizeLimit), 40Gi and more here; past this the
+# kubelet evicts the pod instead.
+TMP_SIZE = "32Mi"
 # The drain, on a spot preemption (tests/gke/test_gke_drain.py runs it on the real nginx): GKE
 # gives the pod the first 15 s of spot's 30 s notice (facts.GKE_SPOT_POD_SHUTDOWN_S; a longer
 # terminationGracePeriodSeconds has no effect there), so the grace is those 15 s, and a rollout
@@ -121,14 +131,29 @@ def startup_probe() -> dict[str, int]:
     }
 
 
-def secret_provider_parameters(cfg: DeployConfig, project: str) -> str:
+# Each container reads only its own secrets (issue 36): one SecretProviderClass and one CSI
+# volume per reader, as the add-on allows any number of them per pod. vLLM needs the Hugging
+# Face token only; the front door's init container the API key (whose digest it writes) and the
+# certificate with its key. Each is mounted at SECRETS_DIR in its own container.
+SECRET_READERS = ("vllm", "frontdoor")
+
+
+def secret_files(cfg: DeployConfig, reader: str) -> tuple[tuple[str, str], ...]:
+    """(secret id, file name) of what `reader` (one of SECRET_READERS) may read."""
+    return {
+        "vllm": ((cfg.hf_token_secret_id, HF_TOKEN_FILE),),
+        "frontdoor": ((cfg.api_key_secret_id, API_KEY_FILE), (cfg.tls_secret_id, TLS_BUNDLE_FILE)),
+    }[reader]
+
+
+def secret_provider_class_name(cfg: DeployConfig, reader: str) -> str:
+    return f"{cfg.name}-{reader}-secrets"
+
+
+def secret_provider_parameters(cfg: DeployConfig, project: str, reader: str) -> str:
     """The add-on's SecretProviderClass `secrets` parameter: each latest version to a file."""
     lines = []
-    for secret, path in (
-        (cfg.hf_token_secret_id, HF_TOKEN_FILE),
-        (cfg.api_key_secret_id, API_KEY_FILE),
-        (cfg.tls_secret_id, TLS_BUNDLE_FILE),
-    ):
+    for secret, path in secret_files(cfg, reader):
         lines += [
             f'- resourceName: "projects/{project}/secrets/{secret}/versions/latest"',
             f'  path: "{path}"',
@@ -143,6 +168,8 @@ def render_frontdoor_prep(cfg: DeployConfig) -> str:
         .render(
             deployment=cfg.name,
             api_key_file=f"{SECRETS_DIR}/{API_KEY_FILE}",
+            # The TPU VM's boot checks the same secret against the same format (render.py).
+            api_key_format=API_KEY_ERE,
             tls_bundle_file=f"{SECRETS_DIR}/{TLS_BUNDLE_FILE}",
             frontdoor_dir=FRONTDOOR_DIR,
             nginx_conf=f"{SCRIPTS_DIR}/{NGINX_CONF}",
@@ -183,6 +210,27 @@ def scripts(cfg: DeployConfig) -> dict[str, str]:
 
 def prep_command() -> list[str]:
     return ["/bin/sh", shlex.quote(f"{SCRIPTS_DIR}/{PREP_SCRIPT}")]
+
+
+# The front door's first step, before it waits for the cache gate and execs nginx: the image's
+# nginx is the version its tag pins ([proxy] image), as the TPU VM's boot checks it
+# (templates/startup.sh.j2, check_proxy_version, the same message): a retagged or mistyped image
+# would put an unvetted TLS front door in the pod. $1 is the version, the rest the command run
+# when it matches. Non-printing bytes are dropped before the comparison, as the VM does.
+_NGINX_VERSION_CHECK = (
+    'said=$(nginx -v 2>&1) || { echo "could not run nginx -v in the front door\'s image" >&2; '
+    "exit 1; }; "
+    "said=$(printf '%s' \"$said\" | tr -cd '[:print:]'); "
+    'if [ "$said" != "nginx version: nginx/$1" ]; then '
+    "echo \"the front door's image runs '$said', not nginx/$1 as its tag pins; set [proxy] "
+    'image to the tag of the nginx it really is" >&2; exit 1; fi; '
+    'shift; exec "$@"'
+)
+
+
+def nginx_version_checked(cfg: DeployConfig, then: list[str]) -> list[str]:
+    """`then`, run only when the image's nginx is [proxy] image's version."""
+    return ["/bin/sh", "-c", _NGINX_VERSION_CHECK, "nginx-version", cfg.proxy.nginx_version, *then]
 
 
 def nginx_command() -> list[str]:

@@ -136,7 +136,9 @@ def inference_pool(cfg: DeployConfig) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": labels(cfg)},
             "targetPorts": [{"number": pod.POOL_PORT}],
-            "appProtocol": "http",
+            # No appProtocol: it first appears in the inference extension's v1.4.0 API, GKE
+            # installs the CRD and names no release (tools/rehearsal/fakes/k8s_rules.py,
+            # INFERENCE_POOL_GA_SPEC), and its default, "http", is what the pool port speaks.
             "endpointPickerRef": {
                 "name": epp_name(cfg),
                 "port": {"number": EPP_GRPC_PORT},
@@ -269,6 +271,17 @@ def picker_config(cfg: DeployConfig) -> dict[str, Any]:
     }
 
 
+# How the picker is replaced, as upstream's chart does it (kubernetes-sigs/gateway-api-inference-
+# extension v1.5.0, config/charts/epplib/templates/_deployment.yaml, which the inferencepool
+# chart renders): "a single active replica" with `type: Recreate` (its prefix-cache scorer's state
+# is per replica, and a rolling update would run two pickers scoring apart), and
+# terminationGracePeriodSeconds 130, "conservatively, this timeout should mirror the longest
+# grace period of the pods within the pool". Ours are 15 s (pod.termination_grace_s); 130 s is
+# kept as upstream's, which is longer. With FailOpen, the seconds between the old picker's exit
+# and the new one's readiness are balanced without scoring, never refused.
+PICKER_REPLICAS = 1
+PICKER_STRATEGY = "Recreate"
+PICKER_GRACE_S = 130
 PICKER_CONFIG_DIR = "/etc/epp"
 PICKER_CONFIG_FILE = "epp.yaml"
 # The picker reads its config file once, at start ("the config is not reconciled upon, and is
@@ -302,6 +315,9 @@ def picker_args(cfg: DeployConfig) -> list[str]:
         # (picker_interface.DEPRECATED_FLAGS): vLLM's /metrics is behind the front door's
         # metrics listener, not the pool port.
         f"--model-server-metrics-port={pod.METRICS_PORT}",
+        # v1.5.0 serves pprof on its metrics port unless told not to (pkg/epp/server/options.go:
+        # EnablePprof defaults to true): heap and goroutine dumps to whoever reaches that port.
+        "--enable-pprof=false",
     ]
 
 
@@ -345,6 +361,12 @@ def findings(cfg: DeployConfig) -> list[Finding]:
                            f'/26-or-larger range (e.g. "{PROXY_SUBNET_EXAMPLE}") for this stack to '
                            "declare, or routing.proxy_subnet_exists = true if the VPC has one "
                            "in this region, not both"))  # fmt: skip
+    if r.proxy_subnet_exists and not r.proxy_subnet_cidr:
+        out.append(Finding("warning", "routing.proxy_subnet_exists", True, "the pool port "
+                           f"({pod.POOL_PORT}, plain HTTP behind the API key) admits any source "
+                           "in the VPC: its NetworkPolicy can narrow it to the Gateway's proxies "
+                           "only by the proxy-only subnet's range, which this stack does not "
+                           "declare and so does not know"))  # fmt: skip
     if r.proxy_subnet_cidr and cfg.network.network.startswith("projects/"):
         out.append(Finding("error", "routing.proxy_subnet_cidr", r.proxy_subnet_cidr, "a shared "
                            "VPC's subnets belong to its host project, which this stack does not "

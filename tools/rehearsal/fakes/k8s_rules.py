@@ -51,7 +51,67 @@ CRDS: dict[tuple[str, str], tuple[str, str | None]] = {
         "compute_class",
         "cloud.google.com/computeclass_v1.json",
     ),
+    # From GKE 1.34.0-gke.1626000 (tpudeploy.facts.GKE_INFERENCE_CRDS_SOURCE); its fields are
+    # checked by INFERENCE_POOL_GA_SPEC below, the release GKE installs being unnamed.
+    ("inference.networking.k8s.io/v1", "InferencePool"): ("inference_pool", None),
 }
+# The InferencePool's spec as the oldest GA release of the inference extension has it (v1.0.0,
+# api/v1/inferencepool_types.go at ffea26329a16, 2025-09-08). GKE "automatically installs all GA
+# CRDs for Gateway API and Gateway API Inference Extension on GKE versions 1.34.0-gke.1626000 or
+# later" (tpudeploy.facts.GKE_INFERENCE_CRDS_SOURCE) and names no release: searched in GKE's
+# Inference Gateway pages (deploy-gke-inference-gateway, customize-gke-inference-gateway-
+# configurations, migrate-gke-inference-gateway; read 2026-12-02), none says which CRD version
+# it installs. So only the fields every GA release has may be sent: spec.appProtocol first
+# appears in v1.4.0 (the same file at 6e787dd396f0, 2026-03-19), and a structural schema without
+# it drops or, with fieldValidation=Strict, refuses it. Values are the fields below each field;
+# None is a leaf (matchLabels is a map of labels, any key).
+INFERENCE_POOL = ("inference.networking.k8s.io/v1", "InferencePool")
+INFERENCE_POOL_GA_SOURCE = (
+    "github.com/kubernetes-sigs/gateway-api-inference-extension v1.0.0 "
+    "api/v1/inferencepool_types.go (ffea26329a16); GKE names no CRD release"
+)
+INFERENCE_POOL_GA_SPEC: dict[str, Any] = {
+    "selector": {"matchLabels": None},
+    "targetPorts": [{"number": None}],
+    "endpointPickerRef": {
+        "group": None,
+        "kind": None,
+        "name": None,
+        "port": {"number": None},
+        "failureMode": None,
+    },
+}
+
+
+def fields_beyond(value: Any, tree: Any, where: str) -> list[str]:
+    """Every field of `value` that `tree` (a field tree as INFERENCE_POOL_GA_SPEC) lacks."""
+    if tree is None:
+        return []
+    if isinstance(tree, list):
+        items = value if isinstance(value, list) else []
+        return [p for i, v in enumerate(items) for p in fields_beyond(v, tree[0], f"{where}[{i}]")]
+    if not isinstance(value, dict):
+        return []
+    out = []
+    for key, sub in value.items():
+        if key not in tree:
+            out.append(f"{where}.{key}")
+        else:
+            out += fields_beyond(sub, tree[key], f"{where}.{key}")
+    return out
+
+
+def inference_pool_problem(obj: dict[str, Any]) -> str:
+    """Why a cluster whose CRD is an older GA release would not keep this pool as sent."""
+    beyond = fields_beyond(obj.get("spec") or {}, INFERENCE_POOL_GA_SPEC, "spec")
+    if not beyond:
+        return ""
+    return (
+        f"{', '.join(beyond)}: not in every GA InferencePool CRD GKE may install "
+        f"({INFERENCE_POOL_GA_SOURCE})"
+    )
+
+
 NO_KIND = "no such kind"
 UNCHECKED = "unchecked"
 
@@ -73,6 +133,8 @@ def installed_crds(cluster: dict[str, Any]) -> dict[tuple[str, str], str | None]
         ),
         "compute_class": _version(str(cluster.get("currentMasterVersion", "")))
         >= _version(facts.GKE_COMPUTE_CLASS_MIN_VERSION),
+        "inference_pool": _version(str(cluster.get("currentMasterVersion", "")))
+        >= _version(facts.GKE_INFERENCE_CRDS_MIN_VERSION),
     }
     return {kind: path for kind, (feature, path) in CRDS.items() if on[feature]}
 
@@ -119,6 +181,8 @@ def validate(obj: dict[str, Any], version: str, crds: dict[tuple[str, str], str 
     import kubernetes_validate  # type: ignore[import-untyped]
 
     key = (str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+    if key == INFERENCE_POOL and (problem := inference_pool_problem(obj)):
+        return problem
     if key in CRDS:
         if key not in crds:
             return NO_KIND
