@@ -464,7 +464,8 @@ def test_the_pool_port_admits_the_proxy_subnet_and_health_checks_only(
 
     by_port = _ingress_by_port(objects)
     assert by_port[pod.POOL_PORT] == [
-        {"ipBlock": {"cidr": c}} for c in ("10.129.0.0/23", "35.191.0.0/16", "130.211.0.0/22")
+        {"ipBlock": {"cidr": c}}
+        for c in (CFG.routing.proxy_subnet_cidr, "35.191.0.0/16", "130.211.0.0/22")
     ]
     picker = {"podSelector": {"matchLabels": labels(CFG) | {"app.kubernetes.io/name": "epp"}}}
     assert picker in by_port[pod.METRICS_PORT] and len(by_port[pod.METRICS_PORT]) == 2
