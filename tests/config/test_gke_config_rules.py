@@ -82,3 +82,29 @@ def test_routing_needs_the_version_that_installs_the_inference_pool_kind() -> No
     assert "InferencePool" in found and found.endswith(f'set min_version = "{need}" or later')
     assert parse_config({**GKE, "gke": {"min_version": need}, "routing": ROUTING}).routing.gateway
     assert parse_config({**GKE, "gke": older}).gke.min_version == older["min_version"]
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("172.16.0.32/27", '"172.16.0.32/28"'),
+        ("172.16.0.0/29", '"172.16.0.0/28"'),
+        ("172.16.0.0/26", '"172.16.0.0/28"'),
+        ("172.16.0.4/30", '"172.16.0.0/28"'),
+        ("172.16.0.33/28", "not an IPv4 range"),
+        ("8.8.8.0/28", "a /28 of 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"),
+        ("172.32.0.0/28", "a /28 of 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16"),
+        ("fd00::/124", "not an IPv4 range"),
+    ],
+)
+def test_a_control_plane_range_is_an_rfc1918_slash_28(value: str, words: str) -> None:
+    """Issue 36 item 5 (moved here from tests/gke/test_gke_vpc.py: make mutants runs this file)."""
+    (problem,) = problems({"gke": {"control_plane_cidr": value}})
+    assert problem.startswith(f"gke.control_plane_cidr = {value!r}") and words in problem
+
+
+@pytest.mark.parametrize("value", [" 172.16.0.32/28 ", "10.0.0.16/28", "192.168.255.240/28"])
+def test_an_rfc1918_slash_28_is_the_control_planes_range_as_written(value: str) -> None:
+    cfg = parse_config({**GKE, "gke": {"control_plane_cidr": value}})
+    assert cfg.gke.control_plane_cidr == value.strip()
+    assert parse_config(GKE).gke.control_plane_cidr == ""  # derived from the name

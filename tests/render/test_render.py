@@ -463,3 +463,20 @@ def test_a_speculative_config_reaches_vllm_as_one_json_argument() -> None:
     assert json.loads(args[at + 1]) == spec and " " not in args[at + 1]
     # Added to the seed's line, nothing of it lost.
     assert args[:at] + args[at + 2 :] == SEED_SERVE
+
+
+def test_the_key_shape_map_admits_only_a_bearer_key_shaped_like_make_api_keys(
+    own: DeployConfig,
+) -> None:
+    """Issue 36 item 16: the front door's map admits `Bearer <key>` only for a key of
+    make api-key's shape (secretshape.API_KEY_ERE), anchored at both ends. Its regex is read
+    from the rendered config and run as nginx's PCRE would."""
+    import re
+
+    conf = render_proxy_config(own)
+    (pattern,) = re.findall(r'"~(\^Bearer [^"]*)" 1;', conf)
+    shape = re.compile(pattern)
+    key = "A" * 21 + "-_" + "z9" * 10
+    assert shape.search(f"Bearer {key}")
+    for header in ("Bearer abc", f"Bearer {key}x", f"xBearer {key}", f"Bearer {key[:-1]}+", key):
+        assert not shape.search(header), header
