@@ -86,6 +86,8 @@ SCENARIO_STAGES = {
         "fire",
         "after-deadline",
         "deploy-after",
+        # Issue 36 item 10: the job's cron fires again a year on; its grant has ended.
+        "a-year-later",
         "destroy",
         "destroy-all",
         "no-secret-left",
@@ -101,7 +103,10 @@ GKE_STAGES = [
     "api-key",
     "tls-cert",
     "deploy",
+    # Issue 36: a second deployment in the same project, VPC and region, then its destroy.
+    "neighbour",
     "deploy-again",
+    "neighbour-gone",
     "extend",
     "destroy",
     "destroy-all",
@@ -164,6 +169,10 @@ def test_preemption_and_deadline_scenarios_pass(rehearsals: Runner, label: str) 
     assert list(stage_lines(run)) == STAGES[:5] + SCENARIO_STAGES[scenario], run.output
     assert set(stage_lines(run).values()) == {"ok"}
     assert run.lines[-1].startswith(f"rehearsal passed: {model} {scenario}")
+    if scenario == "deadline":
+        # Issue 36 item 10: a year on the job fires again and its account may delete nothing.
+        year = next(line for line in run.lines if line.startswith("  a-year-later "))
+        assert "DELETE refused (403), the node of that name stays" in year, year
 
 
 def test_the_pipeline_deploy_passes_as_the_deploy_identity(rehearsals: Runner) -> None:
@@ -231,6 +240,10 @@ def check_gke_run(run: Run) -> None:
     stored = re.search(r"; (\d+) objects stored and validated, all (\d+) the serving stack", deploy)
     assert stored and stored[1] == stored[2], deploy
     assert int(stored[1]) >= len(SERVING_KINDS), deploy
+    # Issue 36: the neighbour's control plane is not the first's, and one NAT serves them.
+    neighbour = next(line for line in run.lines if line.startswith("  neighbour "))
+    planes = re.search(r"control planes (\S+)/28, (\S+)/28", neighbour)
+    assert planes and planes[1] != planes[2], neighbour
     assert run.lines[-1].startswith("rehearsal passed: gke lifecycle")
     # What went unchecked is in the last line, not only in a stage's detail (issue 36): the
     # SecretProviderClass has no published schema; every other custom resource is checked.
