@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 from cdktf import App, LocalBackend, TerraformOutput, TerraformResourceLifecycle, TerraformStack
 from cdktf_cdktf_provider_google_beta.data_google_project import DataGoogleProject
@@ -46,6 +47,7 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
+from stacks.nat import cloud_nat
 from stacks.secrets import (
     REQUIRED_SERVICES,
     compile_cache_bucket,
@@ -63,6 +65,9 @@ from tpudeploy.bootstrap_config import (
 )
 from tpudeploy.config import ConfigError
 from tpudeploy.github_environments import github_settings_text
+from tpudeploy.platform import platform_for
+
+_C = TypeVar("_C", GoogleProjectIamMemberCondition, GoogleStorageBucketIamMemberCondition)
 
 # Apart from the deployments' cdktf.out/stacks/ (whose manifest and clean-up are theirs); the
 # bootstrap's state file itself sits at the repository root, where `make clean` never goes.
@@ -111,6 +116,7 @@ class BootstrapStack(TerraformStack):
             self, "project", project_id=cfg.project, provider=provider_beta
         ).number
 
+        wanted = {*BOOTSTRAP_SERVICES, *REQUIRED_SERVICES, *_platform_services(config)}
         services = [
             GoogleProjectService(
                 self,
@@ -118,7 +124,7 @@ class BootstrapStack(TerraformStack):
                 service=svc,
                 disable_on_destroy=False,
             )
-            for svc in sorted({*BOOTSTRAP_SERVICES, *REQUIRED_SERVICES})
+            for svc in sorted(wanted)
         ]
 
         bucket = GoogleStorageBucket(
@@ -207,6 +213,7 @@ class BootstrapStack(TerraformStack):
                 )
 
         deploy_emails = {}
+        project_members: dict[tuple[str, str], GoogleProjectIamMember] = {}
         for dep in config.deployments:
             # The node's account lives here, not in the deployment's secrets stack, so that the
             # deploy identity gets actAs on this one account (an IAM grant on a resource that
@@ -218,8 +225,9 @@ class BootstrapStack(TerraformStack):
             # Its two secrets (no values) and its compile-cache bucket: creating either is
             # checked on the project, which carries no name a condition could match
             # (tpudeploy/identities.py), so the deploy identity gets only their IAM, by name.
-            node_secret(self, f"{dep.name}-hf-token", dep, dep.hf_token_secret_id, services)
-            node_secret(self, f"{dep.name}-api-key", dep, dep.api_key_secret_id, services)
+            # Every secret its replicas read (the token and the API key; GKE: the TLS key too).
+            for secret_id, _ in platform_for(dep).secrets(dep):
+                node_secret(self, secret_id, dep, secret_id, services)
             compile_cache_bucket(self, f"{dep.name}-compile-cache", dep, cfg.project, services)
             for grant in identities.stop_grants(dep):
                 GoogleProjectIamMember(
@@ -228,7 +236,26 @@ class BootstrapStack(TerraformStack):
                     project=cfg.project,
                     role=role_id(grant.role),
                     member=stop_sa.member,
+                    condition=_condition(GoogleProjectIamMemberCondition, grant.condition),
                 )
+            # Project roles only setIamPolicy on the project could grant (GKE: the nodes' and the
+            # metrics adapter's); one binding per role and member, which deployments may share.
+            for member in identities.project_members(
+                dep, project=cfg.project, project_number=project_number
+            ):
+                if (member.role, member.member) not in project_members:
+                    project_members[(member.role, member.member)] = GoogleProjectIamMember(
+                        self,
+                        f"{dep.name}-project-{_slug(member.role)}",
+                        project=cfg.project,
+                        role=member.role,
+                        member=member.member,
+                        depends_on=services,
+                    )
+            # Its router and NAT (private nodes): compute.routers.* cannot be scoped to one
+            # router (a router gives IAM Conditions no name), so no deploy identity holds it.
+            if platform_for(dep).declares_nat(dep):
+                cloud_nat(self, dep, prefix=f"{dep.name}-", depends_on=services)
             deploy_sa = GoogleServiceAccount(
                 self,
                 f"{dep.name}-deploy-sa",
@@ -305,6 +332,25 @@ class BootstrapStack(TerraformStack):
         TerraformOutput(self, "GCP_PROJECT", value=cfg.project)
         TerraformOutput(self, "deploy_service_accounts", value=deploy_emails)
         TerraformOutput(self, "state_bucket", value=bucket.name)
+
+
+def _platform_services(config: Bootstrap) -> set[str]:
+    """The APIs a deployment's own stacks would enable (Platform.apis: GKE's container API):
+    the bootstrap's, for a pipeline deployment holds no serviceusage permission."""
+    return {
+        svc
+        for dep in config.deployments
+        for svc, stack_enables, _ in platform_for(dep).apis(dep)
+        if stack_enables
+    }
+
+
+def _condition(kind: type[_C], condition: identities.Condition | None) -> _C | None:
+    if condition is None:
+        return None
+    return kind(
+        title=condition.title, expression=condition.expression, description=condition.description
+    )
 
 
 def build_bootstrap_app(cfg: Bootstrap, *, outdir: str) -> App:

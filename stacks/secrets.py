@@ -220,7 +220,9 @@ class SecretsStack(TerraformStack):
         if node_reads:
             self._accessor(cfg, "hf-token", hf_token_id, project)
             self._accessor(cfg, "api-key", api_key_id, project)
-        for role in platform_for(cfg).node_project_roles:
+        # A pipeline deployment's are the bootstrap's (Platform.pipeline_project_members): a
+        # grant on the project takes setIamPolicy on it, which no condition narrows to a member.
+        for role in () if cfg.gitops_managed else platform_for(cfg).node_project_roles:
             GoogleProjectIamMember(
                 self,
                 f"node-{role.rsplit('.', 1)[-1]}",

@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.cacheguard",
             "tpudeploy.bootcheck",
             "tpudeploy.iapssh",
+            "tpudeploy.grants",
         ),
     ),
     ("config: the one validated model, a leaf", ("tpudeploy.config",)),

@@ -22,7 +22,7 @@ from tpudeploy import gitops, names
 from tpudeploy.config import ConfigError, DeployConfig
 from tpudeploy.config.base import Strict
 from tpudeploy.config.messages import format_errors, problem
-from tpudeploy.identities import cel_list, cel_string
+from tpudeploy.grants import cel_list, cel_string
 from tpudeploy.platform import load_config
 
 DEFAULT_BOOTSTRAP_PATH = "gitops.toml"

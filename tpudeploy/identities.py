@@ -9,29 +9,46 @@ must not reach `gemma4-staging`'s secrets), and the names come from tpudeploy.co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from tpudeploy import facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.gitops import STATE_PREFIX_ROOT
-from tpudeploy.tpuvm.deadline_target import STOP_PERMISSIONS
+from tpudeploy.grants import (
+    DEPLOY_ACCOUNT,
+    NODE_ACCOUNT,
+    PLAN_ACCOUNT,
+    PROJECT,
+    STATE_BUCKET,
+    STOP_ACCOUNT,
+    Condition,
+    Grant,
+    ProjectMember,
+    Unscopable,
+    cel_string,
+    one_of,
+)
+from tpudeploy.platform import PLATFORMS, platform_for
 
-# Where a grant is attached. A project-level grant reaches every resource of its kind in the
-# project unless a condition narrows it; the others are attached to one resource.
-PROJECT = "project"
-STATE_BUCKET = "state bucket"
-NODE_ACCOUNT = "node service account"
-DEPLOY_ACCOUNT = "deploy service account"
-PLAN_ACCOUNT = "plan service account"
-STOP_ACCOUNT = "stop service account"
+__all__ = [
+    "DEPLOY_ACCOUNT",
+    "NODE_ACCOUNT",
+    "PLAN_ACCOUNT",
+    "PROJECT",
+    "STATE_BUCKET",
+    "STOP_ACCOUNT",
+    "Condition",
+    "Grant",
+    "ProjectMember",
+]
 
-# What each platform's deadline job may delete is the platform's (its Platform.stop_permissions,
-# from tpudeploy/tpuvm/deadline_target.py and tpudeploy/gke/deadline_target.py, with the
-# documented rule).
+# Each platform's own roles and grants are its package's (Platform.pipeline_roles,
+# pipeline_grants: tpudeploy/tpuvm/pipeline.py, tpudeploy/gke/pipeline.py, with the documented
+# rules); what both share is here.
 
 # Custom roles (project-level definitions, granted per deployment with a condition). Predefined
 # roles that would do (secretmanager.admin, storage.admin, compute.securityAdmin, tpu.admin) also
 # hold version access, object access, other resource types or setIamPolicy on the project.
-CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
+SHARED_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     # The accessor grants on a pipeline deployment's two secrets. The secrets themselves are the
     # bootstrap's (stacks/bootstrap.py): secretmanager.secrets.create is checked on the parent
     # project ("Authorization requires the following IAM permission on the specified resource
@@ -70,36 +87,6 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
             "storage.objects.list",
         ),
     ),
-    # google_compute_firewall: creating, updating or deleting a rule also needs updatePolicy on its
-    # network (https://cloud.google.com/compute/docs/reference/rest/v1/firewalls/insert), and a
-    # network carries no resource.name in IAM conditions (only its resource.type): see the
-    # guard form in deploy_grants.
-    "tpudeployFirewall": (
-        "A deployment's own firewall rules",
-        (
-            "compute.firewalls.create",
-            "compute.firewalls.delete",
-            "compute.firewalls.get",
-            "compute.firewalls.update",
-            "compute.networks.updatePolicy",
-        ),
-    ),
-    # google_tpu_v2_vm (spot, on-demand) and the flex-start client
-    # (tpudeploy.tpuvm.queued_resource).
-    # No tpu.nodes.update: a pipeline deployment replaces its node instead (stacks/tpuvm/node.py),
-    # because the TPU API cannot scope update to one node and a rewritten startup script runs as
-    # that node's account.
-    "tpudeployTpu": (
-        "Create and delete TPU nodes and queued resources (the TPU API has no per-node IAM)",
-        (
-            "tpu.nodes.create",
-            "tpu.nodes.delete",
-            "tpu.nodes.get",
-            "tpu.queuedResources.create",
-            "tpu.queuedResources.delete",
-            "tpu.queuedResources.get",
-        ),
-    ),
     # google_cloud_scheduler_job: the deadline job of a spot or on-demand node. enable: the
     # provider resumes a job someone paused (the stack declares paused = false).
     "tpudeployScheduler": (
@@ -112,13 +99,6 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
             "cloudscheduler.jobs.update",
         ),
     ),
-    # The deadline job's own identity (<name>-stop), granted to that account only.
-    "tpudeployNodeStop": ("Delete TPU nodes: the deadline jobs' identity", STOP_PERMISSIONS),
-    # Terraform and the flex-start client poll the operations they start. Read-only.
-    "tpudeployOperations": (
-        "Poll Compute and TPU operations",
-        ("compute.globalOperations.get", "tpu.operations.get"),
-    ),
     # What the plan identity's predefined viewer roles leave out and a refresh reads: the
     # compile-cache bucket and its IAM policy.
     "tpudeployPlanner": (
@@ -127,85 +107,49 @@ CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
 }
 
+# Every custom role the bootstrap defines in the project: the shared ones and each platform's
+# (a key is one role in the project: the tests hold the keys apart).
+CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    **SHARED_ROLES,
+    **{k: v for p in PLATFORMS.values() for k, v in p.pipeline_roles.items()},
+}
+
 # Permissions that let a holder grant itself more, destroy, or become another identity. The tests
 # refuse any of these in an unconditioned project-level grant, except in UNSCOPABLE_ROLES.
 DANGEROUS_SUFFIXES = (".setIamPolicy", ".delete", ".actAs")
-# Grants that cannot be narrowed below the project, with the reason (docs/gitops.md, residual
-# risks).
-UNSCOPABLE_ROLES = {
-    "tpudeployTpu": (
-        "Cloud TPU is not among the services that evaluate resource attributes in IAM Conditions "
-        "and TPU nodes have no IAM policy of their own, so a deploy identity can create, read "
-        "and delete any TPU node or queued resource in the project (never run one as another "
-        "deployment's account: actAs is on its own node account only)"
-    ),
-    "tpudeployNodeStop": (
-        "the same for the deadline job's account: it can delete any TPU node in the project; "
-        "only Cloud Scheduler jobs whose creator may act as it obtain its token"
-    ),
-    "tpudeployScheduler": (
+_SHARED_UNSCOPABLE = {
+    "tpudeployScheduler": Unscopable(
+        "cloudscheduler.",
         "Cloud Scheduler is not among the services that evaluate resource attributes in IAM "
         "Conditions and jobs have no IAM policy of their own, so a deploy identity can change or "
         "delete any Cloud Scheduler job in the project (another deployment's deadline job "
-        "included); a job it creates can only act as accounts it holds actAs on"
+        "included); a job it creates can only act as accounts it holds actAs on",
     ),
 }
-# The services each unscopable role may touch, nothing else
-# (tests/gitops/test_gitops_identities.py).
-UNSCOPABLE_SERVICES = {
-    "tpudeployTpu": "tpu.",
-    "tpudeployNodeStop": "tpu.",
-    "tpudeployScheduler": "cloudscheduler.",
+_UNSCOPABLE = {
+    **_SHARED_UNSCOPABLE,
+    **{k: v for p in PLATFORMS.values() for k, v in p.pipeline_unscopable.items()},
 }
+# Grants that cannot be narrowed below the project, with the reason (docs/gitops.md, residual
+# risks), and the one service each may touch (tests/gitops/test_gitops_identities.py).
+UNSCOPABLE_ROLES = {k: u.reason for k, u in _UNSCOPABLE.items()}
+UNSCOPABLE_SERVICES = {k: u.service for k, u in _UNSCOPABLE.items()}
 
 
-@dataclass(frozen=True)
-class Condition:
-    title: str
-    expression: str
-    description: str
-
-
-@dataclass(frozen=True)
-class Grant:
-    identity: str  # "deploy:<deployment name>" or "plan"
-    role: str  # "roles/..." or a key of CUSTOM_ROLES
-    scope: str  # PROJECT, STATE_BUCKET, NODE_ACCOUNT, ...
-    reason: str
-    condition: Condition | None = None
-
-    @property
-    def custom(self) -> bool:
-        return not self.role.startswith("roles/")
-
-    def permissions(self) -> tuple[str, ...]:
-        return CUSTOM_ROLES[self.role][1] if self.custom else ()
-
-
-def cel_string(text: str) -> str:
-    """A CEL string literal. Every value quoted here is validated (letters, digits and '-_./:@'),
-    so a quote can never appear; refuse one anyway rather than emit a broken expression."""
-    if "'" in text or "\\" in text:
-        raise ValueError(f"cannot quote {text!r} in a CEL expression")
-    return f"'{text}'"
-
-
-def cel_list(items: Sequence[str]) -> str:
-    return "[" + ", ".join(cel_string(i) for i in items) + "]"
-
-
-def _one_of(names: Sequence[str]) -> str:
-    return f"resource.name in {cel_list(names)}"
+def permissions(grant: Grant) -> tuple[str, ...]:
+    """A custom role's permissions (a predefined role's are Google's: none listed here)."""
+    return CUSTOM_ROLES[grant.role][1] if grant.custom else ()
 
 
 # ---- resource names, in the form IAM Conditions see them (conditions-resource-attributes) ----
 
 
 def secret_names(dep: DeployConfig, project_number: str) -> tuple[str, ...]:
-    """Secret Manager names secrets by project NUMBER in IAM conditions."""
+    """Every secret the deployment's replicas read (Platform.secrets: the token and the API key;
+    GKE's front-door certificate too). Secret Manager names secrets by project NUMBER in IAM
+    conditions."""
     return tuple(
-        f"projects/{project_number}/secrets/{sid}"
-        for sid in (dep.hf_token_secret_id, dep.api_key_secret_id)
+        f"projects/{project_number}/secrets/{sid}" for sid, _ in platform_for(dep).secrets(dep)
     )
 
 
@@ -221,15 +165,6 @@ def state_objects_prefix(dep: DeployConfig, bucket: str) -> str:
     """Every object the GCS backend writes for this deployment (stacks/common.py state_prefix).
     The trailing slash keeps deployment `gemma4` out of `gemma4-staging`'s objects."""
     return f"{state_bucket_name(bucket)}/objects/{STATE_PREFIX_ROOT}/{dep.name}/"
-
-
-def firewall_names(dep: DeployConfig, project: str) -> tuple[str, ...]:
-    return tuple(
-        f"projects/{project}/global/firewalls/{name}" for name in dep.firewall_rule_names.values()
-    )
-
-
-FIREWALL_TYPE = "compute.googleapis.com/Firewall"
 
 
 # ---- the grants ----
@@ -255,7 +190,8 @@ def deploy_grants(
             who,
             "roles/iam.serviceAccountUser",
             NODE_ACCOUNT,
-            "actAs on this deployment's node account only, to attach it to the TPU VM",
+            "actAs on this deployment's node account only, to attach it to the TPU VM (GKE: to "
+            "its node pools)",
         ),
         Grant(
             who,
@@ -273,20 +209,21 @@ def deploy_grants(
             who,
             "tpudeploySecrets",
             PROJECT,
-            "grant its node account access to its two secrets (the bootstrap creates them)",
+            "grant its node account (GKE: its pods' identity) access to its secrets (the "
+            "bootstrap creates them)",
             Condition(
                 f"{dep.name} secrets",
                 f"resource.type == 'secretmanager.googleapis.com/Secret' && "
-                f"{_one_of(secret_names(dep, project_number))}",
-                "this deployment's HF-token and API-key secrets only",
+                f"{one_of(secret_names(dep, project_number))}",
+                "this deployment's own secrets only (HF token, API key; GKE: TLS key)",
             ),
         ),
         Grant(
             who,
             "tpudeployCacheBucket",
             PROJECT,
-            "grant its node account object access to its compile-cache bucket (the bootstrap "
-            "creates it)",
+            "grant its node account (GKE: its pods' identity) object access to its "
+            "compile-cache bucket (the bootstrap creates it)",
             Condition(
                 f"{dep.name} cache bucket",
                 f"resource.type == 'storage.googleapis.com/Bucket' && "
@@ -294,34 +231,6 @@ def deploy_grants(
                 "this deployment's compile-cache bucket only",
             ),
         ),
-        Grant(
-            who,
-            "tpudeployFirewall",
-            PROJECT,
-            "its firewall rules (deny-all, API port, IAP SSH), and updatePolicy on their network",
-            Condition(
-                f"{dep.name} firewall",
-                # The documented guard form (conditions-attribute-reference, "support for
-                # inherited conditions": scope a condition by resource.type so that a resource
-                # lacking an attribute is judged by the part it provides). A network provides
-                # resource.type but not resource.name, so the old `|| resource.name == network`
-                # branch never granted updatePolicy; here every non-firewall resource the role
-                # reaches (networks, for updatePolicy alone) passes the guard, and firewalls only
-                # by their exact names.
-                f"resource.type != {cel_string(FIREWALL_TYPE)} || "
-                f"{_one_of(firewall_names(dep, project))}",
-                "this deployment's firewall rules; updatePolicy on any network (alone it changes "
-                "nothing: every rule change also needs the firewall permission)",
-            ),
-        ),
-        Grant(
-            who,
-            "tpudeployTpu",
-            PROJECT,
-            "create and delete its TPU VM or flex-start queued resource; not scoped (see "
-            "residual risks)",
-        ),
-        Grant(who, "tpudeployOperations", PROJECT, "poll the operations it starts (read-only)"),
         Grant(
             who,
             "roles/iam.serviceAccountUser",
@@ -332,23 +241,24 @@ def deploy_grants(
             who,
             "tpudeployScheduler",
             PROJECT,
-            "create, update and delete its deadline job (spot, on-demand); not scoped (see "
-            "residual risks)",
+            "create, update and delete its deadline job (spot, on-demand; GKE: the cluster's); "
+            "not scoped (see residual risks)",
         ),
+        *platform_for(dep).pipeline_grants(dep, project=project),
     ]
 
 
 def stop_grants(dep: DeployConfig) -> list[Grant]:
-    """The deadline job's account (<name>-stop): the TPU API's nodes.delete and nothing else."""
-    return [
-        Grant(
-            f"stop:{dep.name}",
-            "tpudeployNodeStop",
-            PROJECT,
-            "the deadline job deletes the spot or on-demand node when its max_run_duration is "
-            "over; not scoped (see residual risks)",
-        )
-    ]
+    """The deadline job's account (<name>-stop): its platform's delete and nothing else (the TPU
+    VM's node; GKE's cluster, by its name)."""
+    return [platform_for(dep).pipeline_stop_grant(dep)]
+
+
+def project_members(dep: DeployConfig, *, project: str, project_number: str) -> list[ProjectMember]:
+    """Project roles deployment `dep` needs that only the bootstrap may grant."""
+    return platform_for(dep).pipeline_project_members(
+        dep, project=project, project_number=project_number
+    )
 
 
 PLAN_PROJECT_ROLES = (
@@ -356,6 +266,10 @@ PLAN_PROJECT_ROLES = (
     ("roles/compute.networkViewer", "refresh firewall rules"),
     ("roles/secretmanager.viewer", "refresh secret metadata and IAM (never a version's payload)"),
     ("roles/cloudscheduler.viewer", "refresh deadline jobs; the recover workflow reads them"),
+    # GKE deployments: the cluster, its pools and, inside every cluster, the serving stack's
+    # objects (read-only; "Provides read-only access to resources within GKE clusters",
+    # cloud.google.com/iam/docs/roles-permissions/container).
+    ("roles/container.viewer", "refresh GKE clusters, node pools and Kubernetes objects"),
 )
 
 
@@ -383,29 +297,61 @@ def plan_grants() -> list[Grant]:
     return grants
 
 
-def dangerous(permissions: Sequence[str]) -> list[str]:
-    return [p for p in permissions if p.endswith(DANGEROUS_SUFFIXES)]
+def dangerous(names: Sequence[str]) -> list[str]:
+    return [p for p in names if p.endswith(DANGEROUS_SUFFIXES)]
 
 
 def grant_table(project_number_hint: str = "PROJECT_NUMBER") -> str:
-    """Markdown: every grant of the plan identity and of a deploy identity (for deployment `NAME`),
-    with scope, condition and reason. Generated into docs/gitops.md by tools/readme.py."""
+    """Markdown: every grant of the plan identity and of a deploy identity (for deployment `NAME`,
+    on each platform), with scope, condition and reason. Generated into docs/gitops.md by
+    tools/readme.py."""
     from tpudeploy.config import parse_config
 
-    sample = parse_config({"name": "name-x"})
     rows = ["| identity | role | where | condition | why |", "|---|---|---|---|---|"]
-    grants = deploy_grants(
-        sample, project="PROJECT", project_number=project_number_hint, state_bucket="STATE"
-    )
-    for g in [*grants, *stop_grants(sample), *plan_grants()]:
-        role = f"`{g.role}`" + (f" ({', '.join(g.permissions())})" if g.custom else "")
-        cond = (
-            f"`{g.condition.expression.replace('name-x', 'NAME').replace('|', '&#124;')}`"
-            if g.condition
-            else ("**none: not scopable**" if g.role in UNSCOPABLE_ROLES else "-")
+    seen: set[tuple[str, str, str]] = set()
+    samples = {
+        "TPU VM": parse_config({"name": "name-x"}),
+        "GKE": parse_config({"name": "name-x", "platform": "gke"}),
+    }
+    for label, sample in samples.items():
+        grants = deploy_grants(
+            sample, project="PROJECT", project_number=project_number_hint, state_bucket="STATE"
         )
-        who = {"deploy": "deploy (`NAME-apply`)", "stop": "deadline job (`NAME-stop`)"}.get(
-            g.identity.partition(":")[0], "plan"
-        )
-        rows.append(f"| {who} | {role} | {g.scope} | {cond} | {g.reason} |")
+        shared = len(grants) - len(platform_for(sample).pipeline_grants(sample, project="P"))
+        for n, g in enumerate([*grants, *stop_grants(sample)]):
+            key = (g.identity, g.role, g.scope)
+            if key in seen:
+                continue
+            seen.add(key)
+            own = n >= shared
+            who = {"deploy": "deploy (`NAME-apply`)", "stop": "deadline job (`NAME-stop`)"}[
+                g.identity.partition(":")[0]
+            ]
+            rows.append(_row(f"{who}{f', {label}' if own else ''}", g))
+    rows += [_row("plan", g) for g in plan_grants()]
     return "\n".join(rows)
+
+
+def _grouped(names: Sequence[str]) -> str:
+    """container.clusters.get, container.clusters.update -> container.clusters.{get, update}:
+    one entry per resource, so a role of seventy permissions still reads as a row."""
+    by_resource: dict[str, list[str]] = {}
+    for name in names:
+        resource, _, verb = name.rpartition(".")
+        by_resource.setdefault(resource, []).append(verb)
+    return ", ".join(
+        f"{r}.{verbs[0]}" if len(verbs) == 1 else f"{r}.{{{', '.join(verbs)}}}"
+        for r, verbs in by_resource.items()
+    )
+
+
+def _row(who: str, g: Grant) -> str:
+    role = f"`{g.role}`" + (f" ({_grouped(permissions(g))})" if g.custom else "")
+    text = g.condition.expression if g.condition else ""
+    text = text.replace("name-x", "NAME").replace(f"/locations/{facts.ZONE}/", "/locations/ZONE/")
+    cond = (
+        f"`{text.replace('|', '&#124;')}`"
+        if g.condition
+        else ("**none: not scopable**" if g.role in UNSCOPABLE_ROLES else "-")
+    )
+    return f"| {who} | {role} | {g.scope} | {cond} | {g.reason} |"

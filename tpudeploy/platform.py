@@ -18,6 +18,7 @@ from tpudeploy import config, planner, policy
 from tpudeploy.config import ConfigError, DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.gke.platform import Gke
+from tpudeploy.grants import Grant, ProjectMember, Unscopable
 from tpudeploy.pins import moving_tags
 from tpudeploy.tpuvm.platform import TpuVm
 
@@ -55,6 +56,31 @@ class Platform(Protocol):
     # it; make help, make check's summary and docs/scale-out.md are tied to it
     # (tests/layout/test_platform_commands.py).
     commands: Mapping[str, str | None]
+    # The GitOps pipeline's part of this platform (tpudeploy/identities.py adds what both
+    # share): its custom roles (key: description and permissions), those no condition can
+    # narrow below the project, with why.
+    pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]]
+    pipeline_unscopable: Mapping[str, Unscopable]
+
+    def pipeline_grants(self, cfg: DeployConfig, *, project: str) -> list[Grant]:
+        """What deployment `cfg`'s deploy identity holds for this platform's own resources."""
+        ...
+
+    def pipeline_stop_grant(self, cfg: DeployConfig) -> Grant:
+        """The deadline job's account's one grant (the bootstrap makes it)."""
+        ...
+
+    def pipeline_project_members(
+        self, cfg: DeployConfig, *, project: str, project_number: str
+    ) -> list[ProjectMember]:
+        """Project roles the stacks would grant with setIamPolicy on the project: for a
+        pipeline deployment the bootstrap grants them instead."""
+        ...
+
+    def declares_nat(self, cfg: DeployConfig) -> bool:
+        """Whether the deployment gets a Cloud Router and NAT of its own (the billing stack's;
+        a pipeline deployment's are the bootstrap's)."""
+        ...
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         """Every stack, in the order `make deploy` applies them (destroy runs it backwards)."""

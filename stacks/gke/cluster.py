@@ -27,11 +27,6 @@ from cdktf_cdktf_provider_google_beta.data_google_container_engine_versions impo
     DataGoogleContainerEngineVersions,
 )
 from cdktf_cdktf_provider_google_beta.data_google_project import DataGoogleProject
-from cdktf_cdktf_provider_google_beta.google_compute_router import GoogleComputeRouter
-from cdktf_cdktf_provider_google_beta.google_compute_router_nat import (
-    GoogleComputeRouterNat,
-    GoogleComputeRouterNatSubnetwork,
-)
 from cdktf_cdktf_provider_google_beta.google_container_cluster import (
     GoogleContainerCluster,
     GoogleContainerClusterAddonsConfig,
@@ -74,8 +69,9 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 )
 from constructs import Construct
 
-from stacks.common import configure, service_account_email, terraform_literal
+from stacks.common import configure, service_account_email
 from stacks.deadline_job import declare_deadline
+from stacks.nat import cloud_nat
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.gke import version_tuple
@@ -91,8 +87,19 @@ class GkeStack(TerraformStack):
         super().__init__(scope, id_)
         cfg = config
         project = configure(self, cfg)
-        service = GoogleProjectService(
-            self, "service-container", service="container.googleapis.com", disable_on_destroy=False
+        # A pipeline deployment's APIs are the GitOps bootstrap's (Platform.apis: a deploy
+        # identity holds no serviceusage.services.enable, which could disable any API).
+        services = (
+            []
+            if cfg.gitops_managed
+            else [
+                GoogleProjectService(
+                    self,
+                    "service-container",
+                    service="container.googleapis.com",
+                    disable_on_destroy=False,
+                )
+            ]
         )
         # On by default; `make destroy-all` applies false first, then destroys (Terraform refuses
         # to delete a cluster whose deletion_protection is true).
@@ -104,10 +111,11 @@ class GkeStack(TerraformStack):
             description="Refuse to delete the cluster (make destroy-all sets false first).",
         )
         network = cfg.network.network
-        if cfg.network.nat:
-            self._nat(cfg, network)
+        if platform_for(cfg).declares_nat(cfg) and not cfg.gitops_managed:
+            # A pipeline deployment's router and NAT are the GitOps bootstrap's.
+            cloud_nat(self, cfg)
         versions = DataGoogleContainerEngineVersions(
-            self, "versions", project=project, location=cfg.zone, depends_on=[service]
+            self, "versions", project=project, location=cfg.zone, depends_on=services
         )
         channel_default = versions.release_channel_default_version.lookup(cfg.gke.release_channel)
         # Authorized networks from allowed_cidrs' IPv4 ranges; with none the API server takes
@@ -196,7 +204,7 @@ class GkeStack(TerraformStack):
                 )
             ),
             resource_labels={"deployment": cfg.name},
-            depends_on=[service],
+            depends_on=services,
             lifecycle=TerraformResourceLifecycle(
                 precondition=[
                     Precondition(
@@ -230,37 +238,6 @@ class GkeStack(TerraformStack):
         TerraformOutput(self, "cluster_name", value=self.cluster.name)
         TerraformOutput(self, "cluster_location", value=self.cluster.location)
         TerraformOutput(self, "tpu_pools", value=[p.name for p in self.pools.values()])
-
-    def _nat(self, cfg: DeployConfig, network: str) -> None:
-        """Private nodes have no external address: pulling the image and the weights goes out
-        through NAT (its gateway bills per VM using it, tpudeploy.gke.replicaplan). For the
-        cluster's subnetwork only, all its ranges (the nodes' primary, the pods' secondary
-        GKE adds): a NAT for every subnetwork (ALL_SUBNETWORKS_*) may be the only NAT of the
-        network in the region (Compute's RouterNat reference), so it would collide with a TPU
-        VM's NAT, another deployment's or the user's. A second deployment on the same
-        subnetwork sets [network] nat = false and uses the first's (one NAT per subnetwork)."""
-        router = GoogleComputeRouter(
-            self,
-            "router",
-            name=identifiers.router_name(cfg),
-            network=network,
-            region=cfg.effective_region,
-        )
-        GoogleComputeRouterNat(
-            self,
-            "nat",
-            name=identifiers.nat_name(cfg),
-            router=router.name,
-            region=cfg.effective_region,
-            nat_ip_allocate_option="AUTO_ONLY",
-            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
-            subnetwork=[
-                GoogleComputeRouterNatSubnetwork(
-                    name=terraform_literal(cfg.nat_subnetwork),
-                    source_ip_ranges_to_nat=["ALL_IP_RANGES"],
-                )
-            ],
-        )
 
     @staticmethod
     def _node_config(
@@ -363,15 +340,17 @@ class GkeStack(TerraformStack):
         number = DataGoogleProject(self, "project-number", project_id=project).number
         # The custom metrics adapter reads Cloud Monitoring as its own Kubernetes service
         # account: the HPA's signal (tpudeploy.gke.metrics_adapter). Project-level, as GKE
-        # documents it.
-        GoogleProjectIamMember(
-            self,
-            "metrics-adapter-viewer",
-            project=project,
-            role=metrics_adapter.IAM_ROLE,
-            member=metrics_adapter.principal(project=project, project_number=number),
-            depends_on=[self.cluster],
-        )
+        # documents it; a pipeline deployment's is the bootstrap's (granting it takes
+        # setIamPolicy on the project: tpudeploy/gke/pipeline.py project_members).
+        if not cfg.gitops_managed:
+            GoogleProjectIamMember(
+                self,
+                "metrics-adapter-viewer",
+                project=project,
+                role=metrics_adapter.IAM_ROLE,
+                member=metrics_adapter.principal(project=project, project_number=number),
+                depends_on=[self.cluster],
+            )
         member = identifiers.serving_principal(cfg, project=project, project_number=number)
         for secret, _ in platform_for(cfg).secrets(cfg):
             GoogleSecretManagerSecretIamMember(

@@ -12,11 +12,6 @@ from cdktf_cdktf_provider_google_beta.google_compute_firewall import (
     GoogleComputeFirewallAllow,
     GoogleComputeFirewallDeny,
 )
-from cdktf_cdktf_provider_google_beta.google_compute_router import GoogleComputeRouter
-from cdktf_cdktf_provider_google_beta.google_compute_router_nat import (
-    GoogleComputeRouterNat,
-    GoogleComputeRouterNatSubnetwork,
-)
 from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
     GoogleTpuV2Vm,
     GoogleTpuV2VmNetworkConfig,
@@ -28,8 +23,10 @@ from constructs import Construct
 
 from stacks.common import configure, service_account_email, terraform_literal
 from stacks.deadline_job import declare_deadline
+from stacks.nat import cloud_nat
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
+from tpudeploy.platform import platform_for
 from tpudeploy.render import node_metadata
 from tpudeploy.tpuvm.addresses import NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
 from tpudeploy.tpuvm.deadline_target import node_url
@@ -79,8 +76,9 @@ class TpuNodeStack(TerraformStack):
             self._vm(cfg, project, labels)
 
         self._firewall(cfg, network)
-        if cfg.declares_nat:
-            self._nat(cfg, network)
+        if platform_for(cfg).declares_nat(cfg) and not cfg.gitops_managed:
+            # A pipeline deployment's router and NAT are the GitOps bootstrap's.
+            cloud_nat(self, cfg)
         TerraformOutput(self, "node_name", value=cfg.node_id)
         TerraformOutput(self, "zone", value=cfg.zone)
 
@@ -131,32 +129,6 @@ class TpuNodeStack(TerraformStack):
             allow=[GoogleComputeFirewallAllow(protocol="tcp", ports=["22"])],
             source_ranges=[IAP_SSH_RANGE],
             target_tags=[cfg.network_tag],
-        )
-
-    def _nat(self, cfg: DeployConfig, network: str) -> None:
-        """A node without an external address reaches Google APIs only (Private Google Access);
-        Docker Hub and Hugging Face need Cloud NAT: a router and a NAT for the node's subnetwork
-        in its region, billed and destroyed with the node (Cloud NAT: a gateway per region and
-        network, on a Cloud Router; cloud.google.com/nat/docs/overview)."""
-        router = GoogleComputeRouter(
-            self, "router", name=cfg.router_name, network=network, region=cfg.effective_region
-        )
-        GoogleComputeRouterNat(
-            self,
-            "nat",
-            name=cfg.nat_name,
-            router=router.name,
-            region=cfg.effective_region,
-            nat_ip_allocate_option="AUTO_ONLY",
-            # Only the node's subnetwork: a NAT for every subnetwork would collide with one the
-            # network may already have (one gateway per subnetwork range).
-            source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
-            subnetwork=[
-                GoogleComputeRouterNatSubnetwork(
-                    name=terraform_literal(cfg.nat_subnetwork),
-                    source_ip_ranges_to_nat=["ALL_IP_RANGES"],
-                )
-            ],
         )
 
     def _vm(self, cfg: DeployConfig, project: str, labels: dict[str, str]) -> None:

@@ -67,16 +67,6 @@ REFUSALS = [
         id="shared-vpc-nat",
     ),
     pytest.param(
-        {"state_bucket": "tfstate-bucket-1", "network": {"enable_external_ip": False}},
-        "network.nat",
-        True,
-        "a pipeline deployment's deploy identity holds no compute.routers.* permission "
-        "(tpudeploy/identities.py), so it cannot create the private node's Cloud NAT",
-        "create a Cloud NAT for the node's subnetwork once (e.g. with make deploy from an owner's "
-        "machine or the console), then set [network] nat = false",
-        id="pipeline-nat",
-    ),
-    pytest.param(
         {"routing": {"gateway": True}},
         "routing.gateway",
         True,

@@ -118,7 +118,9 @@ def test_a_secret_condition_grants_on_the_secret_itself(
         if g.role == "tpudeploySecrets"
     ]
     assert secrets.condition is not None
-    token = grant(inv, "tpudeploySecrets", secrets.permissions(), secrets.condition.expression)
+    token = grant(
+        inv, "tpudeploySecrets", identities.permissions(secrets), secrets.condition.expression
+    )
     for secret_id in ("gemma4-x-hf-token", "payroll-password"):
         assert _create_secret(secretmanager, None, secret_id) == 200
     path = f"/v1/projects/{P}/secrets/gemma4-x-hf-token:getIamPolicy"

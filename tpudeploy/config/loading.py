@@ -217,17 +217,6 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 "nat = false; or set enable_external_ip = true",
             )
         )
-    elif cfg.declares_nat and cfg.gitops_managed:
-        problems.append(
-            problem(
-                "network.nat",
-                True,
-                "a pipeline deployment's deploy identity holds no compute.routers.* permission "
-                "(tpudeploy/identities.py), so it cannot create the private node's Cloud NAT",
-                "create a Cloud NAT for the node's subnetwork once (e.g. with make deploy from "
-                "an owner's machine or the console), then set [network] nat = false",
-            )
-        )
     if cfg.proxy.port == cfg.vllm.port:
         problems.append(
             problem(

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.gke import deadline_target
+from tpudeploy.gke import deadline_target, pipeline
 from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
+from tpudeploy.grants import Grant, ProjectMember, Unscopable
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -64,6 +65,24 @@ class Gke:
     node_reads_secrets = False
     node_project_roles: tuple[str, ...] = NODE_PROJECT_ROLES
     commands = COMMANDS
+    pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]] = pipeline.ROLES
+    pipeline_unscopable: Mapping[str, Unscopable] = pipeline.UNSCOPABLE
+
+    def pipeline_grants(self, cfg: DeployConfig, *, project: str) -> list[Grant]:
+        return pipeline.grants(cfg, project=project)
+
+    def pipeline_stop_grant(self, cfg: DeployConfig) -> Grant:
+        return pipeline.stop_grant(cfg)
+
+    def pipeline_project_members(
+        self, cfg: DeployConfig, *, project: str, project_number: str
+    ) -> list[ProjectMember]:
+        return pipeline.project_members(cfg, project=project, project_number=project_number)
+
+    def declares_nat(self, cfg: DeployConfig) -> bool:
+        # The nodes are always private (no external address): [network] nat = false only where
+        # another deployment's NAT already serves the subnetwork.
+        return cfg.network.nat
 
     def __init__(self, *, deadline_jobs: Callable[[], Jobs] | None = None) -> None:
         """`deadline_jobs`: the Cloud Scheduler client the cluster's deadline job is read and

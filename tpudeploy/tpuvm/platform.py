@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.tpuvm import billing_state, deadline_target
+from tpudeploy.grants import Grant, ProjectMember, Unscopable
+from tpudeploy.tpuvm import billing_state, deadline_target, pipeline
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -46,6 +47,23 @@ class TpuVm:
     node_reads_secrets = True
     node_project_roles: tuple[str, ...] = ()
     commands = COMMANDS
+    pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]] = pipeline.ROLES
+    pipeline_unscopable: Mapping[str, Unscopable] = pipeline.UNSCOPABLE
+
+    def pipeline_grants(self, cfg: DeployConfig, *, project: str) -> list[Grant]:
+        return pipeline.grants(cfg, project=project)
+
+    def pipeline_stop_grant(self, cfg: DeployConfig) -> Grant:
+        return pipeline.stop_grant(cfg)
+
+    def pipeline_project_members(
+        self, cfg: DeployConfig, *, project: str, project_number: str
+    ) -> list[ProjectMember]:
+        return pipeline.project_members(cfg, project=project, project_number=project_number)
+
+    def declares_nat(self, cfg: DeployConfig) -> bool:
+        # A public node (the default) needs none; a private one gets its own router and NAT.
+        return cfg.declares_nat
 
     def stacks(self, cfg: DeployConfig) -> tuple[str, ...]:
         return (cfg.secrets_stack_name, cfg.node_stack_name)

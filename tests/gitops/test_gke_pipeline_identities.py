@@ -1,0 +1,188 @@
+"""Issue 41: a GKE deployment's deploy identity, judged as IAM would (tools/rehearsal/fakes/
+iamrules.py: the attributes each resource gives a condition, CEL over them): its own cluster, its
+Kubernetes objects and its secrets, nothing of another GKE deployment's or of a TPU VM's; and
+what only the bootstrap may make stays out of a pipeline deployment's stacks."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT, Synthesizer
+from tools.rehearsal.fakes import iamrules
+from tpudeploy import identities
+from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.gke import kube_iam
+from tpudeploy.gke.pipeline import CLUSTER_ROLE, CREATE_ROLE
+from tpudeploy.platform import platform_for
+
+PROJECT = "my-project-1"
+NUMBER = "123456789012"
+BUCKET = "tfstate-x"
+
+
+def _gke(name: str, zone: str = "us-west4-a") -> DeployConfig:
+    return parse_config(
+        {
+            "name": name,
+            "platform": "gke",
+            "project": PROJECT,
+            "zone": zone,
+            "state_bucket": BUCKET,
+            "gke": {"capacity": "spot"},
+        }
+    )
+
+
+A, B = _gke("gemma4-gke"), _gke("gemma4-gke-b")
+# The same name in another zone is another cluster (the condition names zone and name).
+A_ELSEWHERE = _gke("gemma4-gke", zone="us-central1-a")
+VM = parse_config({"name": "gemma4-vm", "project": PROJECT, "state_bucket": BUCKET})
+
+
+def _grants(dep: DeployConfig) -> list[identities.Grant]:
+    return identities.deploy_grants(
+        dep, project=PROJECT, project_number=NUMBER, state_bucket=BUCKET
+    ) + identities.stop_grants(dep)
+
+
+def _reaches(dep: DeployConfig, permission: str, resource: iamrules.Checked) -> bool:
+    """Whether any of `dep`'s project-level grants gives `permission` on `resource`."""
+    for g in _grants(dep):
+        if g.scope != identities.PROJECT or permission not in identities.permissions(g):
+            continue
+        if g.condition is None or iamrules.condition_grants(g.condition.expression, resource):
+            return True
+    return False
+
+
+def _cluster(dep: DeployConfig) -> iamrules.Checked:
+    return iamrules.gke_cluster(PROJECT, dep.zone, dep.name)
+
+
+CLUSTER_PERMISSIONS = (
+    "container.clusters.get",
+    "container.clusters.update",
+    "container.clusters.delete",
+    *kube_iam.deploy_permissions(),
+)
+
+
+@pytest.mark.parametrize("permission", CLUSTER_PERMISSIONS)
+def test_a_gke_identity_reaches_its_own_cluster_only(permission: str) -> None:
+    assert _reaches(A, permission, _cluster(A))
+    for other in (B, A_ELSEWHERE):
+        assert not _reaches(A, permission, _cluster(other)), other.name
+    # A cluster permission checked on anything but a cluster (the project) is never granted by
+    # the conditioned role: `==` on the type, not the guard form that lets other types through.
+    assert not _reaches(A, permission, iamrules.project(PROJECT))
+
+
+def test_a_tpu_vm_identity_holds_no_container_permission() -> None:
+    held = {p for g in _grants(VM) for p in identities.permissions(g)}
+    assert not [p for p in held if p.startswith("container.")]
+    assert not _reaches(VM, "container.clusters.get", _cluster(A))
+
+
+def test_a_gke_identity_holds_no_tpu_or_firewall_permission() -> None:
+    held = {p for g in _grants(A) for p in identities.permissions(g)}
+    assert not [p for p in held if p.startswith(("tpu.", "compute."))], held
+
+
+def test_what_no_condition_can_narrow_is_create_list_and_operations_only() -> None:
+    (create,) = [g for g in _grants(A) if g.role == CREATE_ROLE]
+    assert create.condition is None and create.role in identities.UNSCOPABLE_ROLES
+    assert sorted(identities.permissions(create)) == [
+        "container.clusters.create",
+        "container.clusters.list",
+        "container.operations.get",
+    ]
+    (cluster,) = [g for g in _grants(A) if g.role == CLUSTER_ROLE]
+    assert cluster.condition is not None
+    assert "container.clusters.create" not in identities.permissions(cluster)
+
+
+def test_each_deployment_reaches_its_own_secrets_and_cache_only() -> None:
+    for dep, others in ((A, (B, VM)), (B, (A, VM)), (VM, (A, B))):
+        mine = [s for s, _ in platform_for(dep).secrets(dep)]
+        for secret_id in mine:
+            checked = iamrules.secret(PROJECT, secret_id)
+            assert _reaches(dep, "secretmanager.secrets.setIamPolicy", checked), secret_id
+        for other in others:
+            for secret_id, _ in platform_for(other).secrets(other):
+                checked = iamrules.secret(PROJECT, secret_id)
+                assert not _reaches(dep, "secretmanager.secrets.setIamPolicy", checked)
+            bucket = iamrules.bucket(PROJECT, other.compile_cache_bucket(PROJECT))
+            assert not _reaches(dep, "storage.buckets.setIamPolicy", bucket)
+    # GKE's front-door key is among a GKE identity's secrets, never a TPU VM's.
+    assert A.tls_secret_id in [s for s, _ in platform_for(A).secrets(A)]
+
+
+def test_the_gke_deadline_job_deletes_its_own_cluster_only() -> None:
+    (stop,) = identities.stop_grants(A)
+    assert identities.permissions(stop) == ("container.clusters.delete",)
+    assert stop.condition is not None
+    assert iamrules.condition_grants(stop.condition.expression, _cluster(A))
+    for other in (B, A_ELSEWHERE):
+        assert not iamrules.condition_grants(stop.condition.expression, _cluster(other))
+
+
+def test_no_project_grant_of_a_deploy_identity_reaches_the_project_policy() -> None:
+    """The GKE project roles (the nodes', the metrics adapter's) are the bootstrap's: no deploy
+    identity holds setIamPolicy on the project, which no condition narrows to a member."""
+    for dep in (A, B, VM):
+        held = {p for g in _grants(dep) for p in identities.permissions(g)}
+        assert not [p for p in held if p.startswith(("resourcemanager.", "serviceusage."))]
+    members = identities.project_members(A, project=PROJECT, project_number=NUMBER)
+    assert {m.role for m in members} == {
+        "roles/container.defaultNodeServiceAccount",
+        "roles/monitoring.viewer",
+    }
+    assert identities.project_members(VM, project=PROJECT, project_number=NUMBER) == []
+
+
+# What a deploy identity holds no permission to make: the bootstrap makes it for a pipeline
+# deployment, so the deployment's own stacks must not declare it.
+OWNER_ONLY = (
+    "google_project_service",
+    "google_project_iam_member",
+    "google_project_iam_custom_role",
+    "google_service_account",
+    "google_compute_router",
+    "google_compute_router_nat",
+    "google_secret_manager_secret",
+    "google_storage_bucket",
+)
+
+
+def _pipeline_configs() -> dict[str, dict[str, Any]]:
+    found = {}
+    for path in sorted((REPO_ROOT / "deployments").glob("*.toml")):
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        if raw.get("state_bucket"):
+            found[path.stem] = raw
+    # A private TPU VM's router and NAT are the bootstrap's too.
+    found["private-tpu-vm"] = {
+        "name": "gemma4-private",
+        "state_bucket": BUCKET,
+        "provisioning": "spot",
+        "network": {"enable_external_ip": False},
+    }
+    return found
+
+
+@pytest.mark.parametrize("name", list(_pipeline_configs()))
+def test_a_pipeline_deployment_declares_nothing_only_the_owner_may_make(
+    synth: Synthesizer, name: str
+) -> None:
+    stacks = synth(_pipeline_configs()[name])
+    declared = {
+        f"{stack}: {kind}.{rid}"
+        for stack, doc in stacks.items()
+        for kind, items in doc.get("resource", {}).items()
+        if kind in OWNER_ONLY
+        for rid in items
+    }
+    assert not declared
