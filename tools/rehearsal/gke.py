@@ -19,7 +19,9 @@ from pathlib import Path
 from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, KUBERNETES, Binding
 from tools.rehearsal.fakes.inventory import OWNER
+from tools.rehearsal.gke_pipeline import GkePipelineStages
 from tools.rehearsal.lifecycle import MAKE, Rehearsal, _plain, _tail, stack_output
+from tools.rehearsal.pipeline import STATE_BUCKET
 from tools.rehearsal.scenarios import EXTEND_BY, Stage, StageFailure, _time
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import terraform
@@ -54,7 +56,12 @@ NEIGHBOUR = "gemma4-gke-b"
 
 
 def write_gke_config(
-    dest: Path, *, name: str = "gemma4-gke", file: str = "deploy.toml", nat: bool = True
+    dest: Path,
+    *,
+    name: str = "gemma4-gke",
+    file: str = "deploy.toml",
+    nat: bool = True,
+    state_bucket: str = "",
 ) -> Path:
     """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
     path = dest / file
@@ -65,7 +72,9 @@ def write_gke_config(
         f'name = "{name}"\n'
         'platform = "gke"\n'
         'zone = "us-west4-a"\n'
-        "\n[network]\n"
+        # A pipeline deployment (SCENARIO=pipeline): remote state, the bootstrap's objects.
+        + (f'state_bucket = "{state_bucket}"\n' if state_bucket else "")
+        + "\n[network]\n"
         'allowed_cidrs = ["127.0.0.1/32"]\n' + ("" if nat else "nat = false\n") + "\n[gke]\n"
         # One NAT per subnetwork: a second deployment on the same one uses the first's.
         "min_replicas = 1\n"
@@ -80,7 +89,7 @@ def write_gke_config(
 
 
 @dataclass
-class GkeRehearsal(Rehearsal):
+class GkeRehearsal(Rehearsal, GkePipelineStages):
     """The TPU VM rehearsal's stages where they are the same (prepare, the secrets), GKE's own
     checks where the platform differs."""
 
@@ -88,10 +97,32 @@ class GkeRehearsal(Rehearsal):
         super().__post_init__()
         # What the run's lines name; the VM provisioning model given to the base is unused.
         self.provisioning = "gke"
-        if self.scenario != "lifecycle":
-            raise ValueError(f"SCENARIO={self.scenario} is rehearsed for PLATFORM=tpu-vm only")
+        if self.scenario not in ("lifecycle", "pipeline"):
+            raise ValueError(
+                f"SCENARIO={self.scenario} is rehearsed for PLATFORM=tpu-vm only; GKE has "
+                "lifecycle and pipeline"
+            )
 
     def _stages(self) -> list[Stage]:
+        if self.scenario == "pipeline":
+            # The GitOps path: the bootstrap as the owner, then every stack as the deploy
+            # identity, then what that identity must not reach (tools/rehearsal/gke_pipeline.py).
+            head = [
+                Stage("prepare", self._prepare_gke),
+                Stage("deploy-secrets", self._deploy_secrets),
+                Stage("secret", self._secret),
+                Stage("api-key", self._api_key),
+                Stage("tls-cert", self._tls_cert),
+                Stage("deploy", self._deploy_gke),
+            ]
+            tail = [
+                Stage("deploy-again", self._deploy_again_gke),
+                Stage("cross-deployment", self._cross),
+                Stage("destroy", self._destroy_gke),
+                Stage("destroy-all", self._destroy_all),
+                Stage("no-secret-left", self._no_secret_left),
+            ]
+            return self.pipeline_stages(head, tail)
         return [
             Stage("prepare", self._prepare_gke),
             Stage("deploy-secrets", self._deploy_secrets),
@@ -111,7 +142,8 @@ class GkeRehearsal(Rehearsal):
     # ---- hooks of the shared prepare
 
     def _write_config(self, port: int, proxy_port: int) -> Path:
-        return write_gke_config(self.scratch)
+        pipeline = self.scenario == "pipeline"
+        return write_gke_config(self.scratch, state_bucket=STATE_BUCKET if pipeline else "")
 
     def _kubernetes_schema(self) -> Path | None:
         # Every resource type of the bindings: a new object in the serving stack needs nothing.

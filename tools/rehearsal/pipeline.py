@@ -33,6 +33,7 @@ from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import identities
 from tpudeploy.config import DeployConfig
 from tpudeploy.names import service_account_email
+from tpudeploy.platform import platform_for
 
 STATE_BUCKET = "tpudeploy-rehearsal-tfstate"
 TOKEN_ENV = "GOOGLE_OAUTH_ACCESS_TOKEN"  # noqa: S105 (the variable's name)
@@ -57,9 +58,17 @@ def local_state_override(stack_dir: Path, repo: Path) -> None:
 
 
 def _owner_call(
-    host: str, method: str, path: str, body: Any = None, query: Mapping[str, str] | None = None
+    host: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    query: Mapping[str, str] | None = None,
+    *,
+    exists_ok: bool = False,
 ) -> Any:
-    """One call to a fake as the owner (no credentials), as `make bootstrap` makes them."""
+    """One call to a fake as the owner (no credentials), as `make bootstrap` makes them.
+    `exists_ok`: a 409 (made by an earlier deployment's bootstrap: the custom roles are the
+    project's, one for all) is no failure."""
     url = f"http://{host}{path}" + (f"?{urlencode(query)}" if query else "")
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(
@@ -69,6 +78,8 @@ def _owner_call(
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
             raw = response.read()
     except urllib.error.HTTPError as exc:
+        if exists_ok and exc.code == 409:
+            return {}
         raise StageFailure(
             f"bootstrap: {method} {path} answered {exc.code}: {exc.read()!r}"
         ) from None
@@ -93,6 +104,10 @@ def bootstrap(cloud: FakeCloud, cfg: DeployConfig) -> tuple[str, list[str]]:
     with cloud.inventory.locked() as inv:
         for service in API_TITLES:
             inv.enable(project, service)
+        # And what the deployment's own stacks would enable (GKE: the container API).
+        for service, stack_enables, _ in platform_for(cfg).apis(cfg):
+            if stack_enables:
+                inv.enable(project, service)
     accounts = {
         "node": cfg.service_account_id,
         "stop": cfg.stop_account_id,
@@ -106,7 +121,8 @@ def bootstrap(cloud: FakeCloud, cfg: DeployConfig) -> tuple[str, list[str]]:
             f"/v1/projects/{project}/serviceAccounts",
             {"accountId": account_id, "serviceAccount": {"displayName": account_id}},
         )
-    for secret_id in (cfg.hf_token_secret_id, cfg.api_key_secret_id):
+    # Every secret the replicas read (the token and the API key; GKE: the TLS key too).
+    for secret_id, _ in platform_for(cfg).secrets(cfg):
         _owner_call(
             cloud.secretmanager.host,
             "POST",
@@ -139,11 +155,18 @@ def bootstrap(cloud: FakeCloud, cfg: DeployConfig) -> tuple[str, list[str]]:
                     "includedPermissions": list(permissions),
                 },
             },
+            exists_ok=True,
         )
     grants = identities.deploy_grants(
         cfg, project=project, project_number=iamrules.PROJECT_NUMBER, state_bucket=STATE_BUCKET
     )
-    project_bindings: list[dict[str, Any]] = []
+    # Added to what the project's policy holds already (another deployment's bootstrap).
+    project_bindings: list[dict[str, Any]] = list(
+        _owner_call(cloud.resourcemanager.host, "POST", f"/v1/projects/{project}:getIamPolicy").get(
+            "bindings"
+        )
+        or []
+    )
     account_bindings: dict[str, list[dict[str, Any]]] = {}
     deploy_member = f"serviceAccount:{emails['deploy']}"
     for grant in [*grants, *identities.stop_grants(cfg)]:
@@ -159,12 +182,19 @@ def bootstrap(cloud: FakeCloud, cfg: DeployConfig) -> tuple[str, list[str]]:
             email = emails["node" if grant.scope == identities.NODE_ACCOUNT else "stop"]
             account_bindings.setdefault(email, []).append(_binding(role, member, None))
         # DEPLOY_ACCOUNT (federation) and STATE_BUCKET (remote state): see the module docstring.
+    # Project roles only the owner grants (GKE: the nodes' and the metrics adapter's).
+    for extra in identities.project_members(
+        cfg, project=project, project_number=iamrules.PROJECT_NUMBER
+    ):
+        project_bindings.append(_binding(extra.role, extra.member, None))
     _owner_call(
         cloud.resourcemanager.host,
         "POST",
         f"/v1/projects/{project}:setIamPolicy",
         {"policy": {"bindings": project_bindings}},
     )
+    if platform_for(cfg).declares_nat(cfg):
+        _owner_nat(cloud, cfg)
     for email, bindings in account_bindings.items():
         _owner_call(
             cloud.iam.host,
@@ -177,12 +207,44 @@ def bootstrap(cloud: FakeCloud, cfg: DeployConfig) -> tuple[str, list[str]]:
     return emails["deploy"], made
 
 
+def _bindings_of(policies: Mapping[str, list[dict[str, Any]]]) -> set[tuple[str, str, str]]:
+    """(policy, role, member) of every binding."""
+    return {
+        (key, str(b.get("role")), member)
+        for key, bindings in policies.items()
+        for b in bindings
+        for member in b.get("members", [])
+    }
+
+
+def _owner_nat(cloud: FakeCloud, cfg: DeployConfig) -> None:
+    """The deployment's router and NAT, as the bootstrap declares them (stacks/nat.py): the
+    router, then the NAT as a patch of it, which is how the provider writes a NAT."""
+    routers = f"/compute/v1/projects/{REHEARSAL_PROJECT}/regions/{cfg.effective_region}/routers"
+    network = f"projects/{REHEARSAL_PROJECT}/global/networks/{cfg.network.network}"
+    _owner_call(cloud.compute.host, "POST", routers, {"name": cfg.router_name, "network": network})
+    nat = {
+        "name": cfg.nat_name,
+        "natIpAllocateOption": "AUTO_ONLY",
+        "sourceSubnetworkIpRangesToNat": "LIST_OF_SUBNETWORKS",
+        "subnetworks": [
+            {
+                "name": f"projects/{REHEARSAL_PROJECT}/regions/{cfg.effective_region}/"
+                f"subnetworks/{cfg.nat_subnetwork}",
+                "sourceIpRangesToNat": ["ALL_IP_RANGES"],
+            }
+        ],
+    }
+    _owner_call(cloud.compute.host, "PATCH", f"{routers}/{cfg.router_name}", {"nats": [nat]})
+
+
 class PipelineStages:
     """Stages the Rehearsal runs for SCENARIO=pipeline (tools/rehearsal/lifecycle.py)."""
 
     _env: dict[str, str]
     _deploy_account: str
     _bootstrapped: list[str]
+    _bootstrap_bindings: set[tuple[str, str, str]]
     _since: int
 
     # Provided by the Rehearsal.
@@ -223,6 +285,9 @@ class PipelineStages:
         self._deploy_account, self._bootstrapped = bootstrap(self.cloud, self.cfg)
         with self.cloud.inventory.locked() as inv:
             token = inv.mint_token(f"serviceAccount:{self._deploy_account}")
+            # The bootstrap's own grants (GKE: the node account's project role) outlive every
+            # destroy: destroy-all is judged on the rest.
+            self._bootstrap_bindings = _bindings_of(inv.policies)
         # Every later make target runs as the pipeline does: the deploy identity's token.
         self._env[TOKEN_ENV] = token
         self._since = self.cloud.call_count()
@@ -240,11 +305,13 @@ class PipelineStages:
         email = service_account_email(self.cfg.service_account_id, REHEARSAL_PROJECT)
         node = f"serviceAccount:{email}"
         with self.cloud.inventory.locked() as inv:
-            still = [
-                key
-                for key, bindings in inv.policies.items()
-                if any(node in b.get("members", []) for b in bindings)
-            ]
+            still = sorted(
+                {
+                    key
+                    for key, role, member in _bindings_of(inv.policies) - self._bootstrap_bindings
+                    if member == node
+                }
+            )
         if still:
             raise StageFailure(f"`{shown}` left the node account's grants on {still}")
         return f"{shown}: the bootstrap's objects stay, the node account's grants are gone"
