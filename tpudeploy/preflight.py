@@ -135,7 +135,11 @@ def check_permissions(
     from tpudeploy import permissions
     from tpudeploy.gcp import resourcemanager
 
-    wanted = permissions.project_permissions(cfg, purpose)
+    wanted = (
+        _pipeline_permissions(cfg)
+        if cfg.gitops_managed
+        else permissions.project_permissions(cfg, purpose)
+    )
     try:
         have = (held or resourcemanager.held_permissions)(cfg.project, wanted)
     except resourcemanager.PermissionCheckError as exc:
@@ -146,6 +150,23 @@ def check_permissions(
             note=True,
         )
     missing = [p for p in wanted if p not in have]
+    if cfg.gitops_managed:
+        # The pipeline's deploy identity: the rest of its grants are conditioned on this
+        # deployment's resources, which a test on the project cannot see (it would call them
+        # missing); the rehearsal judges them (make rehearse SCENARIO=pipeline).
+        if not missing:
+            return Check(
+                True,
+                f"the deploy identity holds the {len(wanted)} project-wide permissions of "
+                f"{cfg.deploy_account_id} (its conditioned grants are judged at apply)",
+            )
+        return Check(
+            False,
+            f"the caller lacks {len(missing)} project-wide permission(s) of the deploy identity "
+            f"{cfg.deploy_account_id}: {', '.join(missing)}. Run `make bootstrap` again with "
+            "this deployment in deployments/ (docs/gitops.md), and check that the job "
+            "authenticated as that account",
+        )
     if not missing:
         return Check(True, f"your account holds the {len(wanted)} permissions {purpose} needs")
     roles = ", ".join(permissions.roles_for(missing, cfg, purpose))
@@ -154,6 +175,25 @@ def check_permissions(
         f"your account lacks {len(missing)} permission(s) {purpose} needs on {cfg.project}: "
         f"{', '.join(missing)}. Grant yourself {roles} (or Owner), see the role list in "
         "docs/deploying.md",
+    )
+
+
+def _pipeline_permissions(cfg: DeployConfig) -> list[str]:
+    """What the deploy identity holds on the project without a condition: all that
+    projects.testIamPermissions can see of it (tpudeploy/identities.py; the bootstrap grants
+    them)."""
+    from tpudeploy import identities
+
+    grants = identities.deploy_grants(
+        cfg, project=cfg.project or "", project_number="0", state_bucket=cfg.state_bucket or ""
+    )
+    return sorted(
+        {
+            p
+            for g in grants
+            if g.scope == identities.PROJECT and g.condition is None
+            for p in identities.permissions(g)
+        }
     )
 
 

@@ -16,7 +16,7 @@ import requests
 from tests.conftest import REPO_ROOT, Synthesizer
 from tools import readme
 from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
-from tpudeploy import permissions, preflight
+from tpudeploy import identities, permissions, preflight
 from tpudeploy.config import parse_config
 from tpudeploy.gcp.apis import RESOURCE_MANAGER
 
@@ -161,3 +161,43 @@ def test_a_test_that_cannot_be_made_is_a_note(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(RESOURCE_MANAGER.emulator_env, "127.0.0.1:9")
     check = preflight.check_permissions(SPOT, "deploy-secrets")
     assert check.ok and check.note and "PERMISSION_DENIED" in check.line
+
+
+@pytest.mark.parametrize("platform", ["tpu-vm", "gke"])
+def test_a_pipeline_deploy_identity_is_asked_for_its_own_project_grants_only(
+    monkeypatch: pytest.MonkeyPatch, platform: str
+) -> None:
+    """Issue 41: the deploy job runs preflight as the deploy identity, whose grants on secrets,
+    buckets and the cluster are conditioned (invisible to a test on the project) and which holds
+    nothing of what the bootstrap makes: asking it for secretmanager.secrets.create or
+    serviceusage.services.enable refused every pipeline deploy."""
+    cfg = parse_config(
+        {
+            "name": "gemma4-pipe",
+            "project": "my-proj-123",
+            "state_bucket": "tfstate-bucket-1",
+            "provisioning": "spot",
+            **({"platform": platform, "gke": {"capacity": "spot"}} if platform == "gke" else {}),
+        }
+    )
+    with FakeResourceManager() as rm:
+        monkeypatch.setenv(RESOURCE_MANAGER.emulator_env, rm.host)
+        unconditioned = {
+            p
+            for g in identities.deploy_grants(
+                cfg, project="my-proj-123", project_number="1", state_bucket="tfstate-bucket-1"
+            )
+            if g.scope == identities.PROJECT and g.condition is None
+            for p in identities.permissions(g)
+        }
+        rm.held = set(unconditioned)
+        check = preflight.check_permissions(cfg, "deploy")
+        assert check.ok, check.line
+        assert "gemma4-pipe-apply" in check.line
+        # The first of them missing: named, with what to run.
+        missing = sorted(unconditioned)[0]
+        rm.held = unconditioned - {missing}
+        check = preflight.check_permissions(cfg, "deploy")
+        assert not check.ok and missing in check.line and "make bootstrap" in check.line
+    owner_only = {"secretmanager.secrets.create", "serviceusage.services.enable"}
+    assert not owner_only & unconditioned
