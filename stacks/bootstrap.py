@@ -47,6 +47,7 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, google_beta
+from stacks.gke.subnet import proxy_subnet
 from stacks.nat import cloud_nat
 from stacks.secrets import (
     REQUIRED_SERVICES,
@@ -256,6 +257,11 @@ class BootstrapStack(TerraformStack):
             # router (a router gives IAM Conditions no name), so no deploy identity holds it.
             if platform_for(dep).declares_nat(dep):
                 cloud_nat(self, dep, prefix=f"{dep.name}-", depends_on=services)
+            # GKE's Gateway proxies' subnet ([routing] proxy_subnet_cidr), for the same reason.
+            if dep.routing.proxy_subnet_cidr:
+                proxy_subnet(
+                    self, dep, project=cfg.project, prefix=f"{dep.name}-", depends_on=services
+                )
             deploy_sa = GoogleServiceAccount(
                 self,
                 f"{dep.name}-deploy-sa",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdktf_cdktf_provider_google_beta.google_compute_subnetwork import GoogleComputeSubnetwork
 from cdktf_cdktf_provider_kubernetes.cluster_role_v1 import (
     ClusterRoleV1,
     ClusterRoleV1Metadata,
@@ -26,6 +25,7 @@ from cdktf_cdktf_provider_kubernetes.service_v1 import ServiceV1, ServiceV1Metad
 from constructs import Construct
 
 from stacks.gke.objects import bind_account, declare_deployment
+from stacks.gke.subnet import proxy_subnet
 from stacks.gke.typed import typed
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import identifiers, manifests, routing
@@ -105,20 +105,10 @@ def add_routing(
     scope: Construct, cfg: DeployConfig, *, project: str, depends_on: list[Any]
 ) -> None:
     """Declare the picker and the routing resources in `scope` (the serving stack)."""
-    if cfg.routing.proxy_subnet_cidr:
+    if cfg.routing.proxy_subnet_cidr and not cfg.gitops_managed:
         # Where the Gateway's proxies run; it goes with the serving stack (make destroy), as the
-        # load balancer it serves does.
-        subnet = GoogleComputeSubnetwork(
-            scope,
-            "proxy-only-subnet",
-            name=routing.proxy_subnet_name(cfg),
-            project=project,
-            region=cfg.effective_region,
-            network=cfg.network.network,
-            ip_cidr_range=cfg.routing.proxy_subnet_cidr,
-            purpose=routing.PROXY_SUBNET_PURPOSE,
-            role="ACTIVE",
-        )
+        # load balancer it serves does. A pipeline deployment's is the bootstrap's.
+        subnet = proxy_subnet(scope, cfg, project=project)
         depends_on = [*depends_on, subnet]
     name = routing.epp_name(cfg)
     picker_labels = manifests.picker_labels(cfg)

@@ -152,6 +152,7 @@ OWNER_ONLY = (
     "google_service_account",
     "google_compute_router",
     "google_compute_router_nat",
+    "google_compute_subnetwork",
     "google_secret_manager_secret",
     "google_storage_bucket",
 )
@@ -170,6 +171,14 @@ def _pipeline_configs() -> dict[str, dict[str, Any]]:
         "provisioning": "spot",
         "network": {"enable_external_ip": False},
     }
+    # GKE with the Gateway: its proxy-only subnet is the bootstrap's as well.
+    found["gke-gateway"] = {
+        "name": "gemma4-gw",
+        "platform": "gke",
+        "state_bucket": BUCKET,
+        "gke": {"capacity": "spot", "min_version": "1.34.0-gke.1626000"},
+        "routing": {"gateway": True, "proxy_subnet_cidr": "10.126.0.0/23"},
+    }
     return found
 
 
@@ -186,3 +195,48 @@ def test_a_pipeline_deployment_declares_nothing_only_the_owner_may_make(
         for rid in items
     }
     assert not declared
+
+
+def test_the_bootstrap_makes_what_the_deploy_identities_may_not(
+    bootstrap: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A private TPU VM's and a GKE deployment's router and NAT, the Gateway's proxy-only subnet,
+    GKE's TLS secret and container API, and the project roles no deploy identity may grant."""
+    import json
+
+    from stacks.bootstrap import synth_bootstrap
+    from tpudeploy.bootstrap_config import BOOTSTRAP_STACK, Bootstrap
+
+    project = bootstrap.config.project
+    extra = tuple(
+        parse_config({**raw, "project": project, "state_bucket": bootstrap.config.state_bucket})
+        for name, raw in _pipeline_configs().items()
+        if name in ("private-tpu-vm", "gke-gateway")
+    )
+    outdir = tmp_path_factory.mktemp("bootstrap-extra")
+    synth_bootstrap(
+        Bootstrap(bootstrap.config, (*bootstrap.deployments, *extra)), outdir=str(outdir)
+    )
+    doc = json.loads((outdir / "stacks" / BOOTSTRAP_STACK / "cdk.tf.json").read_text())
+    res = doc["resource"]
+    routers = {r["name"] for r in res["google_compute_router"].values()}
+    assert {"gemma4-private-router", "gemma4-gw-router"} <= routers
+    (subnet,) = res["google_compute_subnetwork"].values()
+    assert subnet["ip_cidr_range"] == "10.126.0.0/23"
+    secrets = {s["secret_id"] for s in res["google_secret_manager_secret"].values()}
+    assert "gemma4-gw-tls" in secrets and "gemma4-private-tls" not in secrets
+    assert "container.googleapis.com" in {
+        s["service"] for s in res["google_project_service"].values()
+    }
+    roles = {(m["role"], m["member"]) for m in res["google_project_iam_member"].values()}
+    node = f"serviceAccount:gemma4-gw-node@{project}.iam.gserviceaccount.com"
+    assert ("roles/container.defaultNodeServiceAccount", node) in roles
+    stops = [
+        m
+        for cid, m in res["google_project_iam_member"].items()
+        if cid.startswith("gemma4-gw-stop-")
+    ]
+    assert [s["condition"]["expression"] for s in stops] == [
+        "resource.type == 'container.googleapis.com/Cluster' && "
+        f"resource.name.endsWith('/locations/{extra[1].zone}/clusters/gemma4-gw')"
+    ]

@@ -128,6 +128,9 @@ def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iter
         "pipeline", ["--provisioning", "spot", "--scenario", "pipeline"], root / "pipeline"
     )
     runner.start("gke", ["--platform", "gke"], root / "gke")
+    runner.start(
+        "gke-pipeline", ["--platform", "gke", "--scenario", "pipeline"], root / "gke-pipeline"
+    )
     for label, (hook, _, _) in BREAKS.items():
         args = ["--provisioning", "flex-start", "--post-synth", f"tests.rehearsal_breaks:{hook}"]
         runner.start(f"break-{label}", args, root / label)
@@ -259,3 +262,38 @@ def test_the_gke_lifecycle_passes(rehearsals: Runner) -> None:
     APIs. On 24029fa make deploy failed (recover looked for the TPU VM's node stack), then the
     namespaced custom resources were refused (created before their namespace)."""
     check_gke_run(rehearsals.wait("gke", timeout=1200))
+
+
+# SCENARIO=pipeline on GKE (issue 41): the three stacks as the deploy identity, then what it and
+# two neighbours' identities must not reach.
+GKE_PIPELINE_STAGES = [
+    "prepare",
+    "bootstrap",
+    "deploy-secrets",
+    "secret",
+    "api-key",
+    "tls-cert",
+    "deploy",
+    "deploy-again",
+    "cross-deployment",
+    "destroy",
+    "destroy-all",
+    "as-deploy-identity",
+    "no-secret-left",
+]
+
+
+def test_the_gke_pipeline_deploy_passes_as_the_deploy_identity(rehearsals: Runner) -> None:
+    """make rehearse PLATFORM=gke SCENARIO=pipeline: every change Terraform made, the serving
+    stack's Kubernetes objects included, came from the deployment's deploy identity, and the
+    cross-deployment stage saw every ask for another deployment's resources refused. With the
+    TPU VM's grants (the only deploy identity before issue 41) it failed at deploy on
+    container.clusters.create; with the fakes before issue 41 the cross-deployment stage failed:
+    another deployment's identity read the cluster and its ConfigMap (200)."""
+    run = rehearsals.wait("gke-pipeline", timeout=1200)
+    assert run.returncode == 0, run.output
+    assert list(stage_lines(run)) == GKE_PIPELINE_STAGES, run.output
+    assert set(stage_lines(run).values()) == {"ok"}
+    cross = next(line for line in run.lines if line.startswith("  cross-deployment "))
+    assert re.search(r"\b1[0-9] asks across gemma4-gke-c \(GKE\), gemma4-vm-d \(TPU VM\)", cross)
+    assert run.lines[-1].startswith("rehearsal passed: gke pipeline"), run.lines[-1]
