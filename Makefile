@@ -25,7 +25,7 @@ OUTDIR = $$($(STACKS) --outdir)
 # the outcome only, when stdout is not a terminal and no approval prompt needs showing.
 QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then export CI=1; fi;
 
-.PHONY: help install synth diff deploy deploy-secrets destroy destroy-all test lint scan clean check \
+.PHONY: help install synth diff deploy deploy-secrets destroy destroy-cluster destroy-all test lint scan clean check \
 	preflight \
 	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key tls-cert wait pin smoke endpoint tunnel \
@@ -110,6 +110,24 @@ destroy: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy what bills per
 	$(PY) -m tpudeploy cleanup || cleanup=$$?; \
 	if [ $$rc -ne 0 ] || [ $$cleanup -ne 0 ]; then $(PY) -m tpudeploy after-failure destroy \
 	  --terraform-exit $$rc --cleanup-exit $$cleanup; exit 1; fi
+
+# GKE: make destroy leaves the cluster, whose idle floor bills (system node, management fee, NAT,
+# load balancer rule) until it goes; this removes it too. Deletion protection is lifted by an apply
+# first, as destroy-all does (Terraform refuses to delete a protected cluster); the serving stack is
+# named too, since cdktf destroys dependents first. A TPU VM has no cluster stack (`tpudeploy
+# stacks --protected` is empty): make destroy removed its node, so there is nothing more.
+destroy-cluster: $(VENV_STAMP) ## GKE: destroy the cluster stack too, keep the secrets
+	@if [ -z "$$($(STACKS) --protected)" ]; then \
+	  echo "$(DEPLOY_CONFIG): no cluster stack (a TPU VM deployment): make destroy removed its node; nothing more to destroy"; \
+	  exit 0; fi; \
+	$(MAKE) --no-print-directory preflight-destroy $(NODE_STAMP) || exit $$?; \
+	$(QUIET_CDKTF) for stack in $$($(STACKS) --protected); do \
+	  $(CDKTF) deploy --output $(OUTDIR) $$stack --ignore-missing-stack-dependencies \
+	    --var deletion_protection=false $(if $(AUTO_APPROVE),--auto-approve) || exit $$?; done; \
+	rc=0; TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy --output $(OUTDIR) \
+	  $$($(STACKS) --node) $$($(STACKS) --protected) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
+	$(PY) -m tpudeploy cleanup || rc=1; \
+	exit $$rc
 
 # The compile-cache bucket keeps force_destroy = false (a replacement never drops the cache
 # silently) and Cloud Storage refuses to delete a bucket with objects: empty it first, confirmed.

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import ast
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from tests.conftest import REPO_ROOT, Synthesizer
+from tests.conftest import REPO_ROOT, Synthesizer, gke_local_raw
 from tools import readme
 from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tpudeploy import identities, permissions, preflight
@@ -76,7 +75,7 @@ def test_the_list_is_what_each_synthesized_stack_holds(
 
 # The shipped GKE deployment, as tests/stacks/test_gke_synth.py synthesizes it: one synth per
 # session.
-GKE_RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+GKE_RAW = gke_local_raw()  # local mode: tests/conftest.py says why
 
 
 def test_the_gke_list_is_what_each_synthesized_gke_stack_holds(synth: Synthesizer) -> None:

@@ -47,10 +47,12 @@ def test_the_shipped_example_loads() -> None:
     assert cfg.zone in facts.GKE_FLEX_START_V5E_ZONES
 
 
-def test_the_pipeline_leaves_gke_files_to_make_deploy() -> None:
+def test_the_pipeline_takes_the_gke_file_beside_the_tpu_vm_ones() -> None:
+    """Issue 41: a GKE file with state_bucket is a pipeline deployment (tests/gitops/
+    test_gitops_gke.py has the rest)."""
     names = [d.name for d in pipeline_deployments(REPO_ROOT)]
-    assert "gemma4-gke" not in names
-    assert names  # the TPU VM deployments are still there
+    assert "gemma4-gke" in names
+    assert len(names) > 1  # the TPU VM deployments are still there
 
 
 @pytest.mark.parametrize("zone", ["europe-west4-a", "us-east5-a", "us-west4-b"])

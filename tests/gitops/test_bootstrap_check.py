@@ -30,6 +30,8 @@ def _token() -> str:
 
 
 CFG = load_bootstrap(REPO_ROOT / "gitops.toml", root=REPO_ROOT).config
+# Every pipeline deployment's environment (gitops.toml sets none: the default is all of them).
+ENVIRONMENTS = CFG.environments
 REPO = CFG.github_repository
 
 
@@ -168,7 +170,7 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_all_protected(github: tuple[FakeGitHub, str]) -> None:
     fake, url = github
-    for env in ("gemma4-staging", "gemma4-prod"):
+    for env in ENVIRONMENTS:
         fake.environments[env] = protected_env(env)
         fake.policies[env] = MAIN_ONLY
     token = _token()
@@ -187,6 +189,9 @@ def test_all_protected(github: tuple[FakeGitHub, str]) -> None:
 
 def test_each_unprotected_environment_is_reported(github: tuple[FakeGitHub, str], run: Run) -> None:
     fake, url = github
+    for env in ENVIRONMENTS:
+        fake.environments[env] = protected_env(env)
+        fake.policies[env] = MAIN_ONLY
     staging = protected_env("gemma4-staging")
     staging["protection_rules"] = []  # no reviewers
     staging["deployment_branch_policy"] = None  # any branch
@@ -261,7 +266,7 @@ def test_without_token_prints_the_settings_to_set_by_hand(run: Run) -> None:
     result = run({})
     assert result.returncode == 0
     assert "NOT CHECKED: GITHUB_TOKEN is not set" in result.stdout
-    for env in ("gemma4-staging", "gemma4-prod"):
+    for env in ENVIRONMENTS:
         assert f"environment {env}:" in result.stdout
     assert "Required reviewers" in result.stdout and "branch 'main'" in result.stdout
 
@@ -325,7 +330,7 @@ def test_a_redirect_within_the_api_is_followed_with_the_token(
 ) -> None:
     """GitHub answers a renamed repository with 301 to /repositories/{id} on the same origin."""
     fake, url = github
-    for env in ("gemma4-staging", "gemma4-prod"):
+    for env in ENVIRONMENTS:
         fake.environments[env] = protected_env(env)
         fake.policies[env] = MAIN_ONLY
     fake.moved = True
@@ -342,7 +347,7 @@ def test_a_redirect_within_the_api_is_followed_with_the_token(
 def test_wrong_repository_ids_are_reported(github: tuple[FakeGitHub, str], run: Run) -> None:
     """Issue 21, defect 6: the ids the federation pins are compared with GitHub's own."""
     fake, url = github
-    for env in ("gemma4-staging", "gemma4-prod"):
+    for env in ENVIRONMENTS:
         fake.environments[env] = protected_env(env)
         fake.policies[env] = MAIN_ONLY
     fake.repository = {**fake.repository, "id": 555, "owner": {"id": 666}}

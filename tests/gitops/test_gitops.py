@@ -307,6 +307,9 @@ def test_matrix_and_resolve_cli(repo: Path, capsys: pytest.CaptureFixture[str]) 
             "environment": "staging",
             # The deployment's own deploy identity, which the bootstrap creates (docs/gitops.md).
             "deploy_account": "staging-apply",
+            # What the drift and destroy jobs loop over (tests/gitops/test_gitops_gke.py: GKE).
+            "platform": "tpu-vm",
+            "stacks": "staging-secrets staging-node",
             # Default flex_start_timeout 1h + 15 min clean-up + 25 min of install and plans.
             "timeout_minutes": "100",
             # Two delete waits of 30 min (destroy provisioner, then clean-up) + 20 min.
@@ -319,6 +322,8 @@ def test_matrix_and_resolve_cli(repo: Path, capsys: pytest.CaptureFixture[str]) 
         "config=deployments/production.toml",
         "environment=production",
         "deploy_account=production-apply",
+        "platform=tpu-vm",
+        "stacks=production-secrets production-node",
         "timeout_minutes=100",
         "destroy_timeout_minutes=80",
     ]

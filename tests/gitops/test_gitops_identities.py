@@ -191,7 +191,8 @@ def test_service_account_grants_are_per_account(boot: dict[str, Any], bootstrap:
             f"principal://iam.googleapis.com/{pool}/subject/repo:{repo}:ref:refs/heads/main",
         ),
     }
-    for name in ("gemma4-prod", "gemma4-staging"):
+    # Every committed pipeline deployment, TPU VM and GKE alike.
+    for name in bootstrap.config.environments:
         expected |= {
             (
                 f"{name}-apply",

@@ -162,7 +162,7 @@ def test_one_deploy_identity_one_node_and_one_stop_account_per_deployment(
 ) -> None:
     ids = sorted(a["account_id"] for a in resources(boot, "google_service_account").values())
     expected = [bootstrap.config.plan_account_id]
-    for name in ("gemma4-prod", "gemma4-staging"):  # the committed deployments/*.toml
+    for name in bootstrap.config.environments:  # the committed deployments/*.toml
         cfg = parse_config({"name": name})
         expected += [cfg.deploy_account_id, cfg.service_account_id, cfg.stop_account_id]
     assert ids == sorted(expected)

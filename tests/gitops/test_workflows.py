@@ -30,7 +30,9 @@ MAKE_TARGETS = {
     "deploy",
     "deploy-secrets",
     "destroy",
+    "destroy-cluster",
     "recover",
+    "check",
 }
 
 
@@ -349,3 +351,133 @@ def test_the_slow_tier_is_out_of_make_test_but_never_out_of_ci() -> None:
     assert 1.25 * sum(minutes.values()) <= limit < 90
     steps = [s.get("run") for s in load("checks.yml")["jobs"]["checks"]["steps"]]
     assert steps.index("make test") < steps.index("make test-slow")
+
+
+# ---- GKE deployments in the workflows (issue 41) ----------------------------------------------
+
+
+def _step(doc: dict[str, Any], job: str, needle: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        s for s in doc["jobs"][job]["steps"] if needle in s.get("run", "")
+    ]
+    (step,) = found
+    return step
+
+
+def _gke_entry() -> dict[str, str]:
+    from tpudeploy import gitops
+
+    (dep,) = [d for d in gitops.pipeline_deployments(ROOT) if d.platform == "gke"]
+    return dep.matrix_entry()
+
+
+def test_drift_plans_every_stack_of_the_matrix_entry(tmp_path: Path) -> None:
+    """The drift job's own script, run with a stand-in terraform: a GKE entry's three stacks are
+    each planned, in order (it named <name>-secrets and <name>-node before, and failed on GKE)."""
+    entry = _gke_entry()
+    step = _step(load("drift.yml"), "plan", "-detailed-exitcode")
+    log = tmp_path / "terraform.log"
+    fake = tmp_path / "bin" / "terraform"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\n', encoding="utf-8")
+    fake.chmod(0o755)
+    for stack in entry["stacks"].split():
+        (tmp_path / "cdktf.out/deployments" / entry["name"] / "stacks" / stack).mkdir(parents=True)
+    summary = tmp_path / "summary.md"
+    env = {
+        "PATH": f"{fake.parent}:/usr/bin:/bin",
+        "DEPLOYMENT": entry["name"],
+        "STACKS": entry["stacks"],
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    result = subprocess.run(
+        ["bash", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    planned = [line.split()[0].removeprefix("-chdir=") for line in log.read_text().splitlines()]
+    dirs = [f"cdktf.out/deployments/{entry['name']}/stacks/{s}" for s in entry["stacks"].split()]
+    assert planned == [d for d in dirs for _ in ("init", "plan")]
+    assert summary.read_text().splitlines() == [f"- {s}: in sync" for s in entry["stacks"].split()]
+    # A stack the synth did not write fails the check, naming it.
+    missing = f"{entry['stacks']} {entry['name']}-extra"
+    result = subprocess.run(
+        ["bash", "-c", step["run"]],
+        cwd=tmp_path,
+        env={**env, "STACKS": missing},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1 and f"{entry['name']}-extra missing after synth" in result.stdout
+    assert load("drift.yml")["jobs"]["plan"]["env"]["STACKS"] == "${{ matrix.stacks }}"
+
+
+def test_destroy_removes_the_cluster_after_the_serving_stack_on_gke_only() -> None:
+    doc = load("destroy.yml")
+    outputs = doc["jobs"]["resolve"]["outputs"]
+    assert outputs["platform"] == "${{ steps.resolve.outputs.platform }}"
+    runs = [s.get("run", "") for s in doc["jobs"]["destroy"]["steps"]]
+    first = next(i for i, r in enumerate(runs) if r.startswith("make destroy "))
+    cluster = next(i for i, r in enumerate(runs) if r.startswith("make destroy-cluster "))
+    assert first < cluster
+    step = doc["jobs"]["destroy"]["steps"][cluster]
+    assert step["if"] == "needs.resolve.outputs.platform == 'gke'"
+    # The resolver prints the key the workflow reads (a renamed key would skip the step).
+    assert _gke_entry()["platform"] == "gke"
+
+
+def test_the_plan_report_gets_the_stacks_and_make_checks_cost() -> None:
+    doc = load("pull-request.yml")
+    script = _step(doc, "plan", "make diff")["run"]
+    assert script.index("make check") < script.index("plan-report")
+    assert '--stacks "${STACKS}"' in script and "--check-output check.txt" in script
+    assert doc["jobs"]["plan"]["env"]["STACKS"] == "${{ matrix.stacks }}"
+
+
+def _stub_make_env(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """make with a recording cdktf, no preflight (MAKE=true) and no cloud clean-up: the
+    destroy-cluster recipe's own order, without credentials or a network."""
+    log = tmp_path / "calls.log"
+    cdktf = tmp_path / "cdktf"
+    cdktf.write_text(f'#!/bin/sh\necho "cdktf $*" >> {log}\n', encoding="utf-8")
+    py = tmp_path / "python"
+    py.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1 $2 $3" = "-m tpudeploy cleanup" ]; then echo cleanup >> {log}; exit 0; fi\n'
+        f'exec {ROOT / ".venv/bin/python"} "$@"\n',
+        encoding="utf-8",
+    )
+    for f in (cdktf, py):
+        f.chmod(0o755)
+    return {"CDKTF": str(cdktf), "PY": str(py), "MAKE": "true"}, log
+
+
+def test_make_destroy_cluster_lifts_protection_then_destroys_serving_and_cluster(
+    tmp_path: Path,
+) -> None:
+    env, log = _stub_make_env(tmp_path)
+    args = [f"{k}={v}" for k, v in env.items()]
+    gke = subprocess.run(
+        ["make", "-s", "destroy-cluster", "DEPLOY_CONFIG=deployments/gke.toml", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert gke.returncode == 0, gke.stdout + gke.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("cdktf deploy ") and "gemma4-gke-gke " in calls[0]
+    assert "--var deletion_protection=false" in calls[0]
+    assert calls[1].startswith("cdktf destroy ")
+    assert calls[1].split()[-2:] == ["gemma4-gke-serving", "gemma4-gke-gke"]
+    assert "gemma4-gke-secrets" not in calls[1]  # the secrets stay
+    assert calls[2:] == ["cleanup"]
+    log.unlink()
+    tpu = subprocess.run(
+        ["make", "-s", "destroy-cluster", "DEPLOY_CONFIG=deployments/staging.toml", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tpu.returncode == 0, tpu.stdout + tpu.stderr
+    assert "nothing more to destroy" in tpu.stdout and not log.exists()

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Synthesizer
+from tests.conftest import Synthesizer, gke_local_raw
 from tools.rehearsal.fakes import iamrules
 from tpudeploy import deadline, facts
 from tpudeploy.config import ConfigError, parse_config
@@ -26,7 +25,7 @@ from tpudeploy.gke import summary
 from tpudeploy.planner.cost import HOURS_PER_MONTH
 from tpudeploy.tpuvm import deadline_target as tpuvm_deadline
 
-RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+RAW = gke_local_raw()  # local mode: tests/conftest.py says why
 CFG = parse_config(RAW)
 NONE = {**RAW, "max_run_duration": "none"}
 PROJECT = "my-proj-123"

@@ -10,14 +10,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stacks.common import terraform_literal
-from tests.conftest import REPO_ROOT, Synthesizer
+from tests.conftest import REPO_ROOT, Synthesizer, gke_local_raw
 from tools.k8s_manifests import manifests
 from tpudeploy import facts, render
 from tpudeploy.config import parse_config
@@ -26,7 +25,7 @@ from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
 from tpudeploy.gke import cache, pod, replicaplan, scaleplan
 from tpudeploy.gke.manifests import hpa_kv_metric_name, hpa_metric_name
 
-RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+RAW = gke_local_raw()  # local mode: tests/conftest.py says why
 CFG = parse_config(RAW)
 SCHEMAS = REPO_ROOT / "schemas" / "crds"
 

@@ -28,34 +28,77 @@ DEAD_QUEUED_STATES = frozenset({"SUSPENDED", "FAILED"})
 ALIVE_NODE_STATES = frozenset({"CREATING", "READY", "RESTARTING", "REPAIRING", "STARTING"})
 
 
+# A notice says what ends a deployment's billing and fails nothing, not even --strict.
+NOTICE = "notice"
+
+
 @dataclass(frozen=True)
 class Finding:
-    level: str  # "warning" or "error": a GitHub annotation level
+    level: str  # "notice", "warning" or "error": a GitHub annotation level
     message: str
 
 
 def static_billing(deployments: Sequence[Deployment]) -> list[Finding]:
-    """Deployments whose node, once deployed, bills until someone destroys it: spot or
-    on-demand that opted out of the deadline job."""
-    return [
-        Finding(
+    """Deployments whose node (GKE: cluster), once deployed, bills until someone destroys it:
+    spot or on-demand that opted out of the deadline job, a GKE file with no cluster deadline;
+    and for every GKE deployment, what ends its billing (the cloud check sees TPU VMs only)."""
+    findings = []
+    for dep in deployments:
+        if dep.gke:
+            findings.append(_gke_billing(dep))
+        elif dep.bills_forever:
+            findings.append(
+                Finding(
+                    "warning",
+                    f"{dep.config}: {dep.name} uses {KEY_PROVISIONING} = {dep.provisioning!r} "
+                    f"with {KEY_MAX_RUN_DURATION} = {NO_END!r}: once deployed its node bills with "
+                    "no end time until `make destroy` (or the destroy workflow); a deadline (the "
+                    "default, 8h) or flex-start stops it",
+                )
+            )
+    return findings
+
+
+# What a GKE deployment's billing is, either way (tpudeploy/gke/summary.py's "billing stops"):
+# the chips stop when the serving stack goes (the autoscaler removes idle TPU nodes), the
+# cluster and its idle floor when the cluster goes; [gke] max_run_duration recycles a flex-start
+# node, which the pool replaces while a replica wants it, so it ends nothing.
+_GKE_RECYCLE = (
+    "([gke] max_run_duration only recycles a flex-start node, which is replaced while a "
+    "replica wants it, so it ends nothing)"
+)
+_GKE_DESTROY = (
+    "the destroy workflow stops the chips (the serving stack; idle TPU nodes go within 10 "
+    "minutes) and then deletes the cluster"
+)
+_GKE_NOT_CHECKED = "the cloud check lists TPU VMs, not GKE clusters, so it cannot see this one"
+
+
+def _gke_billing(dep: Deployment) -> Finding:
+    if dep.deadline_seconds is None:
+        return Finding(
             "warning",
-            f"{dep.config}: {dep.name} uses {KEY_PROVISIONING} = {dep.provisioning!r} with "
-            f"{KEY_MAX_RUN_DURATION} = {NO_END!r}: once deployed its node bills with no end time "
-            "until `make destroy` (or the destroy workflow); a deadline (the default, 8h) or "
-            "flex-start stops it",
+            f"{dep.config}: {dep.name} runs on GKE with {KEY_MAX_RUN_DURATION} = {NO_END!r}: "
+            "nothing deletes its cluster, so once deployed its idle floor and its replicas' TPU "
+            f"nodes bill with no end time {_GKE_RECYCLE}; {_GKE_DESTROY}; a deadline (the "
+            f"default, 8h) ends it; {_GKE_NOT_CHECKED}",
         )
-        for dep in deployments
-        if dep.bills_forever
-    ]
+    return Finding(
+        NOTICE,
+        f"{dep.config}: {dep.name} runs on GKE: Cloud Scheduler job {dep.name}-deadline deletes "
+        f"its cluster (pools, TPU nodes, fee) {dep.deadline_seconds / 3600:g} h after each "
+        f"deploy (top-level {KEY_MAX_RUN_DURATION}; `make extend` moves it) {_GKE_RECYCLE}; "
+        f"{_GKE_DESTROY}; {_GKE_NOT_CHECKED}",
+    )
 
 
 def deadline_hours(deployments: Sequence[Deployment]) -> dict[str, float]:
-    """{node name: hours to its deadline} of the spot and on-demand deployments that have one."""
+    """{node name: hours to its deadline} of the spot and on-demand TPU VM deployments that have
+    one (a GKE deadline deletes a cluster, whose TPU nodes are no TPU VM the cloud check lists)."""
     return {
         dep.name: dep.deadline_seconds / 3600
         for dep in deployments
-        if dep.deadline_seconds is not None
+        if dep.deadline_seconds is not None and not dep.gke
     }
 
 

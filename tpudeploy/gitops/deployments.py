@@ -40,9 +40,17 @@ KEY_MAX_RUN_DURATION = "max_run_duration"
 DEFAULT_DEADLINE = "8h"
 NO_END = "none"
 KEY_AUTO_RECOVER = "auto_recover"
-# platform = "gke" (tpudeploy.config.gke): deployed with `make deploy` only; the pipeline's
-# identities and jobs know the TPU VM's stacks, not the cluster's.
+# platform = "gke" (tpudeploy.config.gke): a cluster and N replicas instead of one TPU VM.
 KEY_PLATFORM = "platform"
+DEFAULT_PLATFORM = "tpu-vm"
+GKE = "gke"
+# Each platform's stacks, in the order `make deploy` applies them (destroy runs them backwards):
+# <name>-<suffix>. tpudeploy.platform's Platform.stacks() is the truth; this module cannot import
+# it (it reads TOML with tomllib alone), so tests/gitops/test_gitops_gke.py holds the two equal.
+STACK_SUFFIXES = {
+    DEFAULT_PLATFORM: ("secrets", "node"),
+    GKE: ("secrets", "gke", "serving"),
+}
 # Provisioning models whose node bills until deleted unless a deadline job deletes it.
 NO_END_MODELS = frozenset({"spot", "on-demand"})
 # What a deploy job does besides waiting for capacity: install (pip + npm), two synths, the
@@ -50,6 +58,84 @@ NO_END_MODELS = frozenset({"spot", "on-demand"})
 DEPLOY_JOB_OVERHEAD_MINUTES = 25
 # A destroy job: install, synth, cdktf destroy, then the queued-resource clean-up's own wait.
 DESTROY_JOB_OVERHEAD_MINUTES = 20
+
+_GOOGLE_BETA = "github.com/hashicorp/terraform-provider-google-beta/blob/main/google-beta/services/"
+_KUBERNETES = "github.com/hashicorp/terraform-provider-kubernetes/blob/main/kubernetes/"
+# GKE has no capacity wait in the deploy: a flex-start or spot TPU node is the cluster
+# autoscaler's to provision, inside the cluster, after the apply. `make deploy` waits for
+# Terraform only, and the serving Deployment is declared with wait_for_rollout = false
+# (stacks/gke/serving.py: the first replica's node and boot are `make wait`'s). A job killed
+# mid-create leaves a cluster or pool that state never recorded (the next create gets "already
+# exists" while it bills), so the job outlasts the longest chain of Terraform's own create
+# timeouts: Terraform then fails by itself and records what it made. (minutes, what, source:
+# the providers' own source, read in stored copies of their repositories at recent commits, not
+# at the pinned google-beta 6.50.0 / kubernetes 2.38.0 tags: a release that changed a default
+# would make this stale, so the numbers are checked again on a provider upgrade.)
+GKE_CREATE_CHAIN = (
+    (
+        20,
+        "the cluster stack enables container.googleapis.com first (google_project_service)",
+        f"{_GOOGLE_BETA}resourcemanager/resource_google_project_service.go: "
+        "'Create: schema.DefaultTimeout(20 * time.Minute)'",
+    ),
+    (
+        40,
+        "google_container_cluster create",
+        f"{_GOOGLE_BETA}container/resource_container_cluster.go: "
+        "'Create: schema.DefaultTimeout(40 * time.Minute)'",
+    ),
+    # The pools are created side by side (the provider takes a read lock on the cluster);
+    # GKE runs one pool operation at a time and the provider retries a busy cluster inside
+    # the same timeout.
+    (
+        30,
+        "google_container_node_pool create (each pool, side by side)",
+        f"{_GOOGLE_BETA}container/resource_container_node_pool.go: "
+        "'Create: schema.DefaultTimeout(30 * time.Minute)'",
+    ),
+    # The serving stack's waiting objects, side by side: the Service's load balancer address
+    # (wait_for_load_balancer defaults to true) and the metrics adapter's rollout.
+    (
+        10,
+        "the serving stack: kubernetes_service_v1 / kubernetes_deployment_v1 create",
+        f"{_KUBERNETES}resource_kubernetes_service_v1.go and "
+        "resource_kubernetes_deployment_v1.go: "
+        "'Create: schema.DefaultTimeout(10 * time.Minute)'",
+    ),
+)
+# The destroy job on GKE: `make destroy` (the serving stack: its objects, then the namespace),
+# then `make destroy-cluster` (deletion protection lifted by a state-only apply, the pools side
+# by side, then the cluster). (minutes, what, source)
+GKE_DESTROY_CHAIN = (
+    (
+        20,
+        "kubernetes_service_v1 delete, waiting until its load balancer's Service is gone",
+        f"{_KUBERNETES}resource_kubernetes_service_v1.go declares no Delete timeout; "
+        "the plugin SDK's "
+        "ResourceData.Timeout: 'System default of 20 minutes'",
+    ),
+    (
+        5,
+        "kubernetes_namespace_v1 delete (Terminating until its objects are gone)",
+        f"{_KUBERNETES}resource_kubernetes_namespace_v1.go: "
+        "'Delete: schema.DefaultTimeout(5 * time.Minute)'",
+    ),
+    (
+        30,
+        "google_container_node_pool delete (each pool, side by side)",
+        f"{_GOOGLE_BETA}container/resource_container_node_pool.go: "
+        "'Delete: schema.DefaultTimeout(30 * time.Minute)'",
+    ),
+    (
+        40,
+        "google_container_cluster delete",
+        f"{_GOOGLE_BETA}container/resource_container_cluster.go: "
+        "'Delete: schema.DefaultTimeout(40 * time.Minute)'",
+    ),
+)
+# `make destroy-cluster`'s own run: a second synth, cdktf's init and the deletion_protection
+# apply (the provider's field, no API call).
+DESTROY_CLUSTER_OVERHEAD_MINUTES = 10
 
 # A name ends up in stack names, state prefixes, concurrency groups and GitHub environment names:
 # lowercase letters, digits and inner hyphens keep it safe in every one of them (tpudeploy.names).
@@ -86,41 +172,63 @@ class Deployment:
     # (flex-start ends on its own; "none" bills until destroyed).
     deadline_seconds: int | None = None
     auto_recover: bool = False
-    platform: str = "tpu-vm"
+    platform: str = DEFAULT_PLATFORM
 
     @property
     def region(self) -> str:
         return names.region_of(self.zone)
 
     @property
+    def gke(self) -> bool:
+        return self.platform == GKE
+
+    @property
+    def stacks(self) -> tuple[str, ...]:
+        """Every stack, in the order `make deploy` applies them."""
+        return tuple(f"{self.name}-{suffix}" for suffix in STACK_SUFFIXES[self.platform])
+
+    @property
     def bills_forever(self) -> bool:
-        """Spot or on-demand with max_run_duration = "none": nothing ends its billing."""
+        """Nothing ends its billing: spot or on-demand with max_run_duration = "none"; on GKE,
+        max_run_duration = "none" (no deadline job deletes the cluster)."""
+        if self.gke:
+            return self.deadline_seconds is None
         return self.provisioning in NO_END_MODELS and self.deadline_seconds is None
 
     @property
     def deploy_timeout_minutes(self) -> int:
-        """The deploy job's time limit, derived from the capacity wait: a job killed mid-create
-        leaves the queued resource to `make destroy` (Terraform kills its provisioner), so the
-        job must outlast the wait plus the failed create's own clean-up."""
+        """The deploy job's time limit. A TPU VM's is derived from the capacity wait: a job
+        killed mid-create leaves the queued resource to `make destroy` (Terraform kills its
+        provisioner), so the job must outlast the wait plus the failed create's own clean-up.
+        GKE's from the chain of Terraform's create timeouts (GKE_CREATE_CHAIN)."""
+        if self.gke:
+            return sum(m for m, _, _ in GKE_CREATE_CHAIN) + DEPLOY_JOB_OVERHEAD_MINUTES
         wait = self.flex_start_timeout_seconds + DEFAULT_CLEANUP_TIMEOUT
         return math.ceil(wait / 60) + DEPLOY_JOB_OVERHEAD_MINUTES
 
     @property
     def destroy_timeout_minutes(self) -> int:
         """The destroy job's: the destroy provisioner, then `tpudeploy cleanup`, may each wait
-        for a delete (a queued resource in PROVISIONING cannot be deleted until it leaves it)."""
+        for a delete (a queued resource in PROVISIONING cannot be deleted until it leaves it).
+        GKE's: the serving stack's deletes, then the cluster stack's (GKE_DESTROY_CHAIN)."""
+        if self.gke:
+            chain = sum(m for m, _, _ in GKE_DESTROY_CHAIN)
+            return chain + DESTROY_JOB_OVERHEAD_MINUTES + DESTROY_CLUSTER_OVERHEAD_MINUTES
         return math.ceil(2 * DEFAULT_DELETE_TIMEOUT / 60) + DESTROY_JOB_OVERHEAD_MINUTES
 
     def matrix_entry(self) -> dict[str, str]:
         # The GitHub environment carries the deployment's name: protection rules and
         # environment-scoped variables are set per deployment in the repository settings.
         # deploy_account: the service-account id of this deployment's own deploy identity; the
-        # workflows build its email with the GCP_PROJECT repository variable.
+        # workflows build its email with the GCP_PROJECT repository variable. platform and
+        # stacks (space-separated, in apply order): what the drift and destroy jobs loop over.
         return {
             "name": self.name,
             "config": self.config,
             "environment": self.name,
             "deploy_account": deploy_account_id(self.name),
+            "platform": self.platform,
+            "stacks": " ".join(self.stacks),
             "timeout_minutes": str(self.deploy_timeout_minutes),
             "destroy_timeout_minutes": str(self.destroy_timeout_minutes),
         }
@@ -155,8 +263,17 @@ def _load(root: Path, rel: str) -> Deployment:
         )
     except ValueError as exc:
         raise GitopsError(f"{rel}: {exc}") from None
+    platform = data.get(KEY_PLATFORM, DEFAULT_PLATFORM)
+    if platform not in STACK_SUFFIXES:
+        raise GitopsError(
+            f"{rel}: {KEY_PLATFORM} = {platform!r} is not a platform; use "
+            + " or ".join(f'"{p}"' for p in STACK_SUFFIXES)
+        )
     deadline = None
-    if provisioning in NO_END_MODELS:
+    # GKE: the top-level max_run_duration is the cluster's deadline whatever `provisioning`
+    # says (tpudeploy.config.platforms.GKE takes spot's default; [gke] max_run_duration only
+    # recycles a flex-start node, which the pool replaces while a replica wants it).
+    if provisioning in NO_END_MODELS or platform == GKE:
         value = data.get(KEY_MAX_RUN_DURATION, DEFAULT_DEADLINE)
         if not (isinstance(value, str) and value.strip().lower() == NO_END):
             try:
@@ -173,7 +290,7 @@ def _load(root: Path, rel: str) -> Deployment:
         flex_start_timeout_seconds=wait,
         deadline_seconds=deadline,
         auto_recover=data.get(KEY_AUTO_RECOVER) is True,
-        platform=str(data.get(KEY_PLATFORM, "tpu-vm")),
+        platform=platform,
     )
 
 
@@ -200,15 +317,14 @@ def pipeline_deployments(root: Path) -> list[Deployment]:
     """Deployments the pipeline plans, deploys and checks for drift: those with remote state.
 
     A runner's disk is gone after the job, so a deployment without state_bucket would lose its
-    state and leave the TPU billing with nothing to destroy it. deployments/*.toml must set it;
+    state and leave the TPU (or the cluster) billing with nothing to destroy it.
+    deployments/*.toml must set it;
     deploy.toml (the local default) joins the pipeline only once it does.
     """
     selected = []
     for dep in discover(root):
-        if dep.platform == "gke":
-            # Not built yet for GKE: the deploy identity's grants and the jobs' stack order are
-            # the TPU VM's, so a GKE file is deployed by `make deploy`, never by the pipeline.
-            continue
+        # A GKE file joins exactly like a TPU VM file: its matrix entry carries its platform
+        # and its three stacks, which the workflows plan, apply, check and destroy.
         if dep.state_bucket is None:
             if dep.config == DEFAULT_CONFIG:
                 continue

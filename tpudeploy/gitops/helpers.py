@@ -9,11 +9,18 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tpudeploy.gitops.billing import Finding, cloud_billing, deadline_hours, static_billing
+from tpudeploy.gitops.billing import (
+    NOTICE,
+    Finding,
+    cloud_billing,
+    deadline_hours,
+    static_billing,
+)
 from tpudeploy.gitops.deployments import (
     KEY_PROJECT,
     NAME_RE,
     PROJECT_RE,
+    STACK_SUFFIXES,
     GitopsError,
     changed_deployments,
     discover,
@@ -97,9 +104,11 @@ def _cmd_billing(args: argparse.Namespace) -> int:
         deadlines=deadline_hours(deployments),
     )
     _annotate(findings)
-    if not findings:
+    # Notices (what ends a GKE deployment's billing) are said, never failed on.
+    problems = [f for f in findings if f.level != NOTICE]
+    if not problems:
         print("no node bills without an end time")
-    failed = any(f.level == "error" for f in findings) or (args.strict and bool(findings))
+    failed = any(f.level == "error" for f in problems) or (args.strict and bool(problems))
     return 1 if failed else 0
 
 
@@ -150,6 +159,17 @@ def _cmd_plan_report(args: argparse.Namespace) -> int:
     output = Path(args.output).read_text(encoding="utf-8", errors="replace")
     config = Path(args.root) / args.config
     versions = pinned_versions(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    stacks = args.stacks.split()
+    known = {f"{args.name}-{suffix}" for suffixes in STACK_SUFFIXES.values() for suffix in suffixes}
+    bad = [s for s in stacks if s not in known]
+    if bad:
+        raise GitopsError(f"plan-report: {bad[0]!r} is not a stack of {args.name}")
+    check = args.check_output
+    check_output = (
+        Path(check).read_text(encoding="utf-8", errors="replace")
+        if check and Path(check).is_file()
+        else ""
+    )
     print(
         plan_report(
             name=args.name,
@@ -157,6 +177,8 @@ def _cmd_plan_report(args: argparse.Namespace) -> int:
             exit_code=args.exit_code,
             output=output,
             versions=versions,
+            stacks=stacks,
+            check_output=check_output,
         )
     )
     return 0
@@ -190,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--name", required=True)
     report.add_argument("--config", required=True)
     report.add_argument("--exit-code", type=int, required=True)
+    report.add_argument(
+        "--stacks", default="", help="the deployment's stacks in apply order (the matrix entry's)"
+    )
+    report.add_argument(
+        "--check-output", metavar="FILE", help="`make check`'s output: its cost and billing lines"
+    )
     report.add_argument("output", help="file holding the captured `make diff` output")
     report.set_defaults(func=_cmd_plan_report)
 

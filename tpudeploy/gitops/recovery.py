@@ -23,8 +23,15 @@ NOT_FOUND = "NOT_FOUND"
 
 
 def candidates(deployments: Sequence[Deployment]) -> list[Deployment]:
-    """Pipeline deployments that asked for it: spot or on-demand with auto_recover = true."""
-    return [d for d in deployments if d.auto_recover and d.provisioning in NO_END_MODELS]
+    """Pipeline deployments that asked for it: TPU VM spot or on-demand with auto_recover = true.
+
+    Never a GKE deployment: it has no `make recover` (tpudeploy/gke/platform.py COMMANDS: the
+    Deployment replaces a lost replica, the node pools a preempted TPU node), and no TPU VM of
+    its name exists, so the look below would read "missing" and start a job that can only fail.
+    """
+    return [
+        d for d in deployments if d.auto_recover and d.provisioning in NO_END_MODELS and not d.gke
+    ]
 
 
 @dataclass(frozen=True)

@@ -483,7 +483,7 @@ def after_destroy(
     print(
         f"the cluster {identifiers.cluster_name(cfg)} stays (its TPU pools are empty, autoscaled "
         "from 0; an empty pool has no VM and bills nothing) and so does its idle floor: "
-        "`make destroy-all` removes it",
+        "`make destroy-cluster` removes it (the secrets stay), `make destroy-all` everything",
         file=out,
     )
     return 0
