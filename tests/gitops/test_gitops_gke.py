@@ -261,13 +261,6 @@ def test_the_plan_report_cli_takes_the_stacks_and_the_check_output(
     assert "'other-serving' is not a stack of g-1" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="UNFINISHED (issue 41, the bootstrap's part): a pipeline GKE deployment's front-door "
-    "secret <name>-tls is created by nobody: the bootstrap creates <name>-hf-token and "
-    "<name>-api-key only, and the pipeline-mode secrets stack leaves secrets to the bootstrap, "
-    "so `make tls-cert` has no secret to add a version to and make deploy's preflight refuses",
-)
 def test_a_pipeline_gke_deployments_tls_secret_is_declared(boot: dict[str, object]) -> None:
     import yaml
 

@@ -21,6 +21,7 @@ from tools.rehearsal.fakes import iamrules
 from tpudeploy import identities
 from tpudeploy.bootstrap_config import DEPLOY_ATTRIBUTE, Bootstrap, BootstrapConfig
 from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.platform import platform_for
 
 PROJECT_NUMBER = "123456789012"
 PROJECT_NUMBER_REF = "${data.google_project.project.number}"
@@ -209,21 +210,37 @@ def test_service_account_grants_are_per_account(boot: dict[str, Any], bootstrap:
 # ---- every resource a deployment owns, written from Google's documented name formats ----
 
 
+def _holds(dep: DeployConfig, role: str) -> bool:
+    grants = identities.deploy_grants(dep, project="p", project_number="1", state_bucket="b")
+    return any(g.role == role for g in grants)
+
+
 def owned(dep: DeployConfig, project: str, state_bucket: str) -> list[tuple[str, str]]:
-    """(resource name, resource type) of everything deployment `dep` owns."""
+    """(resource name, resource type) of everything deployment `dep` owns: its secrets (GKE's
+    TLS key too), its cache bucket, its state objects, and its platform's own: a TPU VM's five
+    firewall rules, a GKE deployment's cluster."""
     n = dep.name
     state = f"projects/_/buckets/{state_bucket}/objects/tpudeploy/{n}"
-    return [
-        (f"projects/{PROJECT_NUMBER}/secrets/{n}-hf-token", "secretmanager.googleapis.com/Secret"),
-        (f"projects/{PROJECT_NUMBER}/secrets/{n}-api-key", "secretmanager.googleapis.com/Secret"),
-        (f"projects/_/buckets/{project}-{n}-xla", "storage.googleapis.com/Bucket"),
+    stacks = platform_for(dep).stacks(dep)
+    found = [
         *(
+            (f"projects/{PROJECT_NUMBER}/secrets/{sid}", "secretmanager.googleapis.com/Secret")
+            for sid, _ in platform_for(dep).secrets(dep)
+        ),
+        (f"projects/_/buckets/{project}-{n}-xla", "storage.googleapis.com/Bucket"),
+        (f"{state}/{stacks[0]}/default.tfstate", "storage.googleapis.com/Object"),
+        (f"{state}/{stacks[-1]}/default.tflock", "storage.googleapis.com/Object"),
+    ]
+    if _holds(dep, "tpudeployFirewall"):
+        found += [
             (f"projects/{project}/global/firewalls/{n}-{rule}", "compute.googleapis.com/Firewall")
             for rule in ("deny-all", "deny-all-v6", "allow-api", "allow-api-v6", "allow-iap-ssh")
-        ),
-        (f"{state}/{n}-secrets/default.tfstate", "storage.googleapis.com/Object"),
-        (f"{state}/{n}-node/default.tflock", "storage.googleapis.com/Object"),
-    ]
+        ]
+    if _holds(dep, "tpudeployGkeCluster"):
+        found.append(
+            (f"projects/{project}/locations/{dep.zone}/clusters/{n}", iamrules.GKE_CLUSTER)
+        )
+    return found
 
 
 def shared(project: str, state_bucket: str) -> list[tuple[str, str]]:
@@ -291,7 +308,12 @@ def test_each_deploy_identity_reaches_only_its_own_resources(
 ) -> None:
     cfg = bootstrap.config
     by_account = _conditions_by_account(boot)
-    assert set(by_account) == {d.deploy_account_id for d in bootstrap.deployments}
+    deploy_ids = {d.deploy_account_id for d in bootstrap.deployments}
+    assert deploy_ids <= set(by_account)
+    # The only other conditioned grants: GKE's deadline jobs', on their own clusters.
+    assert {a for a in by_account if a not in deploy_ids} == {
+        d.stop_account_id for d in bootstrap.deployments if _holds(d, "tpudeployGkeCluster")
+    }
     network = (f"projects/{cfg.project}/global/networks/default", "compute.googleapis.com/Network")
     state_bucket = (f"projects/_/buckets/{cfg.state_bucket}", "storage.googleapis.com/Bucket")
     everything = {
@@ -299,7 +321,7 @@ def test_each_deploy_identity_reaches_only_its_own_resources(
     }
     for dep in bootstrap.deployments:
         conditions = by_account[dep.deploy_account_id]
-        assert len(conditions) == 4  # state, secrets, cache bucket, firewall
+        assert len(conditions) == 4  # state, secrets, cache bucket, firewall (GKE: cluster)
 
         def reach(name: str, rtype: str) -> bool:
             return reaches(conditions, name, rtype)  # noqa: B023
@@ -314,7 +336,8 @@ def test_each_deploy_identity_reaches_only_its_own_resources(
             assert not reach(*resource), (dep.name, "reaches", resource)
         # Shared containers, reached only for what their permission needs: listing object names
         # in the state bucket, and updatePolicy to add its own rules to the network.
-        assert reach(*state_bucket) and reach(*network)
+        assert reach(*state_bucket)
+        assert reach(*network) == _holds(dep, "tpudeployFirewall")
 
 
 def test_a_name_prefix_never_reaches_a_longer_deployment_name() -> None:
