@@ -16,7 +16,7 @@ from typing import Any
 
 from tools.rehearsal.fakes import compute_rules, iamrules
 from tools.rehearsal.fakes import container_rules as rules
-from tools.rehearsal.fakes.api import ApiFake
+from tools.rehearsal.fakes.api import ACT_AS, ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 from tools.rehearsal.fakes.iamrules import Checked
 from tools.rehearsal.fakes.inventory import Inventory
@@ -45,21 +45,51 @@ class FakeContainer(ApiFake):
         super().__init__(inventory)
 
     def routes(self) -> None:
-        self.route("POST", _CLUSTERS, self._create_cluster)
-        self.route("GET", _CLUSTER, self._get_cluster)
-        # container.clusters.delete, checked on the cluster (iamrules.CHECKED_ON): only the
-        # project's policy reaches it, and its condition sees the cluster's name.
+        # Every route's permission is iamrules.CHECKED_ON's, with the GKE API permissions page
+        # as the source: clusters.create on the project (and actAs on each node account the
+        # request names), get on the cluster, node pools as clusters.update / get on their
+        # cluster, operations.get on the operation. The cluster holds no IAM policy of its own:
+        # only the project's reaches it, and its condition sees the cluster's name.
+        self.route("POST", _CLUSTERS, self._create_cluster, ("container.clusters.create", ACT_AS))
+        get, update = ("container.clusters.get",), ("container.clusters.update",)
+        self.route("GET", _CLUSTER, self._get_cluster, get)
         delete = ("container.clusters.delete",)
         self.route("DELETE", _CLUSTER, self._delete_cluster, delete)
         self.route("DELETE", _V1_CLUSTER, self._delete_cluster, delete)
-        self.route("POST", _POOLS, self._create_pool)
-        self.route("GET", _POOL, self._get_pool)
-        self.route("DELETE", _POOL, self._delete_pool)
-        self.route("GET", _OPERATION, self._get_operation)
-        self.route("GET", _SERVER_CONFIG, self._server_config)
+        self.route("POST", _POOLS, self._create_pool, (*update, ACT_AS))
+        self.route("GET", _POOL, self._get_pool, get)
+        self.route("DELETE", _POOL, self._delete_pool, update)
+        self.route("GET", _OPERATION, self._get_operation, ("container.operations.get",))
+        self.route("GET", _SERVER_CONFIG, self._server_config, ("container.clusters.list",))
 
     def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Checked]:
-        return [iamrules.gke_cluster(m["project"], m["location"], m["cluster"])]
+        """The project, the cluster (named by the path, or by a create's body), the operation,
+        and every node service account the request names (a cluster's default pool and node
+        pools, a node pool's config): GKE nodes run as them, so the caller must act as each."""
+        project, location = m["project"], m["location"]
+        found = [iamrules.project(project)]
+        groups = m.groupdict()
+        if groups.get("op"):
+            return [*found, iamrules.gke_operation(project, location, m["op"])]
+        request = body if isinstance(body, dict) else {}
+        cluster = request.get("cluster") if isinstance(request.get("cluster"), dict) else None
+        name = groups.get("cluster") or str((cluster or {}).get("name", ""))
+        if name:
+            found.append(iamrules.gke_cluster(project, location, name))
+        configs: list[Any] = []
+        if cluster is not None:
+            configs.append(cluster.get("nodeConfig"))
+            configs += [(p or {}).get("config") for p in cluster.get("nodePools") or []]
+        if isinstance(request.get("nodePool"), dict):
+            configs.append(request["nodePool"].get("config"))
+        accounts = sorted(
+            {
+                str(c["serviceAccount"])
+                for c in configs
+                if isinstance(c, dict) and c.get("serviceAccount") not in (None, "", "default")
+            }
+        )
+        return found + [iamrules.service_account(project, email) for email in accounts]
 
     @staticmethod
     def _key(m: re.Match[str], *, pool: str | None = None) -> str:
