@@ -7,14 +7,16 @@ loopback fakes, with tokens the inventory mints (the owner passes everything, as
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tools.rehearsal.fakes import iamrules
+from tools.rehearsal.fakes import iamrules, k8s_ops
 from tools.rehearsal.fakes.container import FakeContainer
 from tools.rehearsal.fakes.iam import FakeIam
 from tools.rehearsal.fakes.inventory import OWNER, Inventory
@@ -379,3 +381,43 @@ def test_rbac_writes_need_bind_or_escalate(
     assert extra in message(refused)
     token = grant(inv, (extra,), on_cluster("a"))
     assert call(kube, "POST", path, token, obj)[0] == 201
+
+
+def test_the_ops_fake_judges_reads_the_same_way(inv: Inventory, tmp_path: Path) -> None:
+    """The ops commands' API server (fakes/k8s_ops.py), given the inventory and its cluster:
+    a read needs the table's permission there; a kind the table lacks is the owner's only."""
+    deployment = k8s_ops.deployment("gemma4-a", "gemma4-a", replicas=1)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # loopback, a throwaway self-signed certificate
+    token = grant(inv, ("container.deployments.get",), on_cluster("a"))
+    paths = {
+        "deployments": "/apis/apps/v1/namespaces/gemma4-a/deployments/gemma4-a",
+        "pods": "/api/v1/namespaces/gemma4-a/pods",
+    }
+    answers: dict[tuple[str, str], int] = {}
+    for cluster in ("a", "b"):
+        checked = iamrules.gke_cluster(P, ZONE, cluster)
+        with k8s_ops.FakeKubernetes(tmp_path / cluster, iam=(inv, checked)) as api:
+            api.put(deployment)
+            for who, bearer in (("deploy", token), ("owner", inv.mint_token(OWNER))):
+                for kind, path in paths.items():
+                    request = urllib.request.Request(
+                        f"https://{api.host}{path}", headers={"Authorization": f"Bearer {bearer}"}
+                    )
+                    try:
+                        with urllib.request.urlopen(request, context=context, timeout=10) as r:  # noqa: S310
+                            status = int(r.status)
+                    except urllib.error.HTTPError as exc:
+                        status = exc.code
+                    answers[(f"{who}@{cluster}", kind)] = status
+    assert answers == {
+        ("deploy@a", "deployments"): 200,
+        ("deploy@a", "pods"): 403,  # never in the table: the owner's only
+        ("owner@a", "deployments"): 200,
+        ("owner@a", "pods"): 200,
+        ("deploy@b", "deployments"): 403,
+        ("deploy@b", "pods"): 403,
+        ("owner@b", "deployments"): 200,
+        ("owner@b", "pods"): 200,
+    }
