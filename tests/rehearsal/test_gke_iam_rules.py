@@ -184,8 +184,11 @@ def test_operations_and_server_config_have_their_own_permissions(
 ) -> None:
     fake, _ = gke
     owner = inv.mint_token(OWNER)
-    op = call(fake.host, "DELETE", f"{LOC}/clusters/a/nodePools/p", owner)[1]["name"]
-    path = f"{LOC}/operations/{op}"
+    started = call(fake.host, "DELETE", f"{LOC}/clusters/a/nodePools/p", owner)[1]
+    # Still running, as GKE answers: the provider must poll it (with this permission).
+    assert started["status"] == "RUNNING"
+    path = f"{LOC}/operations/{started['name']}"
+    assert call(fake.host, "GET", path, owner)[1]["status"] == "DONE"
     # An operation gives IAM Conditions no attribute: a cluster condition never grants it.
     conditioned = grant(inv, ("container.operations.get",), on_cluster("a"))
     assert call(fake.host, "GET", path, conditioned)[0] == 403

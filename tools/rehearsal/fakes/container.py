@@ -1,6 +1,7 @@
 """Loopback fake of the GKE API (container.googleapis.com v1beta1, what google-beta calls):
 clusters and node pools, create / get / delete, each answered with a long-running operation
-that is already DONE. Its refusals are tools/rehearsal/fakes/container_rules.py, with sources.
+that is RUNNING and DONE when polled (operations.get). Its refusals are
+tools/rehearsal/fakes/container_rules.py, with sources; its IAM checks iamrules.CHECKED_ON's.
 
 A cluster's control plane is the fake Kubernetes API (tools/rehearsal/fakes/k8s.py): the
 cluster's endpoint is its loopback address, and deleting the cluster empties it, as deleting a
@@ -108,7 +109,11 @@ class FakeContainer(ApiFake):
             "targetLink": f"http://{self.host}/v1beta1/{target}",
         }
         self.inventory.put(self.api, name, op)
-        return 200, op
+        # GKE answers a create or delete with an operation still RUNNING (clusters take minutes)
+        # and the provider polls projects.locations.operations.get until DONE
+        # (ContainerOperationWaiter.QueryOp, google-beta container_operation.go): the caller
+        # needs container.operations.get, so the fake's is DONE only when read back.
+        return 200, {**op, "status": "RUNNING"}
 
     def _get_operation(
         self, m: re.Match[str], query: dict[str, str], body: Any, who: str
