@@ -205,8 +205,13 @@ def test_operations_and_server_config_have_their_own_permissions(
 
 
 def test_the_project_policy_needs_its_own_permissions(inv: Inventory) -> None:
+    # The grant a rewrite of the project's policy would make: the deploy identity as owner.
     body = {"policy": {"bindings": [{"role": "roles/owner", "members": [DEPLOY]}]}}
     with FakeResourceManager(inv) as fake:
+        assert call(fake.host, "GET", f"/v1/projects/{P}", inv.mint_token(DEPLOY))[0] == 403
+        reader = grant(inv, ("resourcemanager.projects.get",))
+        assert call(fake.host, "GET", f"/v1/projects/{P}", reader)[0] == 200  # google_project
+        inv.policies.clear()
         nothing = inv.mint_token(DEPLOY)
         refused = call(fake.host, "POST", f"/v1/projects/{P}:setIamPolicy", nothing, body)
         assert refused[0] == 403
@@ -217,6 +222,8 @@ def test_the_project_policy_needs_its_own_permissions(inv: Inventory) -> None:
         assert call(fake.host, "POST", f"/v1/projects/{P}:setIamPolicy", reader, body)[0] == 403
         writer = grant(inv, ("resourcemanager.projects.setIamPolicy",))
         assert call(fake.host, "POST", f"/v1/projects/{P}:setIamPolicy", writer, body)[0] == 200
+        # What the rewrite did: the deploy identity now owns the project.
+        assert call(fake.host, "GET", f"/v1/projects/{P}", writer)[0] == 200
 
 
 @pytest.mark.parametrize(

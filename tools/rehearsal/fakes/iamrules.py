@@ -158,6 +158,12 @@ CHECKED_ON: dict[str, str] = {
     # .../getIamPolicy; the stored excerpts stop before the permission line: the names are the
     # issue's reading, and the ones roles/resourcemanager.projectIamAdmin holds).
     "resourcemanager.projects.getIamPolicy": PROJECT,
+    # projects.get (the google_project data source the GKE cluster stack reads the project
+    # number with): "Authorization requires the following IAM permission on the specified
+    # resource projectId: resourcemanager.projects.get" (resource-manager/reference/rest/v1/
+    # projects/get, stored). testIamPermissions (make preflight) answers what the caller holds
+    # and needs no permission of its own: left unchecked.
+    "resourcemanager.projects.get": PROJECT,
     "resourcemanager.projects.setIamPolicy": PROJECT,
     # Service Usage (https://cloud.google.com/service-usage/docs/access-control, "IAM
     # permissions"): "services.enable  On the project: serviceusage.services.enable",

@@ -26,7 +26,7 @@ class FakeResourceManager(ApiFake):
     api = "cloudresourcemanager"
 
     def routes(self) -> None:
-        self.route("GET", _PROJECT, self._get_project)
+        self.route("GET", _PROJECT, self._get_project, ("resourcemanager.projects.get",))
         # Both checked on the project (iamrules.CHECKED_ON, with the reference's rule): without
         # them a caller could rewrite the project's policy and grant itself anything.
         self.route(
