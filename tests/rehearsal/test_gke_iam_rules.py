@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tools.rehearsal.fakes import iamrules, k8s_ops
+from tools.rehearsal.fakes.compute import FakeCompute
 from tools.rehearsal.fakes.container import FakeContainer
 from tools.rehearsal.fakes.iam import FakeIam
 from tools.rehearsal.fakes.inventory import OWNER, Inventory
@@ -431,3 +432,23 @@ def test_the_ops_fake_judges_reads_the_same_way(inv: Inventory, tmp_path: Path) 
         ("owner@b", "deployments"): 200,
         ("owner@b", "pods"): 200,
     }
+
+
+def test_subnetworks_need_the_subnetworks_permissions(inv: Inventory) -> None:
+    inv.enable(P, "compute.googleapis.com")
+    path = f"/compute/v1/projects/{P}/regions/us-west4/subnetworks"
+    body = {
+        "name": "gemma4-a-proxy",
+        "network": "global/networks/default",
+        "ipCidrRange": "192.168.64.0/23",
+        "purpose": "REGIONAL_MANAGED_PROXY",
+        "role": "ACTIVE",
+    }
+    with FakeCompute(inv) as fake:
+        refused = call(fake.host, "POST", path, inv.mint_token(DEPLOY), body)
+        assert refused[0] == 403
+        assert "'compute.subnetworks.create' denied" in message(refused)
+        token = grant(inv, ("compute.subnetworks.create", "compute.subnetworks.get"))
+        assert call(fake.host, "POST", path, token, body)[0] == 200
+        assert call(fake.host, "GET", f"{path}/gemma4-a-proxy", token)[0] == 200
+        assert call(fake.host, "DELETE", f"{path}/gemma4-a-proxy", token)[0] == 403
