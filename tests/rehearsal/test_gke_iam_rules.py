@@ -452,3 +452,20 @@ def test_subnetworks_need_the_subnetworks_permissions(inv: Inventory) -> None:
         assert call(fake.host, "POST", path, token, body)[0] == 200
         assert call(fake.host, "GET", f"{path}/gemma4-a-proxy", token)[0] == 200
         assert call(fake.host, "DELETE", f"{path}/gemma4-a-proxy", token)[0] == 403
+
+
+def test_a_clusters_credentials_need_get_credentials(
+    inv: Inventory, gke: tuple[FakeContainer, FakeContainer]
+) -> None:
+    fake, _ = gke
+    owner = inv.mint_token(OWNER)
+    password = "p-1"  # noqa: S105 (a throwaway basic-auth value in a loopback fake)
+    body = {"cluster": {"name": "c", "masterAuth": {"username": "u", "password": password}}}
+    assert call(fake.host, "POST", f"{LOC}/clusters", owner, body)[0] == 200
+    token = grant(inv, ("container.clusters.get",), on_cluster("c"))
+    seen = call(fake.host, "GET", f"{LOC}/clusters/c", token)
+    assert seen[0] == 200
+    assert set(seen[1]["masterAuth"]) == {"clusterCaCertificate"}
+    token = grant(inv, ("container.clusters.getCredentials",), on_cluster("c"))
+    seen = call(fake.host, "GET", f"{LOC}/clusters/c", token)
+    assert seen[1]["masterAuth"]["password"] == password

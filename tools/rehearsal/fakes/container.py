@@ -226,7 +226,16 @@ class FakeContainer(ApiFake):
             self.inventory.get(self.api, n)
             for n in self.inventory.names(self.api, key + "/nodePools/")
         ]
-        return 200, {**cluster, "nodePools": [p for p in pools if p]}
+        answer = {**cluster, "nodePools": [p for p in pools if p]}
+        # clusters.get needs "container.clusters.getCredentials to see the cluster's
+        # credentials" (api-permissions): without it the answer keeps the CA certificate (what
+        # a client verifies the endpoint with) and drops masterAuth's secrets.
+        where = iamrules.gke_cluster(m["project"], m["location"], m["cluster"])
+        at = self.inventory.request_time(self.headers)
+        if not self.inventory.check(who, "container.clusters.getCredentials", where, at):
+            auth = dict(answer.get("masterAuth") or {})
+            answer["masterAuth"] = {k: v for k, v in auth.items() if k not in rules.CREDENTIALS}
+        return 200, answer
 
     def _delete_cluster(
         self, m: re.Match[str], query: dict[str, str], body: Any, who: str

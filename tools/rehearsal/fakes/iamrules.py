@@ -134,6 +134,8 @@ CHECKED_ON: dict[str, str] = {
     # requested cluster".
     "container.clusters.create": PROJECT,
     "container.clusters.get": GKE_CLUSTER,
+    # "... and container.clusters.getCredentials to see the cluster's credentials" (same row).
+    "container.clusters.getCredentials": GKE_CLUSTER,
     "container.clusters.update": GKE_CLUSTER,
     # projects.locations.getServerConfig (the google_container_engine_versions data source):
     # its reference page (kubernetes-engine/docs/reference/rest/v1beta1/projects.locations/
