@@ -47,19 +47,25 @@ class ApiFake(LoopbackServer):
     def refused(
         self, principal: str, needs: tuple[str, ...], resources: list[Checked]
     ) -> Answer | None:
-        """The real API's 403 for the first permission IAM does not grant, or None."""
-        by_type = {r.type: r for r in resources}
+        """The real API's 403 for the first permission IAM does not grant, or None. A request
+        may name several resources of one type (a cluster whose node pools run as two
+        accounts): the permission is needed on each."""
+        at = self.inventory.request_time(self.headers)
         for permission in needs:
-            if permission == ACT_AS and CHECKED_ON[permission] not in by_type:
-                continue  # no account attached to the resource: nothing to act as
-            resource = by_type[CHECKED_ON[permission]]
-            at = self.inventory.request_time(self.headers)
-            if not self.inventory.check(principal, permission, resource, at):
-                return api_error(
-                    403,
-                    f"Permission '{permission}' denied on resource '{resource.name}' (or it may "
-                    "not exist).",
+            checked_on = [r for r in resources if r.type == CHECKED_ON[permission]]
+            if not checked_on and permission != ACT_AS:
+                raise AssertionError(
+                    f"{type(self).__name__}.resources() names no {CHECKED_ON[permission]} for "
+                    f"{permission}"
                 )
+            # actAs with no account attached to the resource: nothing to act as.
+            for resource in checked_on:
+                if not self.inventory.check(principal, permission, resource, at):
+                    return api_error(
+                        403,
+                        f"Permission '{permission}' denied on resource '{resource.name}' (or it "
+                        "may not exist).",
+                    )
         return None
 
     def _dispatch(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Answer:

@@ -41,11 +41,11 @@ class FakeCompute(ApiFake):
         self.route("GET", _ROUTER, self._get_router, (routers + "get",))
         self.route("PATCH", _ROUTER, self._patch_router, (routers + "update",))
         self.route("DELETE", _ROUTER, self._delete_router, (routers + "delete",))
-        # Subnetworks (the Gateway's proxy-only subnet): the owner's calls only, no IAM mapping
-        # for them yet (iamrules has no compute.subnetworks.* entry).
-        self.route("POST", _SUBNETS, self._insert_subnet)
-        self.route("GET", _SUBNET, self._get_subnet)
-        self.route("DELETE", _SUBNET, self._delete_subnet)
+        # Subnetworks (the Gateway's proxy-only subnet), checked on the subnetwork (iamrules).
+        subnets = "compute.subnetworks."
+        self.route("POST", _SUBNETS, self._insert_subnet, (subnets + "create",))
+        self.route("GET", _SUBNET, self._get_subnet, (subnets + "get",))
+        self.route("DELETE", _SUBNET, self._delete_subnet, (subnets + "delete",))
 
     def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Any]:
         """The rule, its network (from the request, or the stored rule) and the operation."""
@@ -54,6 +54,9 @@ class FakeCompute(ApiFake):
         if "/routers" in path:
             router = m.groupdict().get("name") or str((body or {}).get("name", ""))
             return [iamrules.router(project, m["region"], router)]
+        if "/subnetworks" in path:
+            subnet = m.groupdict().get("name") or str((body or {}).get("name", ""))
+            return [iamrules.subnetwork(project, m["region"], subnet)]
         name = m.groupdict().get("name") or str((body or {}).get("name", ""))
         if "/networks/" in path:
             network = name

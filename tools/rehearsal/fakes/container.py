@@ -1,6 +1,7 @@
 """Loopback fake of the GKE API (container.googleapis.com v1beta1, what google-beta calls):
 clusters and node pools, create / get / delete, each answered with a long-running operation
-that is already DONE. Its refusals are tools/rehearsal/fakes/container_rules.py, with sources.
+that is RUNNING and DONE when polled (operations.get). Its refusals are
+tools/rehearsal/fakes/container_rules.py, with sources; its IAM checks iamrules.CHECKED_ON's.
 
 A cluster's control plane is the fake Kubernetes API (tools/rehearsal/fakes/k8s.py): the
 cluster's endpoint is its loopback address, and deleting the cluster empties it, as deleting a
@@ -16,7 +17,7 @@ from typing import Any
 
 from tools.rehearsal.fakes import compute_rules, iamrules
 from tools.rehearsal.fakes import container_rules as rules
-from tools.rehearsal.fakes.api import ApiFake
+from tools.rehearsal.fakes.api import ACT_AS, ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 from tools.rehearsal.fakes.iamrules import Checked
 from tools.rehearsal.fakes.inventory import Inventory
@@ -45,21 +46,51 @@ class FakeContainer(ApiFake):
         super().__init__(inventory)
 
     def routes(self) -> None:
-        self.route("POST", _CLUSTERS, self._create_cluster)
-        self.route("GET", _CLUSTER, self._get_cluster)
-        # container.clusters.delete, checked on the cluster (iamrules.CHECKED_ON): only the
-        # project's policy reaches it, and its condition sees the cluster's name.
+        # Every route's permission is iamrules.CHECKED_ON's, with the GKE API permissions page
+        # as the source: clusters.create on the project (and actAs on each node account the
+        # request names), get on the cluster, node pools as clusters.update / get on their
+        # cluster, operations.get on the operation. The cluster holds no IAM policy of its own:
+        # only the project's reaches it, and its condition sees the cluster's name.
+        self.route("POST", _CLUSTERS, self._create_cluster, ("container.clusters.create", ACT_AS))
+        get, update = ("container.clusters.get",), ("container.clusters.update",)
+        self.route("GET", _CLUSTER, self._get_cluster, get)
         delete = ("container.clusters.delete",)
         self.route("DELETE", _CLUSTER, self._delete_cluster, delete)
         self.route("DELETE", _V1_CLUSTER, self._delete_cluster, delete)
-        self.route("POST", _POOLS, self._create_pool)
-        self.route("GET", _POOL, self._get_pool)
-        self.route("DELETE", _POOL, self._delete_pool)
-        self.route("GET", _OPERATION, self._get_operation)
-        self.route("GET", _SERVER_CONFIG, self._server_config)
+        self.route("POST", _POOLS, self._create_pool, (*update, ACT_AS))
+        self.route("GET", _POOL, self._get_pool, get)
+        self.route("DELETE", _POOL, self._delete_pool, update)
+        self.route("GET", _OPERATION, self._get_operation, ("container.operations.get",))
+        self.route("GET", _SERVER_CONFIG, self._server_config, ("container.clusters.list",))
 
     def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Checked]:
-        return [iamrules.gke_cluster(m["project"], m["location"], m["cluster"])]
+        """The project, the cluster (named by the path, or by a create's body), the operation,
+        and every node service account the request names (a cluster's default pool and node
+        pools, a node pool's config): GKE nodes run as them, so the caller must act as each."""
+        project, location = m["project"], m["location"]
+        found = [iamrules.project(project)]
+        groups = m.groupdict()
+        if groups.get("op"):
+            return [*found, iamrules.gke_operation(project, location, m["op"])]
+        request = body if isinstance(body, dict) else {}
+        cluster = request.get("cluster") if isinstance(request.get("cluster"), dict) else None
+        name = groups.get("cluster") or str((cluster or {}).get("name", ""))
+        if name:
+            found.append(iamrules.gke_cluster(project, location, name))
+        configs: list[Any] = []
+        if cluster is not None:
+            configs.append(cluster.get("nodeConfig"))
+            configs += [(p or {}).get("config") for p in cluster.get("nodePools") or []]
+        if isinstance(request.get("nodePool"), dict):
+            configs.append(request["nodePool"].get("config"))
+        accounts = sorted(
+            {
+                str(c["serviceAccount"])
+                for c in configs
+                if isinstance(c, dict) and c.get("serviceAccount") not in (None, "", "default")
+            }
+        )
+        return found + [iamrules.service_account(project, email) for email in accounts]
 
     @staticmethod
     def _key(m: re.Match[str], *, pool: str | None = None) -> str:
@@ -78,7 +109,11 @@ class FakeContainer(ApiFake):
             "targetLink": f"http://{self.host}/v1beta1/{target}",
         }
         self.inventory.put(self.api, name, op)
-        return 200, op
+        # GKE answers a create or delete with an operation still RUNNING (clusters take minutes)
+        # and the provider polls projects.locations.operations.get until DONE
+        # (ContainerOperationWaiter.QueryOp, google-beta container_operation.go): the caller
+        # needs container.operations.get, so the fake's is DONE only when read back.
+        return 200, {**op, "status": "RUNNING"}
 
     def _get_operation(
         self, m: re.Match[str], query: dict[str, str], body: Any, who: str
@@ -191,7 +226,16 @@ class FakeContainer(ApiFake):
             self.inventory.get(self.api, n)
             for n in self.inventory.names(self.api, key + "/nodePools/")
         ]
-        return 200, {**cluster, "nodePools": [p for p in pools if p]}
+        answer = {**cluster, "nodePools": [p for p in pools if p]}
+        # clusters.get needs "container.clusters.getCredentials to see the cluster's
+        # credentials" (api-permissions): without it the answer keeps the CA certificate (what
+        # a client verifies the endpoint with) and drops masterAuth's secrets.
+        where = iamrules.gke_cluster(m["project"], m["location"], m["cluster"])
+        at = self.inventory.request_time(self.headers)
+        if not self.inventory.check(who, "container.clusters.getCredentials", where, at):
+            auth = dict(answer.get("masterAuth") or {})
+            answer["masterAuth"] = {k: v for k, v in auth.items() if k not in rules.CREDENTIALS}
+        return 200, answer
 
     def _delete_cluster(
         self, m: re.Match[str], query: dict[str, str], body: Any, who: str

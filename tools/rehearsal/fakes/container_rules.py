@@ -119,3 +119,11 @@ MASTER_CIDR_SOURCE = (
     "projects.locations.clusters#PrivateClusterConfig"
 )
 MASTER_CIDR_PREFIX = 28
+
+
+# MasterAuth's credentials (REST reference, MasterAuth: username / password for basic auth,
+# clientCertificate / clientKey "used by clients to authenticate to the cluster endpoint"),
+# shown only to a caller with container.clusters.getCredentials (kubernetes-engine/docs/
+# reference/api-permissions: clusters.get "and container.clusters.getCredentials to see the
+# cluster's credentials"). clusterCaCertificate is the endpoint's public CA, not a credential.
+CREDENTIALS = frozenset({"username", "password", "clientCertificate", "clientKey"})

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
+from tools.rehearsal.fakes.iamrules import Checked
 from tpudeploy.names import SERVICE_ACCOUNT_ID_RE, service_account_email
 
 _COLLECTION = r"/v1/projects/(?P<project>[^/]+)/serviceAccounts"
@@ -21,17 +23,40 @@ class FakeIam(ApiFake):
     api = "iam"
 
     def routes(self) -> None:
-        self.route("POST", _COLLECTION, self._create)
-        self.route("GET", _ACCOUNT, self._get)
-        self.route("PATCH", _ACCOUNT, self._patch)
-        self.route("DELETE", _ACCOUNT, self._delete)
+        # The permissions of each method (iamrules.CHECKED_ON, with IAM's REST reference):
+        # account create on the project, the rest on the account; custom roles on the project.
+        self.route("POST", _COLLECTION, self._create, ("iam.serviceAccounts.create",))
+        self.route("GET", _ACCOUNT, self._get, ("iam.serviceAccounts.get",))
+        self.route("PATCH", _ACCOUNT, self._patch, ("iam.serviceAccounts.update",))
+        self.route("DELETE", _ACCOUNT, self._delete, ("iam.serviceAccounts.delete",))
         # google_service_account_iam_member, and the bootstrap's actAs grants.
-        self.route("POST", _ACCOUNT + r":getIamPolicy", self._get_policy)
-        self.route("POST", _ACCOUNT + r":setIamPolicy", self._set_policy)
-        self.route("POST", _ROLES, self._create_role)
-        self.route("GET", _ROLE, self._get_role)
-        self.route("PATCH", _ROLE, self._patch_role)
-        self.route("DELETE", _ROLE, self._delete_role)
+        self.route(
+            "POST",
+            _ACCOUNT + r":getIamPolicy",
+            self._get_policy,
+            ("iam.serviceAccounts.getIamPolicy",),
+        )
+        self.route(
+            "POST",
+            _ACCOUNT + r":setIamPolicy",
+            self._set_policy,
+            ("iam.serviceAccounts.setIamPolicy",),
+        )
+        self.route("POST", _ROLES, self._create_role, ("iam.roles.create",))
+        self.route("GET", _ROLE, self._get_role, ("iam.roles.get",))
+        self.route("PATCH", _ROLE, self._patch_role, ("iam.roles.update",))
+        self.route("DELETE", _ROLE, self._delete_role, ("iam.roles.delete",))
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Checked]:
+        """The project (account create, custom roles) and the account the path names."""
+        project = m["project"]
+        email = m.groupdict().get("email")
+        if project == "-" and email:
+            # "projects/-" lets IAM infer the project from the account (REST reference, name):
+            # a user-managed account's email names it (ID@PROJECT.iam.gserviceaccount.com).
+            project = email.partition("@")[2].split(".", 1)[0]
+        found = [iamrules.project(project)]
+        return found + ([iamrules.service_account(project, email)] if email else [])
 
     def _create(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
         project = m["project"]

@@ -38,6 +38,8 @@ from typing import Any
 import celpy
 from celpy.evaluation import CELEvalError
 
+from tpudeploy.gke import kube_iam
+
 PROJECT = "cloudresourcemanager.googleapis.com/Project"
 SECRET = "secretmanager.googleapis.com/Secret"  # noqa: S105 (a resource type)
 BUCKET = "storage.googleapis.com/Bucket"
@@ -46,11 +48,13 @@ FIREWALL = "compute.googleapis.com/Firewall"
 NETWORK = "compute.googleapis.com/Network"
 OPERATION = "compute.googleapis.com/GlobalOperation"
 ROUTER = "compute.googleapis.com/Router"
+SUBNETWORK = "compute.googleapis.com/Subnetwork"
 TPU_NODE = "tpu.googleapis.com/Node"
 TPU_LOCATION = "tpu.googleapis.com/Location"
 TPU_OPERATION = "tpu.googleapis.com/Operation"
 SCHEDULER_JOB = "cloudscheduler.googleapis.com/Job"
 GKE_CLUSTER = "container.googleapis.com/Cluster"
+GKE_OPERATION = "container.googleapis.com/Operation"
 SCHEDULER_LOCATION = "cloudscheduler.googleapis.com/Location"
 SERVICE_ACCOUNT = "iam.googleapis.com/ServiceAccount"
 
@@ -102,6 +106,14 @@ CHECKED_ON: dict[str, str] = {
     "compute.routers.get": ROUTER,
     "compute.routers.update": ROUTER,
     "compute.routers.delete": ROUTER,
+    # A Gateway's proxy-only subnet: subnetworks.insert / get / delete check compute.subnetworks.
+    # create / get / delete on the subnetwork. Google's page for these rows was NOT FOUND in the
+    # stored corpus: the names are Compute Engine's pattern (as for routers above) and appear in
+    # roles/compute.networkAdmin's listings in public repositories; whether insert also needs
+    # compute.networks.updatePolicy on the network is not modelled (unverified).
+    "compute.subnetworks.create": SUBNETWORK,
+    "compute.subnetworks.get": SUBNETWORK,
+    "compute.subnetworks.delete": SUBNETWORK,
     # Cloud TPU: nodes.create on the location (parent), get and delete on the node
     # (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes).
     "tpu.nodes.create": TPU_LOCATION,
@@ -113,6 +125,29 @@ CHECKED_ON: dict[str, str] = {
     # projects.locations.clusters/delete), the cluster, which holds no IAM policy of its own:
     # only a project grant reaches it (GKE's deadline job, tpudeploy/gke/deadline_target.py).
     "container.clusters.delete": GKE_CLUSTER,
+    # The rest of GKE's API (https://cloud.google.com/kubernetes-engine/docs/reference/
+    # api-permissions, "Google Kubernetes Engine API permissions"): clusters.create needs
+    # "container.clusters.create on the containing Cloud project, and iam.serviceAccounts.actAs
+    # on the specified service account"; clusters.get "container.clusters.get on the requested
+    # cluster"; clusters.update, nodePools.create and nodePools.delete "container.clusters.update
+    # on the requested cluster"; nodePools.get and nodePools.list "container.clusters.get on the
+    # requested cluster".
+    "container.clusters.create": PROJECT,
+    "container.clusters.get": GKE_CLUSTER,
+    # "... and container.clusters.getCredentials to see the cluster's credentials" (same row).
+    "container.clusters.getCredentials": GKE_CLUSTER,
+    "container.clusters.update": GKE_CLUSTER,
+    # projects.locations.getServerConfig (the google_container_engine_versions data source):
+    # its reference page (kubernetes-engine/docs/reference/rest/v1beta1/projects.locations/
+    # getServerConfig, stored) names no IAM permission, and the stored excerpt of the
+    # api-permissions table stops before it. NOT FOUND in the stored corpus: this rests on the
+    # issue's reading (container.clusters.list on the project, which roles/container.viewer
+    # and every GKE role hold). A live project is the only proof.
+    "container.clusters.list": PROJECT,
+    # projects.locations.operations.get: "Authorization requires the following IAM permission
+    # on the specified resource name: container.operations.get" (kubernetes-engine/docs/
+    # reference/rest/v1beta1/projects.locations.operations/get), the operation.
+    "container.operations.get": GKE_OPERATION,
     # Cloud Scheduler: jobs.create on the location, the rest on the job
     # (https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs).
     "cloudscheduler.jobs.create": SCHEDULER_LOCATION,
@@ -124,10 +159,59 @@ CHECKED_ON: dict[str, str] = {
     # locations.list names the project ("name: The resource that owns the locations
     # collection", projects.locations/list; roles/cloudscheduler.viewer holds it): preflight.
     "cloudscheduler.locations.list": PROJECT,
-    # Attaching an account to a TPU node or a Scheduler job: actAs on that account
+    # Attaching an account to a TPU node, a Scheduler job or GKE nodes: actAs on that account
     # (https://cloud.google.com/iam/docs/service-accounts-actas).
     "iam.serviceAccounts.actAs": SERVICE_ACCOUNT,
+    # Resource Manager: projects.getIamPolicy and projects.setIamPolicy, "Authorization requires
+    # the following IAM permission on the specified resource": resourcemanager.projects.
+    # getIamPolicy / setIamPolicy, the resource being the project
+    # (https://cloud.google.com/resource-manager/reference/rest/v1/projects/setIamPolicy and
+    # .../getIamPolicy; the stored excerpts stop before the permission line: the names are the
+    # issue's reading, and the ones roles/resourcemanager.projectIamAdmin holds).
+    "resourcemanager.projects.getIamPolicy": PROJECT,
+    # projects.get (the google_project data source the GKE cluster stack reads the project
+    # number with): "Authorization requires the following IAM permission on the specified
+    # resource projectId: resourcemanager.projects.get" (resource-manager/reference/rest/v1/
+    # projects/get, stored). testIamPermissions (make preflight) answers what the caller holds
+    # and needs no permission of its own: left unchecked.
+    "resourcemanager.projects.get": PROJECT,
+    "resourcemanager.projects.setIamPolicy": PROJECT,
+    # Service Usage (https://cloud.google.com/service-usage/docs/access-control, "IAM
+    # permissions"): "services.enable  On the project: serviceusage.services.enable",
+    # "services.disable  On the project: serviceusage.services.disable", "services.get  On the
+    # project: serviceusage.services.get". (enable also needs servicemanagement.services.bind on
+    # the service, which every caller of a public Google API holds: not modelled.)
+    "serviceusage.services.enable": PROJECT,
+    "serviceusage.services.disable": PROJECT,
+    "serviceusage.services.get": PROJECT,
+    # IAM (https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts):
+    # create "requires the following IAM permission on the specified resource name:
+    # iam.serviceAccounts.create", the name being the project (projects.serviceAccounts/create);
+    # get, patch, delete, getIamPolicy and setIamPolicy name the account
+    # (iam.serviceAccounts.get / update / delete / getIamPolicy / setIamPolicy).
+    "iam.serviceAccounts.create": PROJECT,
+    "iam.serviceAccounts.get": SERVICE_ACCOUNT,
+    "iam.serviceAccounts.update": SERVICE_ACCOUNT,
+    "iam.serviceAccounts.delete": SERVICE_ACCOUNT,
+    "iam.serviceAccounts.getIamPolicy": SERVICE_ACCOUNT,
+    "iam.serviceAccounts.setIamPolicy": SERVICE_ACCOUNT,
+    # Project custom roles (https://cloud.google.com/iam/docs/reference/rest/v1/projects.roles):
+    # create on the parent project (iam.roles.create), get / patch / delete on the role
+    # (iam.roles.get / update / delete). A custom role holds no IAM policy of its own and gives
+    # conditions no attributes: only the project's policy reaches it, so it is checked as the
+    # project here (a condition sees the same nothing either way).
+    "iam.roles.create": PROJECT,
+    "iam.roles.get": PROJECT,
+    "iam.roles.update": PROJECT,
+    "iam.roles.delete": PROJECT,
 }
+# Inside a GKE cluster, GKE authorizes a Kubernetes API request with IAM's container.<resource>.
+# <verb> (tpudeploy/gke/kube_iam.py, with its sources; the Kubernetes fake, fakes/k8s_iam.py,
+# checks them), each on the cluster the request is sent to: the project's policy reaches it and
+# a condition sees the cluster's name, so a grant conditioned on cluster A never admits a
+# request to cluster B. Every permission the table can produce is registered here.
+for _permission in kube_iam.deploy_permissions():
+    CHECKED_ON[_permission] = GKE_CLUSTER
 
 # Which resource attributes (resource.service, resource.type, resource.name) each resource type
 # provides to IAM Conditions: https://cloud.google.com/iam/docs/conditions-resource-attributes
@@ -144,6 +228,8 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     OBJECT: frozenset({"service", "type", "name"}),
     FIREWALL: frozenset({"service", "type", "name"}),
     NETWORK: frozenset({"service", "type"}),
+    # Not among the Compute types the page lists as providing resource.name.
+    SUBNETWORK: frozenset({"service", "type"}),
     OPERATION: frozenset({"service", "type"}),
     PROJECT: frozenset({"service", "type"}),
     # GKE clusters (the deadline job's container.clusters.delete, issue 36 item 9). The
@@ -160,6 +246,9 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     # (endsWith "/locations/ZONE/clusters/NAME"), which holds whether IAM names the project by
     # id or by number. A live project is the only full proof.
     GKE_CLUSTER: frozenset({"service", "type", "name"}),
+    # A GKE operation: no source found that it gives IAM Conditions any attribute (the
+    # resource attributes page lists no container.googleapis.com/Operation type), so none.
+    GKE_OPERATION: frozenset(),
 }
 
 # Request attributes. "request.time": the date/time attributes work for every service (the
@@ -305,6 +394,11 @@ def router(project: str, region: str, name: str) -> Checked:
     return Checked(ROUTER, path, (_project_policy(project),))
 
 
+def subnetwork(project: str, region: str, name: str) -> Checked:
+    path = f"projects/{project}/regions/{region}/subnetworks/{name}"
+    return Checked(SUBNETWORK, path, (_project_policy(project),))
+
+
 def located(kind: str, project: str, location: str, name: str = "") -> Checked:
     """A TPU or Cloud Scheduler resource (no policy of its own: the project's reaches it)."""
     path = f"projects/{project}/locations/{location}" + (f"/{name}" if name else "")
@@ -320,3 +414,9 @@ def gke_cluster(project: str, location: str, name: str) -> Checked:
     """A GKE cluster: no IAM policy of its own, so only the project's policy reaches it."""
     path = f"projects/{project}/locations/{location}/clusters/{name}"
     return Checked(GKE_CLUSTER, path, (_project_policy(project),))
+
+
+def gke_operation(project: str, location: str, operation: str) -> Checked:
+    """A GKE long-running operation (no policy of its own: the project's reaches it)."""
+    path = f"projects/{project}/locations/{location}/operations/{operation}"
+    return Checked(GKE_OPERATION, path, (_project_policy(project),))

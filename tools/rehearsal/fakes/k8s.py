@@ -24,6 +24,7 @@ import re
 import uuid
 from typing import Any
 
+from tools.rehearsal.fakes import iamrules, k8s_iam
 from tools.rehearsal.fakes import k8s_rules as rules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer
@@ -36,6 +37,9 @@ _GROUP = (
     r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)(?:/namespaces/(?P<ns>[^/]+))?"
     r"/(?P<plural>[a-z]+)(?:/(?P<name>[^/]+))?"
 )
+
+_CORE_RE, _GROUP_RE = re.compile(_CORE), re.compile(_GROUP)
+_CLUSTER_KEY = re.compile(r"projects/([^/]+)/locations/([^/]+)/clusters/([^/]+)")
 
 
 def status(code: int, reason: str, message: str) -> Answer:
@@ -69,6 +73,25 @@ class FakeKubernetes(ApiFake):
             self.route("PUT", pattern, self._serve)
             self.route("GET", pattern, self._serve)
             self.route("DELETE", pattern, self._remove)
+
+    def _find(
+        self, method: str, path: str, query: dict[str, str], body: Any, principal: str
+    ) -> Answer:
+        """GKE's authorization before anything else (tools/rehearsal/fakes/k8s_iam.py): a
+        resource request needs its IAM permission on this cluster; discovery is open."""
+        if self.cluster is not None and not k8s_iam.OPEN_PATHS.fullmatch(path):
+            m = _CORE_RE.fullmatch(path) or _GROUP_RE.fullmatch(path)
+            if m is not None:
+                group = m.groupdict().get("group") or ""
+                key = _CLUSTER_KEY.fullmatch(self.cluster)
+                assert key is not None, self.cluster  # the container fake's own key
+                cluster = iamrules.gke_cluster(*key.groups())
+                request = (method, group, m["plural"], m["ns"], m["name"])
+                at = self.inventory.request_time(self.headers)
+                refused = k8s_iam.refusal(self.inventory, principal, cluster, request, body, at)
+                if refused is not None:
+                    return refused
+        return super()._find(method, path, query, body, principal)
 
     # ---- the cluster's lifetime
 

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tools.rehearsal.fakes import k8s_exec
+from tools.rehearsal.fakes import k8s_exec, k8s_iam
 from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
+from tools.rehearsal.fakes.iamrules import Checked
+from tools.rehearsal.fakes.inventory import Inventory
 from tpudeploy import facts
 from tpudeploy.gke.tlscert import make_bundle
 
@@ -97,7 +99,11 @@ class FakeKubernetes(LoopbackServer):
 
     TOKEN_HEADER = "authorization"  # noqa: S105 - a header name
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, iam: tuple[Inventory, Checked] | None = None) -> None:
+        """`iam`: judge each read as GKE does (tools/rehearsal/fakes/k8s_iam.py), with the
+        inventory's tokens and policies, on this cluster; None: any bearer token reads (the
+        ops commands' tests, run as the person who deployed)."""
+        self.iam = iam
         # GKE's CA signs the API server's certificate; here one self-signed leaf plays both.
         bundle = make_bundle("kube-apiserver")
         directory.mkdir(parents=True, exist_ok=True)
@@ -167,6 +173,15 @@ class FakeKubernetes(LoopbackServer):
             )
         api_version = "v1" if m["core"] else f"{m['group']}/{m['version']}"
         plural, ns, name = m["plural"], m["ns"] or "", m["name"]
+        if self.iam is not None:
+            inventory, cluster = self.iam
+            principal = inventory.principal(headers)
+            if principal is None:
+                return _status(401, "Unauthorized", "Unauthorized")
+            request = ("GET", m["group"] or "", plural, m["ns"], name)
+            refused = k8s_iam.refusal(inventory, principal, cluster, request, None)
+            if refused is not None:
+                return refused
         if name:
             obj = self.objects.get((api_version, plural, ns, name))
             if obj is None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
-from tools.rehearsal.fakes.iamrules import PROJECT_NUMBER
+from tools.rehearsal.fakes.iamrules import PROJECT_NUMBER, Checked
 
 _PROJECT = r"/v1/projects/(?P<project>[^/:]+)"
 
@@ -25,12 +26,27 @@ class FakeResourceManager(ApiFake):
     api = "cloudresourcemanager"
 
     def routes(self) -> None:
-        self.route("GET", _PROJECT, self._get_project)
-        self.route("POST", _PROJECT + r":getIamPolicy", self._get_policy)
-        self.route("POST", _PROJECT + r":setIamPolicy", self._set_policy)
+        self.route("GET", _PROJECT, self._get_project, ("resourcemanager.projects.get",))
+        # Both checked on the project (iamrules.CHECKED_ON, with the reference's rule): without
+        # them a caller could rewrite the project's policy and grant itself anything.
+        self.route(
+            "POST",
+            _PROJECT + r":getIamPolicy",
+            self._get_policy,
+            ("resourcemanager.projects.getIamPolicy",),
+        )
+        self.route(
+            "POST",
+            _PROJECT + r":setIamPolicy",
+            self._set_policy,
+            ("resourcemanager.projects.setIamPolicy",),
+        )
         self.route("POST", _PROJECT + r":testIamPermissions", self._test_permissions)
         # The permissions the caller holds on every project; None: all of them (an owner).
         self.held: set[str] | None = None
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Checked]:
+        return [iamrules.project(m["project"])]
 
     def _view(self, project: str) -> dict[str, Any]:
         bindings = self.inventory.policy(self.api, f"projects/{project}")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer
+from tools.rehearsal.fakes.iamrules import Checked
 
 _SERVICE = r"/v1/projects/(?P<project>[^/]+)/services/(?P<service>[^/:]+)"
 
@@ -15,9 +17,13 @@ class FakeServiceUsage(ApiFake):
     api = "serviceusage"
 
     def routes(self) -> None:
-        self.route("GET", _SERVICE, self._get)
-        self.route("POST", _SERVICE + ":enable", self._enable)
-        self.route("POST", _SERVICE + ":disable", self._disable)
+        # Each on the project (iamrules.CHECKED_ON; Service Usage's access-control page).
+        self.route("GET", _SERVICE, self._get, ("serviceusage.services.get",))
+        self.route("POST", _SERVICE + ":enable", self._enable, ("serviceusage.services.enable",))
+        self.route("POST", _SERVICE + ":disable", self._disable, ("serviceusage.services.disable",))
+
+    def resources(self, m: re.Match[str], query: dict[str, str], body: Any) -> list[Checked]:
+        return [iamrules.project(m["project"])]
 
     def _view(self, project: str, service: str) -> dict[str, Any]:
         on = service in self.inventory.enabled.get(project, set())

@@ -52,7 +52,11 @@ def api_body(values: Any, key: str = "") -> Any:
 
 
 def wait(client: Any, op: dict[str, Any] | None, path: str) -> None:
-    """GKE's operations: the fake's are DONE at once; anything else is the provider's error."""
+    """GKE's operations, polled as the provider polls them (ContainerOperationWaiter.QueryOp:
+    projects.locations.operations.get, as the caller); the fake's are DONE at the first poll."""
+    if op and op.get("status") in ("PENDING", "RUNNING"):
+        location = path.split("/clusters", 1)[0]
+        op = client.call("GET", f"{location}/operations/{op.get('name')}")
     if op and op.get("status") != "DONE":
         raise ApiError(f"operation {op.get('name')} did not finish")
     if op and op.get("error"):
