@@ -134,7 +134,9 @@ def test_no_project_grant_of_a_deploy_identity_reaches_the_project_policy() -> N
     identity holds setIamPolicy on the project, which no condition narrows to a member."""
     for dep in (A, B, VM):
         held = {p for g in _grants(dep) for p in identities.permissions(g)}
-        assert not [p for p in held if p.startswith(("resourcemanager.", "serviceusage."))]
+        assert not [
+            p for p in held if p.startswith(("resourcemanager.projects.set", "serviceusage."))
+        ]
     members = identities.project_members(A, project=PROJECT, project_number=NUMBER)
     assert {m.role for m in members} == {
         "roles/container.defaultNodeServiceAccount",

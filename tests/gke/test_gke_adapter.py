@@ -6,17 +6,17 @@ Synthesized once per session (deployments/gke.toml, shared with tests/stacks/tes
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Synthesizer
+from tests.conftest import Synthesizer, gke_local_raw
 from tools.k8s_manifests import manifests
 from tpudeploy.config import parse_config
 from tpudeploy.gke import metrics_adapter
 
-RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+# Local mode (no state_bucket): what its own stacks declare; the pipeline mode is tests/gitops.
+RAW = gke_local_raw()
 CFG = parse_config(RAW)
 
 # As GKE's guides spell the HPA's metric for vLLM (cloud.google.com/kubernetes-engine/docs/

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO_ROOT, Synthesizer
+from tests.conftest import REPO_ROOT, Synthesizer, gke_local_raw
 from tests.stacks.test_gke_synth import _container
 from tools.k8s_manifests import manifests
 from tpudeploy import facts, policy
@@ -29,7 +29,9 @@ from tpudeploy.gke.manifests import labels
 from tpudeploy.platform import guard_rails
 
 SCHEMAS = REPO_ROOT / "schemas" / "crds"
-RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+# Local mode (no state_bucket): its stacks declare the subnet and NAT a pipeline deployment gets
+# from the bootstrap (tests/gitops/test_gke_pipeline_identities.py).
+RAW = gke_local_raw()
 ROUTED = {
     **RAW,
     # GKE installs the InferencePool's CRD itself from this version on (facts).

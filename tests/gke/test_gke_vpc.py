@@ -7,17 +7,17 @@ from __future__ import annotations
 import ipaddress
 import json
 import subprocess
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO_ROOT, Synthesizer, terraform_env
+from tests.conftest import Synthesizer, gke_local_raw, terraform_env
 from tpudeploy import facts
 from tpudeploy.config import parse_config
 from tpudeploy.gke import vpc
 from tpudeploy.platform import platform_for
 
-RAW = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
+# Local mode (no state_bucket): what its own stacks declare; the pipeline mode is tests/gitops.
+RAW = gke_local_raw()
 
 
 def _cfg(**tables: Any) -> Any:

@@ -24,6 +24,7 @@ CLUSTER_TYPE = "container.googleapis.com/Cluster"
 STOP_ROLE = "tpudeployClusterStop"
 CLUSTER_ROLE = "tpudeployGkeCluster"
 CREATE_ROLE = "tpudeployGkeCreate"
+PROJECT_ROLE = "tpudeployProjectGet"
 
 ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     # Its own cluster, by name: read it (the serving stack reads its endpoint and CA), update it
@@ -46,6 +47,10 @@ ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Create GKE clusters and poll GKE operations (checked on the project)",
         ("container.clusters.create", "container.clusters.list", "container.operations.get"),
     ),
+    # The cluster stack reads the project's number (the pods' Workload Identity principal names
+    # it): projects.get needs resourcemanager.projects.get on the project (Resource Manager
+    # reference, projects/get). Read-only.
+    PROJECT_ROLE: ("Read the project's metadata (its number)", ("resourcemanager.projects.get",)),
     # The deadline job's own identity (<name>-stop), conditioned on its cluster's name.
     STOP_ROLE: ("Delete GKE clusters: the deadline jobs' identity", STOP_PERMISSIONS),
 }
@@ -56,7 +61,7 @@ UNSCOPABLE = {
         "clusters.create is checked on the project, which carries no cluster name, and an "
         "operation gives IAM Conditions no name either: a deploy identity can create a GKE "
         "cluster of any name in the project (spend; never as another deployment's node account: "
-        "actAs is on its own only) and list the project's clusters and poll their operations",
+        "actAs is on its own only), list the project's clusters and poll their operations",
     ),
 }
 
@@ -92,6 +97,7 @@ def grants(dep: DeployConfig, *, project: str) -> list[Grant]:
             "create its cluster, read the versions GKE offers, poll GKE operations; not scoped "
             "(see residual risks)",
         ),
+        Grant(who, PROJECT_ROLE, PROJECT, "read the project's number (read-only)"),
     ]
 
 
