@@ -287,9 +287,11 @@ def test_the_gke_pipeline_deploy_passes_as_the_deploy_identity(rehearsals: Runne
     """make rehearse PLATFORM=gke SCENARIO=pipeline: every change Terraform made, the serving
     stack's Kubernetes objects included, came from the deployment's deploy identity, and the
     cross-deployment stage saw every ask for another deployment's resources refused. With the
-    TPU VM's grants (the only deploy identity before issue 41) it failed at deploy on
-    container.clusters.create; with the fakes before issue 41 the cross-deployment stage failed:
-    another deployment's identity read the cluster and its ConfigMap (200)."""
+    shared grants alone (no GKE part: what a deploy identity held before issue 41) it failed at
+    deploy: 403 on container.clusters.list (google_container_engine_versions) and on
+    resourcemanager.projects.get (the project's number); with the fakes before issue 41 the
+    cross-deployment stage failed: another deployment's identity read the cluster and its
+    ConfigMap (200)."""
     run = rehearsals.wait("gke-pipeline", timeout=1200)
     assert run.returncode == 0, run.output
     assert list(stage_lines(run)) == GKE_PIPELINE_STAGES, run.output

@@ -48,6 +48,8 @@ class GkePipelineStages:
 
     scratch: Path
     _deploy_account: str
+    _bootstrapped: list[str]
+    _owner_spans: list[tuple[int, int]]
 
     @property
     def cloud(self) -> FakeCloud:
@@ -88,9 +90,22 @@ class GkePipelineStages:
         """Two more deployments are bootstrapped in the same project (a GKE one and a TPU VM
         one); each deploy identity, and this deployment's, asks for what is the other's."""
         gke, vm = self._neighbours()
+        # This stage's calls (the owner's bootstraps, the refused asks) are no part of the
+        # deploy identity's record that as-deploy-identity judges.
+        start = self.cloud.call_count()
+        try:
+            return self._cross_asks(gke, vm)
+        finally:
+            self._owner_spans = [*self._owner_spans, (start, self.cloud.call_count())]
+
+    def _cross_asks(self, gke: DeployConfig, vm: DeployConfig) -> str:
         tokens = {}
+        with self.cloud.inventory.locked() as inv:
+            before = set(inv.objects)
         for dep in (gke, vm):
-            account, _ = bootstrap(self.cloud, dep)
+            account, made = bootstrap(self.cloud, dep)
+            # The neighbours' bootstrap objects are no leftover of this deployment's destroy-all.
+            self._bootstrapped = sorted({*self._bootstrapped, *(set(made) - before)})
             with self.cloud.inventory.locked() as inv:
                 tokens[dep.name] = inv.mint_token(f"serviceAccount:{account}")
         with self.cloud.inventory.locked() as inv:

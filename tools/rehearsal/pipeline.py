@@ -38,7 +38,19 @@ from tpudeploy.platform import platform_for
 STATE_BUCKET = "tpudeploy-rehearsal-tfstate"
 TOKEN_ENV = "GOOGLE_OAUTH_ACCESS_TOKEN"  # noqa: S105 (the variable's name)
 # The APIs whose changes are Terraform's, which must all come from the deploy identity.
-_PROVIDER_APIS = ("compute", "cloudscheduler", "tpu", "secretmanager", "storage", "iam")
+_PROVIDER_APIS = (
+    "compute",
+    "cloudscheduler",
+    "tpu",
+    "secretmanager",
+    "storage",
+    "iam",
+    # GKE (issue 41): the cluster, its Kubernetes objects, the project policy and APIs.
+    "container",
+    "k8s",
+    "cloudresourcemanager",
+    "serviceusage",
+)
 # The person's own calls in between (make secret / api-key; make wait's guest-attribute read,
 # a POST that changes nothing).
 _NOT_TERRAFORMS = (":addVersion", ":getGuestAttributes")
@@ -245,6 +257,7 @@ class PipelineStages:
     _deploy_account: str
     _bootstrapped: list[str]
     _bootstrap_bindings: set[tuple[str, str, str]]
+    _owner_spans: list[tuple[int, int]]
     _since: int
 
     # Provided by the Rehearsal.
@@ -291,6 +304,7 @@ class PipelineStages:
         # Every later make target runs as the pipeline does: the deploy identity's token.
         self._env[TOKEN_ENV] = token
         self._since = self.cloud.call_count()
+        self._owner_spans = []
         return (
             f"as the owner: {len(self._bootstrapped)} objects and the grants of "
             f"tpudeploy.identities for {self._deploy_account}"
@@ -319,7 +333,13 @@ class PipelineStages:
     def _as_deploy_identity(self) -> str:
         deploy = f"serviceAccount:{self._deploy_account}"
         with self.cloud.inventory.locked() as inv:
-            calls = inv.calls[self._since :]
+            # Less the spans a stage made as someone else on purpose (gke_pipeline's
+            # cross-deployment asks and the neighbours' bootstraps).
+            calls = [
+                c
+                for n, c in enumerate(inv.calls)
+                if n >= self._since and not any(a <= n < b for a, b in self._owner_spans)
+            ]
         theirs = [
             c
             for c in calls
