@@ -100,10 +100,11 @@ SHARED_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     # What the plan identity's predefined viewer roles leave out and a refresh reads: the
-    # compile-cache bucket and its IAM policy.
+    # compile-cache bucket and its IAM policy; the project (a GKE cluster stack reads its number
+    # with the google_project data source: projects.get).
     "tpudeployPlanner": (
-        "Buckets and bucket IAM policies a Terraform refresh reads",
-        ("storage.buckets.get", "storage.buckets.getIamPolicy"),
+        "Buckets, bucket IAM policies and the project a Terraform refresh reads",
+        ("resourcemanager.projects.get", "storage.buckets.get", "storage.buckets.getIamPolicy"),
     ),
 }
 
@@ -292,7 +293,12 @@ def plan_grants() -> list[Grant]:
     ]
     grants += [Grant("plan", role, PROJECT, why) for role, why in PLAN_PROJECT_ROLES]
     grants.append(
-        Grant("plan", "tpudeployPlanner", PROJECT, "refresh the compile-cache bucket and its IAM")
+        Grant(
+            "plan",
+            "tpudeployPlanner",
+            PROJECT,
+            "refresh the compile-cache bucket and its IAM, and the project's number (GKE)",
+        )
     )
     return grants
 
