@@ -267,10 +267,6 @@ PLAN_PROJECT_ROLES = (
     ("roles/compute.networkViewer", "refresh firewall rules"),
     ("roles/secretmanager.viewer", "refresh secret metadata and IAM (never a version's payload)"),
     ("roles/cloudscheduler.viewer", "refresh deadline jobs; the recover workflow reads them"),
-    # GKE deployments: the cluster, its pools and, inside every cluster, the serving stack's
-    # objects (read-only; "Provides read-only access to resources within GKE clusters",
-    # cloud.google.com/iam/docs/roles-permissions/container).
-    ("roles/container.viewer", "refresh GKE clusters, node pools and Kubernetes objects"),
 )
 
 
@@ -292,6 +288,16 @@ def plan_grants() -> list[Grant]:
         ),
     ]
     grants += [Grant("plan", role, PROJECT, why) for role, why in PLAN_PROJECT_ROLES]
+    # GKE deployments: the cluster, its pools and, inside every cluster, the serving stack's
+    # kinds, read-only (tpudeploy/gke/pipeline.py PLAN_ROLE).
+    grants.append(
+        Grant(
+            "plan",
+            "tpudeployPlannerGke",
+            PROJECT,
+            "refresh GKE clusters, node pools and the serving stack's Kubernetes objects",
+        )
+    )
     grants.append(
         Grant(
             "plan",

@@ -76,7 +76,6 @@ READ_ONLY_PREDEFINED = {
     "roles/compute.networkViewer",
     "roles/secretmanager.viewer",
     "roles/cloudscheduler.viewer",
-    "roles/container.viewer",
 }
 # The grants no IAM condition can narrow (docs/gitops.md, residual risks), each held to one
 # service: Cloud TPU and Cloud Scheduler evaluate no resource attributes and have no

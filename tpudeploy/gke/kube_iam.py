@@ -96,3 +96,11 @@ def deploy_permissions() -> tuple[str, ...]:
         f"container.{iam}.{extra}" for iam in ROLE_KINDS.values() for extra in ("bind", "escalate")
     }
     return tuple(sorted(names))
+
+
+def plan_permissions() -> tuple[str, ...]:
+    """What the read-only plan identity needs to refresh the serving stack: get and list of the
+    same kinds, nothing else (no Secret, no Pod, no verb that writes)."""
+    names = {f"container.{r.iam}.{v}" for r in BUILT_IN for v in ("get", "list")}
+    names |= {f"container.{CUSTOM_RESOURCE}.{v}" for v in ("get", "list")}
+    return tuple(sorted(names))

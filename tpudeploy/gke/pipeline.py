@@ -25,6 +25,7 @@ STOP_ROLE = "tpudeployClusterStop"
 CLUSTER_ROLE = "tpudeployGkeCluster"
 CREATE_ROLE = "tpudeployGkeCreate"
 PROJECT_ROLE = "tpudeployProjectGet"
+PLAN_ROLE = "tpudeployPlannerGke"
 
 ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     # Its own cluster, by name: read it (the serving stack reads its endpoint and CA), update it
@@ -51,6 +52,13 @@ ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     # it): projects.get needs resourcemanager.projects.get on the project (Resource Manager
     # reference, projects/get). Read-only.
     PROJECT_ROLE: ("Read the project's metadata (its number)", ("resourcemanager.projects.get",)),
+    # The plan identity's refresh of every GKE deployment's cluster and serving objects: reads
+    # only, of the kinds the serving stack declares (never roles/container.viewer, which reads
+    # every kind in every cluster of the project).
+    PLAN_ROLE: (
+        "Read GKE clusters and the serving stack's Kubernetes objects (Terraform refresh)",
+        ("container.clusters.get", "container.clusters.list", *kube_iam.plan_permissions()),
+    ),
     # The deadline job's own identity (<name>-stop), conditioned on its cluster's name.
     STOP_ROLE: ("Delete GKE clusters: the deadline jobs' identity", STOP_PERMISSIONS),
 }
