@@ -275,6 +275,7 @@ GKE_PIPELINE_STAGES = [
     "tls-cert",
     "deploy",
     "deploy-again",
+    "plan",
     "cross-deployment",
     "destroy",
     "destroy-all",
@@ -296,6 +297,9 @@ def test_the_gke_pipeline_deploy_passes_as_the_deploy_identity(rehearsals: Runne
     assert run.returncode == 0, run.output
     assert list(stage_lines(run)) == GKE_PIPELINE_STAGES, run.output
     assert set(stage_lines(run).values()) == {"ok"}
+    # The read-only plan identity's make diff: no change, no write, no 403.
+    plan = next(line for line in run.lines if line.startswith("  plan "))
+    assert "no change in the 3 stacks" in plan and "no write, no 403" in plan, plan
     cross = next(line for line in run.lines if line.startswith("  cross-deployment "))
     assert re.search(r"\b1[0-9] asks across gemma4-gke-c \(GKE\), gemma4-vm-d \(TPU VM\)", cross)
     assert run.lines[-1].startswith("rehearsal passed: gke pipeline"), run.lines[-1]

@@ -117,6 +117,7 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             ]
             tail = [
                 Stage("deploy-again", self._deploy_again_gke),
+                Stage("plan", self._plan),
                 Stage("cross-deployment", self._cross),
                 Stage("destroy", self._destroy_gke),
                 Stage("destroy-all", self._destroy_all),

@@ -9,17 +9,20 @@ deployment's, each asked of the fakes with the neighbour's token and refused by 
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tools.rehearsal.fakes.cloud import FakeCloud
-from tools.rehearsal.pipeline import bootstrap
+from tools.rehearsal.lifecycle import _plain, stack_output
+from tools.rehearsal.pipeline import TOKEN_ENV, bootstrap, bootstrap_plan
 from tools.rehearsal.scenarios import StageFailure
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy.config import DeployConfig, load_config, parse_config
 from tpudeploy.gke import identifiers
+from tpudeploy.platform import platform_for
 
 # The other deployments of the same project the cross-deployment stage bootstraps: a second GKE
 # deployment and a TPU VM one, each with its own deploy identity.
@@ -47,6 +50,8 @@ class GkePipelineStages:
     """The GKE pipeline's own stage; the rest are the TPU VM pipeline's and the GKE lifecycle's."""
 
     scratch: Path
+    logs: Path
+    _step: int
     _deploy_account: str
     _bootstrapped: list[str]
     _owner_spans: list[tuple[int, int]]
@@ -61,6 +66,63 @@ class GkePipelineStages:
 
     def _cluster_key(self) -> str:
         raise NotImplementedError
+
+    def _make(
+        self,
+        target: str,
+        *,
+        stdin: str | None = None,
+        approve: bool = False,
+        args: tuple[str, ...] = (),
+    ) -> str:
+        raise NotImplementedError
+
+    _env: dict[str, str]
+
+    def _plan(self) -> str:
+        """The pull request's plan (and the drift check's), as the read-only plan identity:
+        `make diff` of the three stacks must refresh everything with its grants alone, find no
+        change, and change nothing itself."""
+        with self.cloud.inventory.locked() as inv:
+            before = set(inv.objects)
+            # The owner's bootstrap of the plan account is no change of the deploy identity's.
+            owner_start = len(inv.calls)
+        plan = bootstrap_plan(self.cloud)
+        with self.cloud.inventory.locked() as inv:
+            # The plan account is the bootstrap's: no leftover of this deployment's destroy-all.
+            self._bootstrapped = sorted({*self._bootstrapped, *(set(inv.objects) - before)})
+            token = inv.mint_token(f"serviceAccount:{plan}")
+            start = len(inv.calls)
+        deploy_token = self._env[TOKEN_ENV]
+        self._env[TOKEN_ENV] = token
+        try:
+            shown = self._make("diff")
+        finally:
+            self._env[TOKEN_ENV] = deploy_token
+            self._owner_spans = [*self._owner_spans, (owner_start, self.cloud.call_count())]
+        with self.cloud.inventory.locked() as inv:
+            calls = [c for c in inv.calls[start:] if c.principal == f"serviceAccount:{plan}"]
+        wrote = [f"{c.method} {c.path}" for c in calls if c.mutating]
+        refused = [f"{c.method} {c.path}" for c in calls if c.status == 403]
+        if wrote or refused or not calls:
+            raise StageFailure(
+                f"`{shown}` as {plan}: {len(calls)} calls, writes {wrote[:5] or 'none'}, "
+                f"refused {refused[:5] or 'none'}"
+            )
+        text = _plain((self.logs / f"{self._step:02d}-diff.log").read_text())
+        stacks = platform_for(self.cfg).stacks(self.cfg)
+        unchanged = [
+            s
+            for s, out in stack_output(text, stacks).items()
+            if re.search(r"^No changes\.", out, re.M)
+        ]
+        if len(unchanged) != len(stacks):
+            raise StageFailure(f"`{shown}` as {plan}: 'No changes.' for {unchanged or 'no stack'}")
+        apis = sorted({c.api for c in calls})
+        return (
+            f"{shown} as {plan}: no change in the {len(stacks)} stacks; {len(calls)} reads "
+            f"({', '.join(apis)}), no write, no 403"
+        )
 
     def _neighbours(self) -> tuple[DeployConfig, DeployConfig]:
         base = load_config(self.scratch / "deploy.toml")

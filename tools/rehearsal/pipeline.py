@@ -250,6 +250,40 @@ def _owner_nat(cloud: FakeCloud, cfg: DeployConfig) -> None:
     _owner_call(cloud.compute.host, "PATCH", f"{routers}/{cfg.router_name}", {"nats": [nat]})
 
 
+PLAN_ACCOUNT = "tpudeploy-plan"  # tpudeploy.bootstrap_config.BootstrapConfig's default
+
+
+def bootstrap_plan(cloud: FakeCloud) -> str:
+    """The read-only plan identity the bootstrap makes once for every deployment, with its
+    project grants (identities.plan_grants; the state bucket's is the remote state's: outside,
+    see the module docstring); returns its email."""
+    project = REHEARSAL_PROJECT
+    _owner_call(
+        cloud.iam.host,
+        "POST",
+        f"/v1/projects/{project}/serviceAccounts",
+        {"accountId": PLAN_ACCOUNT, "serviceAccount": {"displayName": PLAN_ACCOUNT}},
+    )
+    email = service_account_email(PLAN_ACCOUNT, project)
+    bindings = list(
+        _owner_call(cloud.resourcemanager.host, "POST", f"/v1/projects/{project}:getIamPolicy").get(
+            "bindings"
+        )
+        or []
+    )
+    for grant in identities.plan_grants():
+        if grant.scope == identities.PROJECT:
+            role = f"projects/{project}/roles/{grant.role}" if grant.custom else grant.role
+            bindings.append(_binding(role, f"serviceAccount:{email}", grant.condition))
+    _owner_call(
+        cloud.resourcemanager.host,
+        "POST",
+        f"/v1/projects/{project}:setIamPolicy",
+        {"policy": {"bindings": bindings}},
+    )
+    return email
+
+
 class PipelineStages:
     """Stages the Rehearsal runs for SCENARIO=pipeline (tools/rehearsal/lifecycle.py)."""
 

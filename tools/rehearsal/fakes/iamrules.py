@@ -287,6 +287,32 @@ PREDEFINED_ROLES: dict[str, frozenset[str]] = {
     "roles/editor": frozenset({"*"}),
     "roles/iam.serviceAccountUser": frozenset({"iam.serviceAccounts.actAs"}),
     "roles/container.defaultNodeServiceAccount": frozenset(NODE_CALLS),
+    # The plan identity's read-only roles (tpudeploy/identities.py PLAN_PROJECT_ROLES), what a
+    # Terraform refresh of a GKE deployment asks of them. Secret Manager Viewer: metadata, IAM
+    # policy and the version list, never a payload ("Listing secret versions requires the
+    # Secret Manager Viewer role", secret-manager/docs/view-secret-version; the stored roles page
+    # cuts off before the viewer's row, so the list rests on that reading).
+    "roles/secretmanager.viewer": frozenset(
+        {
+            "secretmanager.locations.get",
+            "secretmanager.locations.list",
+            "secretmanager.secrets.get",
+            "secretmanager.secrets.getIamPolicy",
+            "secretmanager.secrets.list",
+            "secretmanager.versions.get",
+            "secretmanager.versions.list",
+        }
+    ),
+    # Cloud Scheduler Viewer: read jobs and locations (iam/docs/roles-permissions/
+    # cloudscheduler; not in the stored corpus: the role's name and "viewer" convention).
+    "roles/cloudscheduler.viewer": frozenset(
+        {
+            "cloudscheduler.jobs.get",
+            "cloudscheduler.jobs.list",
+            "cloudscheduler.locations.get",
+            "cloudscheduler.locations.list",
+        }
+    ),
 }
 
 
