@@ -123,3 +123,21 @@ def test_tls_cert_before_deploy_secrets_says_what_to_run(
         assert cli.main(["tls-cert"]) == 1
         assert not [r for r in sm.requests if r["method"] == "POST"]
     assert "make deploy-secrets" in capsys.readouterr().err
+
+
+def test_two_deployments_in_one_project_each_have_their_own_certificate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deployment a's `make tls-cert` stores a's certificate and never touches b's secret."""
+    a = parse_config({"project": "test-proj", "name": "gemma4-a"})
+    b = parse_config({"project": "test-proj", "name": "gemma4-b"})
+    assert a.tls_secret_id != b.tls_secret_id
+    config = tmp_path / "a.toml"
+    config.write_text('project = "test-proj"\nname = "gemma4-a"\n')
+    monkeypatch.setenv("DEPLOY_CONFIG", str(config))
+    monkeypatch.chdir(tmp_path)
+    with FakeSecretManager({a.tls_secret_id: [], b.tls_secret_id: []}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        assert cli.main(["tls-cert"]) == 0
+    assert len(sm.secrets[a.tls_secret_id]) == 1 and sm.secrets[b.tls_secret_id] == []
+    assert all(b.tls_secret_id not in r["path"] for r in sm.requests)
