@@ -165,10 +165,11 @@ secret: $(VENV_STAMP) ## Store the Hugging Face token (stdin, or a hidden prompt
 api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; says how to read it)
 	@$(PY) -m tpudeploy api-key
 
-# GKE: every replica serves this one certificate (a client pins one fingerprint whichever pod
-# answers); made in memory, the key goes to Secret Manager only.
-tls-cert: $(VENV_STAMP) ## GKE only: make and store the front door's certificate for every replica
-	@$(PY) -m tpudeploy tls-cert
+# Every front door of the deployment serves this one certificate (a client pins one fingerprint
+# whichever GKE pod answers, and whichever TPU VM a re-creation made); made in memory, the key
+# goes to Secret Manager only. ROTATE=1 replaces a stored one (agents must re-pin).
+tls-cert: $(VENV_STAMP) ## Make and store the deployment's front-door certificate (ROTATE=1: replace it; agents re-pin)
+	@$(PY) -m tpudeploy tls-cert $${ROTATE:+--rotate "$$ROTATE"}
 
 wait: $(VENV_STAMP) ## Follow the boot (GKE: the rollout, each replica) until vLLM is ready
 	@$(PY) -m tpudeploy wait

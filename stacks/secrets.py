@@ -1,8 +1,9 @@
-"""Long-lived stack: the node's service account, its two secrets, the compile-cache bucket, IAM.
+"""Long-lived stack: the node's service account, its secrets, the compile-cache bucket, IAM.
 
-Destroying the node never touches this stack, so the user's token and API key (the secrets'
-versions), the identity that reads them and the XLA compile cache outlive every re-creation of
-the billing part.
+Destroying the node never touches this stack, so the user's token, API key and front-door
+certificate (the secrets' versions: every re-created node serves the same certificate, so
+agents' pins survive), the identity that reads them and the XLA compile cache outlive every
+re-creation of the billing part.
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ def node_secret(
     return secret.secret_id
 
 
+def _construct_id(cfg: DeployConfig, secret_id: str) -> str:
+    """ "hf-token", "api-key", "tls": a secret's construct id (its Terraform address)."""
+    return secret_id.removeprefix(f"{cfg.name}-")
+
+
 def compile_cache_bucket(
     scope: Construct,
     id_: str,
@@ -149,11 +155,12 @@ class SecretsStack(TerraformStack):
     deadline (and GKE), the deadline job's account with a custom role holding tpu.nodes.delete
     (GKE: container.clusters.delete) only (granted by the billing stack with the job, until the
     deadline: stacks/deadline_job.py), the
-    HF-token and API-key secrets (no values) and the compile-cache bucket (all of these left to
-    the GitOps bootstrap for a pipeline deployment); on the TPU VM, secretAccessor on those two
-    secrets for the node's account, and on the bucket read and create for that account, never
-    replace or delete. On GKE the node account gets the project roles running nodes needs and
-    nothing else: the cluster stack grants the secrets and the cache to the pods' identity."""
+    HF-token, API-key and TLS secrets (no values) and the compile-cache bucket (all of these
+    left to the GitOps bootstrap for a pipeline deployment); on the TPU VM, secretAccessor on
+    each of those secrets for the node's account, and on the bucket read and create for that
+    account, never replace or delete. On GKE the node account gets the project roles running
+    nodes needs and nothing else: the cluster stack grants the secrets and the cache to the
+    pods' identity."""
 
     def __init__(self, scope: Construct, id_: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id_)
@@ -185,7 +192,11 @@ class SecretsStack(TerraformStack):
             # permissions are checked on the project, where no condition can name them; see
             # tpudeploy/identities.py): this stack grants its node account access to them, by
             # their deterministic names.
-            hf_token_id, api_key_id = cfg.hf_token_secret_id, cfg.api_key_secret_id
+            # By construct id (the accessor's address), as the else branch keys them.
+            read: dict[str, str] = {
+                _construct_id(cfg, secret_id): secret_id
+                for secret_id, _ in platform_for(cfg).secrets(cfg)
+            }
             bucket_name: str = cfg.compile_cache_bucket(project)
             # A pipeline deployment that predates this declared them here: forget them from
             # this stack's state without destroying them (Terraform >= 1.7 `removed` blocks; a
@@ -199,27 +210,28 @@ class SecretsStack(TerraformStack):
                 [
                     {"from": address, "lifecycle": {"destroy": False}}
                     for address in (
-                        "google_secret_manager_secret.hf-token",
-                        "google_secret_manager_secret.api-key",
+                        *(f"google_secret_manager_secret.{id_}" for id_ in read),
                         "google_storage_bucket.compile-cache",
                     )
                 ],
             )
         else:
-            hf_token_id = node_secret(self, "hf-token", cfg, cfg.hf_token_secret_id, services)
-            api_key_id = node_secret(self, "api-key", cfg, cfg.api_key_secret_id, services)
+            # Every secret the platform's servers read (the token, the API key, the front
+            # door's one certificate: tpudeploy/replicasecrets.py); on GKE the cluster stack
+            # grants them to the serving identity.
+            read = {
+                _construct_id(cfg, secret_id): node_secret(
+                    self, _construct_id(cfg, secret_id), cfg, secret_id, services
+                )
+                for secret_id, _ in platform_for(cfg).secrets(cfg)
+            }
             bucket_name = compile_cache_bucket(self, "compile-cache", cfg, project, services).name
-            # What else the platform's replicas read (GKE: the front door's one certificate,
-            # tpudeploy/gke/tlscert.py); granted to the serving identity by the cluster stack.
-            for secret_id, _ in platform_for(cfg).secrets(cfg):
-                if secret_id not in (cfg.hf_token_secret_id, cfg.api_key_secret_id):
-                    node_secret(
-                        self, secret_id.removeprefix(f"{cfg.name}-"), cfg, secret_id, services
-                    )
         node_reads = platform_for(cfg).node_reads_secrets
         if node_reads:
-            self._accessor(cfg, "hf-token", hf_token_id, project)
-            self._accessor(cfg, "api-key", api_key_id, project)
+            # One grant per secret (the TPU VM's node reads each at boot), never one on the
+            # project: the node reads its own deployment's secrets and no other's.
+            for id_, secret_id in read.items():
+                self._accessor(cfg, id_, secret_id, project)
         # A pipeline deployment's are the bootstrap's (Platform.pipeline_project_members): a
         # grant on the project takes setIamPolicy on it, which no condition narrows to a member.
         for role in () if cfg.gitops_managed else platform_for(cfg).node_project_roles:
@@ -252,8 +264,8 @@ class SecretsStack(TerraformStack):
             self._stop_identity(cfg, project, services)
 
         TerraformOutput(self, "service_account_email", value=self.service_account_email)
-        TerraformOutput(self, "hf_token_secret", value=hf_token_id)
-        TerraformOutput(self, "api_key_secret", value=api_key_id)
+        TerraformOutput(self, "hf_token_secret", value=read["hf-token"])
+        TerraformOutput(self, "api_key_secret", value=read["api-key"])
         TerraformOutput(self, "compile_cache_bucket", value=bucket_name)
 
     def _stop_identity(

@@ -29,6 +29,7 @@ from typing import Any
 from tests import boot_logs
 from tpudeploy.config import DeployConfig
 from tpudeploy.render import compile_cache_key, render_shutdown_script, render_startup_script
+from tpudeploy.tlscert import make_bundle
 
 STUBS = Path(__file__).parent / "stubs"
 STAND_IN_SERVER = STUBS.parent.parent / "tools" / "rehearsal" / "stubs" / "stand_in_server.py"
@@ -38,6 +39,17 @@ HF_TOKEN = "hf_" + "TESTtokenNeverPrinted0123456789"
 API_KEY = "vk-TESTapiKeyNeverPrinted-9876543210abcdefg"  # 43, as `make api-key` makes
 ACCESS_TOKEN = "ya29.TESTaccessTokenNeverInArgv"  # noqa: S105
 SECRETS = (HF_TOKEN, API_KEY, ACCESS_TOKEN)
+# The deployment's front-door certificate and key, as `make tls-cert` stores them (one per test
+# process: every sandbox node of a deployment serves the same one, as re-created nodes must).
+TLS = make_bundle("test-deployment")
+
+
+def key_lines(key_pem: str) -> list[str]:
+    """The base64 lines of a private key: any of them in a file or an output is a leak, however
+    the PEM around it was cut."""
+    return [line for line in key_pem.splitlines() if line and not line.startswith("-----")]
+
+
 PROJECT = "test-proj"
 # What the stand-in `docker image inspect` reports for a pulled image
 # (tools/rehearsal/stubs/stand_in.py).
@@ -106,7 +118,11 @@ class Node:
         self.config: dict[str, object] = {
             "access_token": ACCESS_TOKEN,
             "project": PROJECT,
-            "secrets": {cfg.hf_token_secret_id: HF_TOKEN, cfg.api_key_secret_id: API_KEY},
+            "secrets": {
+                cfg.hf_token_secret_id: HF_TOKEN,
+                cfg.api_key_secret_id: API_KEY,
+                cfg.tls_secret_id: TLS.text,
+            },
             "health": ["000", "000", 200],
             "proxy_name": cfg.proxy.container_name,
             # `docker logs` of the vLLM container: the build log's boot (tests/boot_logs.py).
@@ -254,17 +270,27 @@ class Node:
                 tar.addfile(info, io.BytesIO(data))
         return obj
 
+    def tls_key_lines(self) -> list[str]:
+        """The base64 lines of every private key the fake Secret Manager serves this node."""
+        secrets = self.config.get("secrets")
+        assert isinstance(secrets, dict)
+        bundle = str(secrets.get(self.cfg.tls_secret_id, ""))
+        return key_lines(bundle[bundle.find("-----BEGIN PRIVATE KEY-----") :])
+
     def assert_no_secret_leaked(self, *boots: Boot) -> None:
         """No secret in any output, argument list, environment passed to a command, or file;
-        the API key in no file at all (the proxy holds its digest), the token only in the
-        runtime tmpfs."""
+        the API key in no file at all (the proxy holds its digest), the token and the TLS key
+        only in the runtime tmpfs."""
+        tls_key = self.tls_key_lines()
         for boot in boots:
             for secret in SECRETS:
                 assert secret not in boot.stdout and secret not in boot.stderr
+            for line in tls_key:
+                assert line not in boot.stdout and line not in boot.stderr, "TLS key printed"
         hashes = {sha(s): s for s in SECRETS}
         for call in self.calls():
             flat = json.dumps(call["argv"])
-            for secret in SECRETS:
+            for secret in (*SECRETS, *tls_key):
                 assert secret not in flat, f"secret in argv of {call['cmd']}: {call['argv']}"
             leaked = {name for name, h in call["env_sha256"].items() if h in hashes}
             assert not leaked, f"secret in the environment of {call['cmd']}: {sorted(leaked)}"
@@ -278,6 +304,8 @@ class Node:
             assert ACCESS_TOKEN.encode() not in data, f"access token written to {path}"
             if self.run_dir not in path.parents:
                 assert HF_TOKEN.encode() not in data, f"token written to {path}"
+                for line in tls_key:
+                    assert line.encode() not in data, f"TLS key written to {path}"
         if self.run_dir.exists():
             assert stat.S_IMODE(self.run_dir.stat().st_mode) == 0o700
             assert not (self.run_dir / "auth.curl").exists(), "token file left behind"

@@ -67,6 +67,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.nodebuild",
             "tpudeploy.endpoint",
             "tpudeploy.replicasecrets",
+            "tpudeploy.tlscert",
             "tpudeploy.terraform",
             "tpudeploy.deadline_ops",
             "tpudeploy.gcp",

@@ -257,12 +257,19 @@ def _tunnel(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    platform_for(cfg).require(cfg, "tls-cert")
+    platform = platform_for(cfg)
+    platform.require(cfg, "tls-cert")
+    from tpudeploy import tlscert
     from tpudeploy.gcp import secretmanager
-    from tpudeploy.gke import tlscert
 
     store = secretmanager.SecretStore.from_env(require_project(cfg, source=str(config_path())))
-    return tlscert.store_new_tls_cert(cfg, store, sys.stdout)
+    return tlscert.store_new_tls_cert(
+        cfg,
+        store,
+        sys.stdout,
+        rotate=args.rotate == "1",
+        takes_effect=platform.tls_takes_effect,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,11 +361,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     empty.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     empty.set_defaults(func=_empty_cache)
-    sub.add_parser(
+    tls = sub.add_parser(
         "tls-cert",
-        help="GKE: make the front door's one certificate for every replica, store it in Secret "
-        "Manager (the key is never written to a file)",
-    ).set_defaults(func=_tls_cert)
+        help="make the deployment's one front-door certificate and store it in Secret Manager "
+        "(the key is never written to a file); every re-creation serves it",
+    )
+    tls.add_argument(
+        "--rotate",
+        choices=("0", "1"),
+        default="0",
+        help="1: replace the stored certificate (every agent must then re-pin)",
+    )
+    tls.set_defaults(func=_tls_cert)
     wait_p = sub.add_parser("wait", help="follow the boot phases until vLLM is ready (no SSH)")
     wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
     wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")

@@ -56,6 +56,8 @@ class Platform(Protocol):
     # it; make help, make check's summary and docs/scale-out.md are tied to it
     # (tests/layout/test_platform_commands.py).
     commands: Mapping[str, str | None]
+    # When the front door starts serving a new version of <name>-tls (`make tls-cert` says it).
+    tls_takes_effect: str
     # The GitOps pipeline's part of this platform (tpudeploy/identities.py adds what both
     # share): its custom roles (key: description and permissions), those no condition can
     # narrow below the project, with why.

@@ -299,6 +299,7 @@ def render_startup_script(cfg: DeployConfig) -> str:
             **_boot_values(cfg),
             hf_token_secret_id=cfg.hf_token_secret_id,
             api_key_secret_id=cfg.api_key_secret_id,
+            tls_secret_id=cfg.tls_secret_id,
             hf_token_format=HF_TOKEN_ERE,
             api_key_format=API_KEY_ERE,
             image=v.image,

@@ -28,7 +28,7 @@ PROJECT = "fail-msg-proj-1"
 # A name no developer's real state file has (state lives at the repository root).
 NAME = "i15-failure-msgs"
 # Both secrets with a version: the preflight lets the deploy through to (stand-in) cdktf.
-SECRETS = {f"{NAME}-hf-token": ["t"], f"{NAME}-api-key": ["k"]}
+SECRETS = {f"{NAME}-hf-token": ["t"], f"{NAME}-api-key": ["k"], f"{NAME}-tls": ["c"]}
 
 
 def state_file(root: Path, stack: str, resources: list[dict[str, object]]) -> None:
@@ -240,8 +240,8 @@ def test_make_deploy_refuses_in_one_line_before_the_secrets_exist(
     own = [line for line in result.stderr.splitlines() if not line.startswith("make: ***")]
     assert own == [
         f"preflight: secret {NAME}-hf-token does not exist in project {PROJECT}: run "
-        "`make deploy-secrets` first (the long-lived stack), then `make secret` and "
-        "`make api-key`, then `make deploy`"
+        "`make deploy-secrets` first (the long-lived stack), then `make secret`, "
+        "`make api-key` and `make tls-cert`, then `make deploy`"
     ]
     assert calls(make_env) == []  # cdktf never started
 

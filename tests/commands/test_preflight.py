@@ -23,7 +23,7 @@ from tpudeploy.config import parse_config
 
 PROJECT = "preflight-proj-1"
 CFG = parse_config({"project": PROJECT})
-HF, KEY = CFG.hf_token_secret_id, CFG.api_key_secret_id
+HF, KEY, TLS = CFG.hf_token_secret_id, CFG.api_key_secret_id, CFG.tls_secret_id
 # The issue's bar: every mistake answered in under two seconds. Measured as the command's own
 # CPU time (user + system): wall time on a machine shared by several test runs says more about
 # the neighbours than about the command (alone it is about 0.5 s).
@@ -193,8 +193,15 @@ def test_terraform_older_than_the_stacks_accept(tmp_path: Path) -> None:
         pytest.param(
             {HF: ["t"], KEY: []}, {}, [f"secret {KEY} has no version", "make api-key"], id="no-key"
         ),
+        # The TPU VM's node reads the deployment's one certificate at boot, as GKE's pods do.
         pytest.param(
-            {HF: ["t"], KEY: ["k"]},
+            {HF: ["t"], KEY: ["k"], TLS: []},
+            {},
+            [f"secret {TLS} has no version", "make tls-cert"],
+            id="no-certificate",
+        ),
+        pytest.param(
+            {HF: ["t"], KEY: ["k"], TLS: ["c"]},
             {HF: "DISABLED"},
             [f"latest version of {HF} is disabled", "make secret"],
             id="disabled",
@@ -223,8 +230,8 @@ def test_deploy_refuses_until_the_secrets_are_in_place(
     assert took < BUDGET_S, took
 
 
-def test_deploy_passes_with_both_secrets_in_place(tmp_path: Path) -> None:
-    with FakeSecretManager({HF: ["t"], KEY: ["k"]}) as sm:
+def test_deploy_passes_with_the_secrets_in_place(tmp_path: Path) -> None:
+    with FakeSecretManager({HF: ["t"], KEY: ["k"], TLS: ["c"]}) as sm:
         result, took = run(
             tmp_path,
             "deploy",
@@ -244,7 +251,7 @@ def test_deploy_passes_with_both_secrets_in_place(tmp_path: Path) -> None:
 def test_a_secret_it_may_not_look_at_is_a_note_not_a_refusal(tmp_path: Path) -> None:
     """A GitOps deploy identity may manage a secret without reading its versions' metadata:
     preflight says what it could not check instead of blocking the pipeline."""
-    with FakeSecretManager({HF: ["t"], KEY: ["k"]}, forbidden=frozenset({HF})) as sm:
+    with FakeSecretManager({HF: ["t"], KEY: ["k"], TLS: ["c"]}, forbidden=frozenset({HF})) as sm:
         result, _ = run(
             tmp_path,
             "deploy",

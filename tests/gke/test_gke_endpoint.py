@@ -13,11 +13,10 @@ from tests.fake_boot_apis import FakeFrontDoor, LoopbackCertificate, chat_answer
 from tests.gke import test_gke_ops
 from tests.gke.test_gke_ops import CFG, NS, PROJECT, Cluster
 from tools.rehearsal.fakes import k8s_ops as k8s
-from tpudeploy import facts, smoke
+from tpudeploy import facts, smoke, tlscert
 from tpudeploy.config import parse_config
 from tpudeploy.endpoint import FrontDoorError
 from tpudeploy.gke import frontdoor as gke_frontdoor
-from tpudeploy.gke import tlscert
 
 # The loopback cluster (clusters.get and the Kubernetes API) of tests/gke/test_gke_ops.py.
 cluster = test_gke_ops.cluster

@@ -33,9 +33,9 @@ from tests.render.test_proxy import (
     loopback_config,
     stop_nginx,
 )
-from tpudeploy import facts, render
+from tpudeploy import facts, render, tlscert
 from tpudeploy.config import parse_config
-from tpudeploy.gke import pod, tlscert
+from tpudeploy.gke import pod
 
 pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed; CI runs these")
 KEY = "k" * 43

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from tools.rehearsal.fakes import k8s_ops as k8s
-from tpudeploy import facts
+from tpudeploy import facts, tlscert
 from tpudeploy.cli import main
 from tpudeploy.config import parse_config
 from tpudeploy.gcp.apis import CONTAINER
 from tpudeploy.gcp.container import ClusterAccess, KubeError
-from tpudeploy.gke import kube, ops, pod, replicaplan, tlscert
+from tpudeploy.gke import kube, ops, pod, replicaplan
 from tpudeploy.gke.manifests import labels
 from tpudeploy.planner import price_table
 from tpudeploy.planner.cost import SEED_BOOT
@@ -346,42 +346,6 @@ def test_the_fake_selects_by_label_as_the_api_documents() -> None:
     assert k8s._selected(node, "a=1,b==2")
     assert not k8s._selected(node, "a=1,b!=2")
     assert k8s._selected(node, "a,!c") and not k8s._selected(node, "!a")
-
-
-def test_tls_cert_stores_certificate_and_key_and_prints_only_the_fingerprint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The key is made in memory and goes into the secret's version only: not printed, no file
-    (the working directory stays empty)."""
-    from cryptography import x509
-
-    from tpudeploy.gke.tlscert import store_new_tls_cert
-
-    class Recorder:
-        project = PROJECT
-
-        def __init__(self) -> None:
-            self.added: list[tuple[str, str]] = []
-
-        def add_version(self, secret_id: str, value: str) -> str:
-            self.added.append((secret_id, value))
-            return f"projects/{PROJECT}/secrets/{secret_id}/versions/1"
-
-    monkeypatch.chdir(tmp_path)
-    store = Recorder()
-    out = io.StringIO()
-    assert store_new_tls_cert(CFG, store, out) == 0
-    ((secret_id, value),) = store.added
-    assert secret_id == CFG.tls_secret_id == f"{CFG.name}-tls"
-    cert_pem = tlscert.certificate_of(value)
-    assert "PRIVATE KEY" in value and "PRIVATE KEY" not in out.getvalue()
-    assert tlscert.fingerprints(cert_pem)["sha256"] in out.getvalue()
-    assert list(tmp_path.iterdir()) == []
-    cert = x509.load_pem_x509_certificate(cert_pem.encode())
-    # A leaf for servers, as the TPU VM's (issue 22): never a CA a client could be made to trust.
-    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
-    days = (cert.not_valid_after_utc - cert.not_valid_before_utc).days
-    assert days <= 398
 
 
 def test_a_failed_gke_deploy_names_the_cluster_and_the_replicas_in_state(tmp_path: Path) -> None:

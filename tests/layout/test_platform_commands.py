@@ -130,7 +130,7 @@ def test_every_gke_claim_in_make_help_is_a_command_gke_has() -> None:
     """ "(GKE: the cluster's)", "GKE: the rollout": each names what the command does on GKE, so
     GKE must have it (the claim `make extend` made while GKE refused it)."""
     claims = {t: text for t, text in help_texts().items() if re.search(r"\bGKE( only)?:", text)}
-    assert {"extend", "status", "wait", "destroy", "tls-cert"} <= set(claims)
+    assert {"extend", "status", "wait", "destroy"} <= set(claims)
     for target in claims:
         assert has("gke", target), f"make help says what {target} does on GKE; GKE refuses it"
 

@@ -6,7 +6,6 @@ import io
 import json
 import re
 import shutil
-import ssl
 import subprocess
 import sys
 import tarfile
@@ -21,6 +20,7 @@ from tests.boot_sandbox import (
     HF_TOKEN,
     PROJECT,
     SECRETS,
+    TLS,
     Boot,
     Node,
     filesystem_type,
@@ -165,7 +165,12 @@ def test_empty_or_malformed_secret_fails_the_boot(
 ) -> None:
     """Issue 13, defect 4: an API-key version holding "" or "\n" started vLLM with no key."""
     secret_id = cfg.api_key_secret_id if which == "api_key" else cfg.hf_token_secret_id
-    secrets = {cfg.hf_token_secret_id: HF_TOKEN, cfg.api_key_secret_id: API_KEY, secret_id: value}
+    secrets = {
+        cfg.hf_token_secret_id: HF_TOKEN,
+        cfg.api_key_secret_id: API_KEY,
+        cfg.tls_secret_id: TLS.text,
+        secret_id: value,
+    }
     node = Node(tmp_path, cfg, secrets=secrets)
     boot = node.run()
     assert boot.returncode != 0
@@ -183,7 +188,11 @@ def test_a_trailing_newline_is_dropped_like_a_shell_would(
     tmp_path: Path, cfg: DeployConfig
 ) -> None:
     """`echo KEY | gcloud secrets versions add` stores a newline no header can carry."""
-    secrets = {cfg.hf_token_secret_id: HF_TOKEN + "\n", cfg.api_key_secret_id: API_KEY + "\n"}
+    secrets = {
+        cfg.hf_token_secret_id: HF_TOKEN + "\n",
+        cfg.api_key_secret_id: API_KEY + "\n",
+        cfg.tls_secret_id: TLS.text + "\n",
+    }
     node = Node(tmp_path, cfg, secrets=secrets)
     assert node.run().returncode == 0
     assert (node.proxy_dir / "api_key.conf").read_text() == proxy_key_line(API_KEY)
@@ -200,26 +209,6 @@ def test_a_proxy_that_lets_requests_through_without_the_key_fails_the_boot(
     assert boot.returncode != 0
     assert node.phases()[-1] == "failed" and "ready" not in node.phases()
     assert "not 401" in node.reasons()[-1]
-
-
-def test_the_certificate_fingerprint_is_published(tmp_path: Path, cfg: DeployConfig) -> None:
-    node = Node(tmp_path, cfg, internal_ip="10.182.0.9", external_ip="203.0.113.9")
-    assert node.run().returncode == 0
-    attributes = dict(node.guest_attributes())
-    der = ssl.PEM_cert_to_DER_cert((node.proxy_dir / "tls.crt").read_text())
-    assert attributes["tpudeploy/tls-sha256"] == sha(der)
-    assert attributes["tpudeploy/tls-spki"].startswith("sha256//")
-    text = subprocess.run(
-        ["openssl", "x509", "-noout", "-ext", "subjectAltName"],
-        input=(node.proxy_dir / "tls.crt").read_text(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for name in ("DNS:localhost", "IP Address:127.0.0.1", "10.182.0.9", "203.0.113.9"):
-        assert name in text
-    # The private key stays on the tmpfs, mode 600.
-    assert (node.proxy_dir / "tls.key").stat().st_mode & 0o077 == 0
 
 
 # --- the compile cache ------------------------------------------------------------------------

@@ -74,7 +74,15 @@ def test_api_key_secret_is_readable_by_the_node_only(
             "roles/secretmanager.secretAccessor",
             NODE_MEMBER,
         ),
+        # Issue 37: the node reads the deployment's one front-door certificate at boot; one
+        # grant per secret, none on the project.
+        "${google_secret_manager_secret.tls.secret_id}": (
+            "roles/secretmanager.secretAccessor",
+            NODE_MEMBER,
+        ),
     }
+    assert secrets["tls"]["secret_id"] == default_config.tls_secret_id
+    assert "secret_data" not in secrets["tls"]  # a version is `make tls-cert`'s, never state's
     services = {s["service"] for s in resources(secrets_stack, "google_project_service").values()}
     assert "storage.googleapis.com" in services
 

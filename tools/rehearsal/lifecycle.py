@@ -4,10 +4,12 @@ in a scratch copy of the repository."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
 import shutil
+import socket
 import string
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.config.secretshape import HF_TOKEN_RE
 from tpudeploy.names import service_account_email
 from tpudeploy.platform import platform_for
+from tpudeploy.tlscert import fingerprints
 
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # lifecycle: deploy-secrets to destroy-all. preemption and deadline (spot, on-demand): the node
@@ -99,6 +102,10 @@ class Rehearsal(ScenarioStages, PipelineStages):
         self._cfg: DeployConfig | None = None
         self._step = 0
         self._api_keys: list[bytes] = []
+        # The base64 lines of every TLS private key `make tls-cert` stored (no-secret-left), and
+        # the SHA-256 of the certificate every node of the deployment must serve.
+        self._tls_keys: list[bytes] = []
+        self._tls_sha256 = ""
         # What a stage could not check (a custom resource with no published schema): the last
         # line says it, so "passed" never hides a skip.
         self._skipped: list[str] = []
@@ -157,6 +164,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
             Stage("deploy-secrets", self._deploy_secrets),
             Stage("secret", self._secret),
             Stage("api-key", self._api_key),
+            Stage("tls-cert", self._tls_cert),
             Stage("deploy", self._deploy),
         ]
         if self.scenario == "preemption":
@@ -349,6 +357,68 @@ class Rehearsal(ScenarioStages, PipelineStages):
             raise StageFailure(f"`{shown}` stored no API key version")
         return shown
 
+    def _tls_cert(self) -> str:
+        """`make tls-cert`: the deployment's one front-door certificate, stored before the first
+        node boots; a second run without ROTATE=1 must change nothing (agents pin it)."""
+        shown = self._make("tls-cert")
+        versions = self.cloud.secretmanager.values(REHEARSAL_PROJECT, self.cfg.tls_secret_id)
+        if len(versions) != 1:
+            raise StageFailure(f"`{shown}` stored {len(versions)} versions, not one")
+        again = subprocess.run(
+            [*MAKE, "tls-cert"],
+            cwd=self.scratch,
+            env=self._env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        after = self.cloud.secretmanager.values(REHEARSAL_PROJECT, self.cfg.tls_secret_id)
+        if again.returncode == 0 or after != versions or "ROTATE=1" not in again.stderr:
+            raise StageFailure(
+                "a second `make tls-cert` must refuse (exit non-zero, naming ROTATE=1) and add "
+                f"nothing: exit {again.returncode}, {len(after)} versions"
+            )
+        self._remember_tls(versions[0])
+        return f"{shown} (stored once; a second run refused without ROTATE=1)"
+
+    def _remember_tls(self, version: bytes) -> None:
+        begin = version.index(b"-----BEGIN PRIVATE KEY-----")
+        self._tls_keys += [
+            line for line in version[begin:].splitlines() if line and not line.startswith(b"-----")
+        ]
+        self._tls_sha256 = fingerprints(version[:begin].decode())["sha256"]
+
+    def _served_sha256(self) -> str:
+        """The SHA-256 of the certificate the node's front door serves now (a TLS handshake
+        on its port: what an agent's pin is checked against)."""
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the fingerprint is the check
+        try:
+            with (
+                socket.create_connection(("127.0.0.1", self.cfg.proxy.port), timeout=10) as raw,
+                context.wrap_socket(raw, server_hostname="localhost") as tls,
+            ):
+                der = tls.getpeercert(binary_form=True)
+        except OSError as exc:
+            raise StageFailure(f"the node's front door did not answer TLS: {exc}") from None
+        if not der:
+            raise StageFailure("the node's front door sent no certificate")
+        return hashlib.sha256(der).hexdigest()
+
+    def _check_served_certificate(self, node: str) -> str:
+        """The node serves the certificate `make tls-cert` stored, whichever node it is."""
+        served = self._served_sha256()
+        if served != self._tls_sha256:
+            raise StageFailure(
+                f"{node} serves the certificate {served[:16]}..., not the deployment's stored "
+                f"one {self._tls_sha256[:16]}...: every agent's pin would break"
+            )
+        return served
+
     def _deploy(self) -> str:
         shown = self._make("deploy", approve=True)
         node = self.cloud.tpu.node(self._node_name())
@@ -386,9 +456,10 @@ class Rehearsal(ScenarioStages, PipelineStages):
                 f"the node's startup script exited {result.returncode}; log: {result.log}\n"
                 f"{_tail(result.log)}"
             )
+        self._check_served_certificate(disk)
         return (
-            "startup script from the node's metadata: vLLM ready behind the TLS proxy, "
-            "compile cache saved"
+            "startup script from the node's metadata: vLLM ready behind the TLS proxy serving "
+            "the stored certificate, compile cache saved"
         )
 
     def _internet(self, node: dict[str, object]) -> bool:
@@ -445,7 +516,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
         return f"{shown}: nothing left but the enabled APIs"
 
     def _no_secret_left(self) -> str:
-        values = [self._token.encode(), *self._api_keys]
+        values = [self._token.encode(), *self._api_keys, *self._tls_keys]
         found = []
         for path in self.workdir.rglob("*"):
             if path.is_file() and not path.is_symlink():
@@ -454,7 +525,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
                     found.append(str(path.relative_to(self.workdir)))
         if found:
             raise StageFailure(f"a secret value was written to {found}")
-        return "no token or API key in any file, log, state or argument record"
+        return "no token, API key or TLS key in any file, log, state or argument record"
 
     def cleanup(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)

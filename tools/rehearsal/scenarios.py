@@ -26,6 +26,7 @@ from tools.rehearsal.fakes.cloudscheduler import next_run
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy.config import DeployConfig, load_config
+from tpudeploy.endpoint import colon_fingerprint
 from tpudeploy.names import service_account_email
 from tpudeploy.render import vllm_serve_args
 
@@ -96,6 +97,9 @@ class ScenarioStages:
         raise NotImplementedError
 
     def _no_secret_left(self) -> str:
+        raise NotImplementedError
+
+    def _served_sha256(self) -> str:
         raise NotImplementedError
 
     # ---- shared
@@ -324,6 +328,7 @@ class ScenarioStages:
         wanted = vllm_serve_args(self.cfg.vllm)
         if self._serving_line() == wanted:
             raise StageFailure("the rehearsal's config change did not change the serve line")
+        pinned = self._served_sha256()
         shown = self._make("diff")
         if "replace_triggered_by" not in self._log("diff"):
             raise StageFailure(f"`{shown}` did not say the node will be replaced")
@@ -337,4 +342,18 @@ class ScenarioStages:
                 f"after `{deployed}` the node still serves {' '.join(serving)}; wanted "
                 f"{' '.join(wanted)} (a metadata patch does not re-run the startup script)"
             )
-        return f"`{shown}` says replace; after `{deployed}` a new node serves the new line"
+        # Issue 37: an agent pinned the replaced node's certificate; the new node must serve the
+        # same one, and `make endpoint` print the same pin.
+        served = self._served_sha256()
+        if served != pinned:
+            raise StageFailure(
+                f"the re-created node serves certificate {served[:16]}..., the replaced one "
+                f"served {pinned[:16]}...: every agent's pinned fingerprint breaks"
+            )
+        endpoint = self._make("endpoint")
+        if colon_fingerprint(pinned) not in self._log("endpoint"):
+            raise StageFailure(f"`{endpoint}` did not print the pinned fingerprint {pinned}")
+        return (
+            f"`{shown}` says replace; after `{deployed}` a new node serves the new line and the "
+            f"same certificate (SHA-256 {pinned[:16]}..., as `{endpoint}` prints)"
+        )

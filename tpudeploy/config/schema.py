@@ -417,7 +417,7 @@ class DeployConfig(Strict):
 
     @property
     def tls_secret_id(self) -> str:
-        """platform = "gke": the front door's certificate and key, one for every replica."""
+        """The front door's certificate and key: one per deployment, whatever serves it."""
         return f"{self.name}-tls"
 
     @property

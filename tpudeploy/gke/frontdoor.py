@@ -8,6 +8,7 @@ import shlex
 import sys
 from typing import Protocol, TextIO
 
+from tpudeploy import tlscert
 from tpudeploy.config import DeployConfig
 from tpudeploy.endpoint import (
     Endpoint,
@@ -16,7 +17,7 @@ from tpudeploy.endpoint import (
     resolve_pinned,
 )
 from tpudeploy.gcp.container import KubeError
-from tpudeploy.gke import ops, reach, tlscert
+from tpudeploy.gke import ops, reach
 from tpudeploy.gke.kube import KubeApi
 
 

@@ -42,7 +42,6 @@ COMMANDS: Mapping[str, str | None] = {
     "pin": "it reads the image digests a TPU VM's boot published, and a pod cannot read the "
     "digest its node pulled; set [vllm] image (and [proxy] image) to a digest "
     "(image@sha256:...) yourself",
-    "tls-cert": None,
     "tune": "it boots the arms one after another on a TPU VM; running them side by side on GKE "
     "is not built yet (make tune-plan shows what it would cost). Tune with a tpu-vm config "
     '(platform = "tpu-vm"), then apply the winner to your GKE config',
@@ -65,6 +64,11 @@ class Gke:
     node_reads_secrets = False
     node_project_roles: tuple[str, ...] = NODE_PROJECT_ROLES
     commands = COMMANDS
+    # Each pod reads the certificate's files when it starts (the Secret Manager add-on).
+    tls_takes_effect = (
+        "from each replica's next start: replicas running now keep the old one until they are "
+        "replaced (a rollout, or delete the pods)"
+    )
     pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]] = pipeline.ROLES
     pipeline_unscopable: Mapping[str, Unscopable] = pipeline.UNSCOPABLE
 
@@ -138,8 +142,8 @@ class Gke:
         )
 
     def secrets(self, cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
-        # One front-door certificate for every replica (tpudeploy/gke/tlscert.py).
-        return (*replicasecrets.shared(cfg), (cfg.tls_secret_id, "make tls-cert"))
+        # One front-door certificate for every replica (tpudeploy/tlscert.py) among them.
+        return replicasecrets.shared(cfg)
 
     def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
         keys = ["secrets (all models)", "secrets (gke: the nodes' account's project roles)"]

@@ -21,7 +21,7 @@ SECRETS_DIR = "/run/tpudeploy-secrets"
 SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 HF_TOKEN_FILE = "hf_token"  # noqa: S105 - a file name; the token is in Secret Manager
 API_KEY_FILE = "api_key"
-# The front door's certificate then key (PEM), the same for every replica (tlscert.py).
+# The front door's certificate then key (PEM), the same for every replica (tpudeploy/tlscert.py).
 TLS_BUNDLE_FILE = "tls_bundle"
 FRONTDOOR_DIR = "/etc/tpudeploy-proxy"
 SCRIPTS_DIR = "/opt/tpudeploy"

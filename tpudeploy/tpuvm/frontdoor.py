@@ -1,9 +1,10 @@
 """The TPU VM's front door, from the client side: where the node is, the certificate it published,
 `make endpoint` and `make tunnel`.
 
-The node makes a self-signed certificate at boot and publishes its SHA-256 fingerprint as the
-guest attribute tpudeploy/tls-sha256 (templates/startup.sh.j2); the pinned connection itself is
-shared with GKE (tpudeploy/endpoint.py).
+The node serves the deployment's one certificate (`make tls-cert`, tpudeploy/tlscert.py: the
+same at every boot, so a re-created node keeps every pin) and publishes the SHA-256 fingerprint
+of what it serves as the guest attribute tpudeploy/tls-sha256 (templates/startup.sh.j2); the
+pinned connection itself is shared with GKE (tpudeploy/endpoint.py).
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ def endpoint_report(
         )
     print(f"  through IAP: `make tunnel`, then https://localhost:{port}/v1", file=out)
     print(f"certificate SHA-256: {colon_fingerprint(cert['sha256'])}", file=out)
+    print(
+        f"  the deployment's one certificate (secret {cfg.tls_secret_id}): every re-created node "
+        "serves it, so the pin holds until `make tls-cert ROTATE=1` replaces it",
+        file=out,
+    )
     if cert["spki"]:
         print(f"public key pin:      {cert['spki']}", file=out)
         print(
@@ -152,10 +158,11 @@ def endpoint_report(
         # OpenSSL-based clients (curl, Python, Node) accept exactly this certificate and nothing
         # it could sign (docs/security.md).
         print(
-            f"wrote the pinned certificate to {cert_out}: the node's own self-signed server "
+            f"wrote the pinned certificate to {cert_out}: the deployment's self-signed server "
             "certificate (not a CA: it signs nothing), for clients that take a trust file "
-            f"(curl --cacert {shlex.quote(cert_out)}, httpx.Client(verify=...)); they accept "
-            "this certificate only, by address or localhost",
+            f"(curl --cacert {shlex.quote(cert_out)}, httpx.Client(verify=...)); it names "
+            "localhost, so such clients connect through `make tunnel`, or pin it "
+            "(curl --pinnedpubkey) by address",
             file=out,
         )
     return 0

@@ -32,8 +32,6 @@ COMMANDS: Mapping[str, str | None] = {
     "recover": None,
     "pin": None,
     "tune": None,
-    "tls-cert": "it makes the one certificate GKE's replicas share; a TPU VM's node makes its "
-    "own at boot and publishes its fingerprint: `make endpoint` prints it and how to pin it",
 }
 
 
@@ -47,6 +45,13 @@ class TpuVm:
     node_reads_secrets = True
     node_project_roles: tuple[str, ...] = ()
     commands = COMMANDS
+    # The node reads <name>-tls at every boot (templates/startup.sh.j2, read_tls), and a rerun
+    # of the startup script restarts the proxy on what it read.
+    tls_takes_effect = (
+        "from the node's next boot (a new node: `make recover`, a config change, a renewal), "
+        "or at once on the running node with `sudo google_metadata_script_runner startup` over "
+        "SSH (it restarts the proxy, not vLLM)"
+    )
     pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]] = pipeline.ROLES
     pipeline_unscopable: Mapping[str, Unscopable] = pipeline.UNSCOPABLE
 

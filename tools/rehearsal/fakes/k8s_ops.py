@@ -28,7 +28,7 @@ from tools.rehearsal.fakes.base import Answer, LoopbackServer, api_error
 from tools.rehearsal.fakes.iamrules import Checked
 from tools.rehearsal.fakes.inventory import Inventory
 from tpudeploy import facts
-from tpudeploy.gke.tlscert import make_bundle
+from tpudeploy.tlscert import make_bundle
 
 # Each rule this fake enforces, with where the real service says so.
 RULES: dict[str, str] = {

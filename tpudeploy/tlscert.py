@@ -1,12 +1,13 @@
-"""The front door's one certificate for every replica (GKE), made on the operator's machine.
+"""The front door's one certificate per deployment, made on the operator's machine.
 
-A Service balances connections over N pods: a certificate each pod made for itself (as the
-first GKE slice's init container did) would differ per pod, and a client pinning one
-fingerprint would be refused by every other replica. So `make tls-cert` makes one key and
-certificate in memory, like the TPU VM's proxy certificate (a P-256 leaf, CA:FALSE, serverAuth,
-397 days), and stores both as a version of the `<name>-tls` secret; the Secret Manager add-on
-hands the same bundle to every pod, and `make endpoint` reads the certificate from there.
-The private key exists only in this process's memory and in Secret Manager.
+Both platforms serve the certificate and key stored as the latest version of `<name>-tls`:
+GKE's replicas behind one Service (a certificate each pod made for itself would differ per pod,
+and a client pinning one fingerprint would be refused by every other replica), and the TPU VM's
+node, which reads it at every boot (one it made itself would change at every preemption,
+`make recover`, flex-start renewal or config change, and break every agent's pin). The key and
+certificate are made here in memory (a P-256 leaf, CA:FALSE, serverAuth, 397 days, as the TPU
+VM's boot used to make), stored as one version (certificate, then key), and never printed: only
+the fingerprint is. The private key exists only in this process's memory and in Secret Manager.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from dataclasses import dataclass
 from typing import Protocol, TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.errors import UserError
 
-# The TPU VM's certificate lifetime (templates/startup.sh.j2): at most 398 days is what
-# browsers and Apple's TLS clients accept for a server certificate.
+# The lifetime the TPU VM's boot gave its own certificate before this (openssl req -days 397): at
+# most 398 days is what browsers and Apple's TLS clients accept for a server certificate.
 DAYS = 397
 BEGIN_CERT = "-----BEGIN CERTIFICATE-----"
 
@@ -123,10 +125,35 @@ class AddsVersions(Protocol):
 
     def add_version(self, secret_id: str, value: str) -> str: ...
 
+    def version_state(self, secret_id: str) -> str: ...
 
-def store_new_tls_cert(cfg: DeployConfig, store: AddsVersions, out: TextIO) -> int:
-    """GKE: one front-door certificate for every replica, made in memory, stored as a new
-    version of <name>-tls (certificate then key); only its fingerprint is printed."""
+
+class CertificateInPlace(UserError):
+    """`make tls-cert` without ROTATE=1 where agents may already pin the stored certificate."""
+
+
+def store_new_tls_cert(
+    cfg: DeployConfig, store: AddsVersions, out: TextIO, *, rotate: bool, takes_effect: str
+) -> int:
+    """One front-door certificate for the deployment, made in memory and stored as a new
+    version of <name>-tls (certificate then key); only its fingerprint is printed.
+
+    A latest version that is enabled is the certificate agents pin: replacing it takes
+    `rotate` (ROTATE=1), and the output then says that every agent must re-pin and how.
+    `takes_effect`: when the platform's front door starts serving a new version."""
+    state = store.version_state(cfg.tls_secret_id)
+    if state == "NO_SECRET":
+        raise CertificateInPlace(
+            f"secret {cfg.tls_secret_id} does not exist yet: `make deploy-secrets` creates it, "
+            "then run `make tls-cert`"
+        )
+    replacing = state == "ENABLED"
+    if replacing and not rotate:
+        raise CertificateInPlace(
+            f"{cfg.tls_secret_id} already holds {cfg.name}'s front-door certificate: agents pin "
+            "it, and every re-creation of the front door serves it again. Nothing was changed. "
+            "To replace it (every agent must then re-pin): make tls-cert ROTATE=1"
+        )
     bundle = make_bundle(cfg.name)
     version = store.add_version(cfg.tls_secret_id, bundle.text)
     pins = fingerprints(bundle.cert_pem)
@@ -134,9 +161,21 @@ def store_new_tls_cert(cfg: DeployConfig, store: AddsVersions, out: TextIO) -> i
         f"stored a new front-door certificate and key as {version or 'a new version'} of "
         f"{cfg.tls_secret_id} (the key is in no file).\n"
         f"certificate SHA-256: {pins['sha256']}\n"
-        "Every replica's front door serves it from its next start (replicas running now keep "
-        "the old one until they are replaced: a rollout, or delete the pods); `make endpoint` "
-        "prints the pin.",
+        f"public key pin:      {pins['spki']}\n"
+        f"The front door serves it {takes_effect}.",
         file=out,
     )
+    if replacing:
+        print(
+            "ROTATED: agents that pinned the previous certificate will refuse the front door as "
+            "soon as it serves this one. Then every agent must re-pin: `make endpoint` prints "
+            "the new fingerprint and public key pin (the lines above).",
+            file=out,
+        )
+    else:
+        print(
+            "Every re-creation of the front door (a preemption, `make recover`, a config change, "
+            "a renewal) serves this same certificate: agents pin it once (`make endpoint`).",
+            file=out,
+        )
     return 0
