@@ -85,11 +85,14 @@ def skips_for(outdir: Path) -> dict[str, str]:
 
 def prepare(outdir: Path, scan_dir: Path) -> list[Path]:
     """Copy each stack's JSON, dropping terraform.required_version: checkov 3.3.30's
-    terraform_json parser crashes on a scalar in the terraform block ("receives only dicts")."""
+    terraform_json parser crashes on a scalar in the terraform block ("receives only dicts"),
+    and on a top-level list, which a pipeline deployment's `removed` blocks are (stacks/secrets.py;
+    "removed" declares no resource, so nothing checkov judges is lost)."""
     copies = []
     for stack_json in sorted(outdir.glob("stacks/*/cdk.tf.json")):
         doc = json.loads(stack_json.read_text())
         doc.get("terraform", {}).pop("required_version", None)
+        doc.pop("removed", None)
         target = scan_dir / f"{stack_json.parent.name}.tf.json"
         target.write_text(json.dumps(doc, indent=1))
         copies.append(target)
