@@ -232,7 +232,7 @@ class SecretsStack(TerraformStack):
             # project: the node reads its own deployment's secrets and no other's.
             for id_, secret_id in read.items():
                 self._accessor(cfg, id_, secret_id, project)
-        # A pipeline deployment's are the bootstrap's (Platform.pipeline_project_members): a
+        # A pipeline deployment's are the bootstrap's (Platform.pipeline.project_members): a
         # grant on the project takes setIamPolicy on it, which no condition narrows to a member.
         for role in () if cfg.gitops_managed else platform_for(cfg).node_project_roles:
             GoogleProjectIamMember(

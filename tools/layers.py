@@ -50,7 +50,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.cacheguard",
             "tpudeploy.bootcheck",
             "tpudeploy.iapssh",
-            "tpudeploy.grants",
         ),
     ),
     ("config: the one validated model, a leaf", ("tpudeploy.config",)),
@@ -63,6 +62,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "clients, Terraform state, the sweep)",
         (
             "tpudeploy.render",
+            "tpudeploy.grants",
             "tpudeploy.pins",
             "tpudeploy.nodebuild",
             "tpudeploy.endpoint",

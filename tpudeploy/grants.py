@@ -3,13 +3,17 @@
 The GitOps identities (tpudeploy/identities.py) are made of these: the grants both platforms
 share are there, each platform's own in its package (tpudeploy/tpuvm/pipeline.py,
 tpudeploy/gke/pipeline.py), and stacks/bootstrap.py, the rehearsal's bootstrap and
-docs/gitops.md's table all read the same list. Plain data: no cdktf, no platform.
+docs/gitops.md's table all read the same list. Plain data: no cdktf, no platform (the shared
+layer: both platform packages build on it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+from tpudeploy.config import DeployConfig
 
 # Where a grant is attached. A project-level grant reaches every resource of its kind in the
 # project unless a condition narrows it; the others are attached to one resource.
@@ -59,6 +63,28 @@ class ProjectMember:
     role: str
     member: str
     reason: str
+
+
+class PipelinePart(Protocol):
+    """A platform's part of the GitOps identities (tpudeploy/tpuvm/pipeline.py,
+    tpudeploy/gke/pipeline.py): its custom roles (key: description and permissions), those no
+    condition can narrow below the project, what its deploy identity holds for the platform's own
+    resources, its deadline job's one grant, and the project roles only the bootstrap may grant
+    (they take setIamPolicy on the project)."""
+
+    @property
+    def ROLES(self) -> Mapping[str, tuple[str, tuple[str, ...]]]: ...
+
+    @property
+    def UNSCOPABLE(self) -> Mapping[str, Unscopable]: ...
+
+    def grants(self, dep: DeployConfig, *, project: str) -> list[Grant]: ...
+
+    def stop_grant(self, dep: DeployConfig) -> Grant: ...
+
+    def project_members(
+        self, dep: DeployConfig, *, project: str, project_number: str
+    ) -> list[ProjectMember]: ...
 
 
 def cel_string(text: str) -> str:

@@ -41,8 +41,8 @@ __all__ = [
     "ProjectMember",
 ]
 
-# Each platform's own roles and grants are its package's (Platform.pipeline_roles,
-# pipeline_grants: tpudeploy/tpuvm/pipeline.py, tpudeploy/gke/pipeline.py, with the documented
+# Each platform's own roles and grants are its package's (Platform.pipeline:
+# tpudeploy/tpuvm/pipeline.py, tpudeploy/gke/pipeline.py, with the documented
 # rules); what both share is here.
 
 # Custom roles (project-level definitions, granted per deployment with a condition). Predefined
@@ -112,7 +112,7 @@ SHARED_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
 # (a key is one role in the project: the tests hold the keys apart).
 CUSTOM_ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     **SHARED_ROLES,
-    **{k: v for p in PLATFORMS.values() for k, v in p.pipeline_roles.items()},
+    **{k: v for p in PLATFORMS.values() for k, v in p.pipeline.ROLES.items()},
 }
 
 # Permissions that let a holder grant itself more, destroy, or become another identity. The tests
@@ -129,7 +129,7 @@ _SHARED_UNSCOPABLE = {
 }
 _UNSCOPABLE = {
     **_SHARED_UNSCOPABLE,
-    **{k: v for p in PLATFORMS.values() for k, v in p.pipeline_unscopable.items()},
+    **{k: v for p in PLATFORMS.values() for k, v in p.pipeline.UNSCOPABLE.items()},
 }
 # Grants that cannot be narrowed below the project, with the reason (docs/gitops.md, residual
 # risks), and the one service each may touch (tests/gitops/test_gitops_identities.py).
@@ -245,19 +245,19 @@ def deploy_grants(
             "create, update and delete its deadline job (spot, on-demand; GKE: the cluster's); "
             "not scoped (see residual risks)",
         ),
-        *platform_for(dep).pipeline_grants(dep, project=project),
+        *platform_for(dep).pipeline.grants(dep, project=project),
     ]
 
 
 def stop_grants(dep: DeployConfig) -> list[Grant]:
     """The deadline job's account (<name>-stop): its platform's delete and nothing else (the TPU
     VM's node; GKE's cluster, by its name)."""
-    return [platform_for(dep).pipeline_stop_grant(dep)]
+    return [platform_for(dep).pipeline.stop_grant(dep)]
 
 
 def project_members(dep: DeployConfig, *, project: str, project_number: str) -> list[ProjectMember]:
     """Project roles deployment `dep` needs that only the bootstrap may grant."""
-    return platform_for(dep).pipeline_project_members(
+    return platform_for(dep).pipeline.project_members(
         dep, project=project, project_number=project_number
     )
 
@@ -329,7 +329,7 @@ def grant_table(project_number_hint: str = "PROJECT_NUMBER") -> str:
         grants = deploy_grants(
             sample, project="PROJECT", project_number=project_number_hint, state_bucket="STATE"
         )
-        shared = len(grants) - len(platform_for(sample).pipeline_grants(sample, project="P"))
+        shared = len(grants) - len(platform_for(sample).pipeline.grants(sample, project="P"))
         for n, g in enumerate([*grants, *stop_grants(sample)]):
             key = (g.identity, g.role, g.scope)
             if key in seen:

@@ -18,7 +18,7 @@ from tpudeploy import config, planner, policy
 from tpudeploy.config import ConfigError, DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.gke.platform import Gke
-from tpudeploy.grants import Grant, ProjectMember, Unscopable
+from tpudeploy.grants import PipelinePart
 from tpudeploy.pins import moving_tags
 from tpudeploy.tpuvm.platform import TpuVm
 
@@ -59,25 +59,8 @@ class Platform(Protocol):
     # When the front door starts serving a new version of <name>-tls (`make tls-cert` says it).
     tls_takes_effect: str
     # The GitOps pipeline's part of this platform (tpudeploy/identities.py adds what both
-    # share): its custom roles (key: description and permissions), those no condition can
-    # narrow below the project, with why.
-    pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]]
-    pipeline_unscopable: Mapping[str, Unscopable]
-
-    def pipeline_grants(self, cfg: DeployConfig, *, project: str) -> list[Grant]:
-        """What deployment `cfg`'s deploy identity holds for this platform's own resources."""
-        ...
-
-    def pipeline_stop_grant(self, cfg: DeployConfig) -> Grant:
-        """The deadline job's account's one grant (the bootstrap makes it)."""
-        ...
-
-    def pipeline_project_members(
-        self, cfg: DeployConfig, *, project: str, project_number: str
-    ) -> list[ProjectMember]:
-        """Project roles the stacks would grant with setIamPolicy on the project: for a
-        pipeline deployment the bootstrap grants them instead."""
-        ...
+    # share): the platform package's pipeline module.
+    pipeline: PipelinePart
 
     def declares_nat(self, cfg: DeployConfig) -> bool:
         """Whether the deployment gets a Cloud Router and NAT of its own (the billing stack's;

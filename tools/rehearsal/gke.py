@@ -104,17 +104,18 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             )
 
     def _stages(self) -> list[Stage]:
+        # Both scenarios start alike: the secrets and their values, then the three stacks.
+        head = [
+            Stage("prepare", self._prepare_gke),
+            Stage("deploy-secrets", self._deploy_secrets),
+            Stage("secret", self._secret),
+            Stage("api-key", self._api_key),
+            Stage("tls-cert", self._tls_cert),
+            Stage("deploy", self._deploy_gke),
+        ]
         if self.scenario == "pipeline":
             # The GitOps path: the bootstrap as the owner, then every stack as the deploy
             # identity, then what that identity must not reach (tools/rehearsal/gke_pipeline.py).
-            head = [
-                Stage("prepare", self._prepare_gke),
-                Stage("deploy-secrets", self._deploy_secrets),
-                Stage("secret", self._secret),
-                Stage("api-key", self._api_key),
-                Stage("tls-cert", self._tls_cert),
-                Stage("deploy", self._deploy_gke),
-            ]
             tail = [
                 Stage("deploy-again", self._deploy_again_gke),
                 Stage("plan", self._plan),
@@ -125,12 +126,7 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             ]
             return self.pipeline_stages(head, tail)
         return [
-            Stage("prepare", self._prepare_gke),
-            Stage("deploy-secrets", self._deploy_secrets),
-            Stage("secret", self._secret),
-            Stage("api-key", self._api_key),
-            Stage("tls-cert", self._tls_cert),
-            Stage("deploy", self._deploy_gke),
+            *head,
             Stage("neighbour", self._neighbour_deploy),
             Stage("deploy-again", self._deploy_again_gke),
             Stage("neighbour-gone", self._neighbour_destroy),

@@ -87,11 +87,16 @@ def permission(group: str, plural: str, verb: str, *, custom: bool) -> str | Non
     return f"container.{resource.iam}.{iam_verb}" if resource else None
 
 
+def _on_every_kind(verbs: tuple[str, ...]) -> set[str]:
+    """`verbs` on every kind above and on custom resources."""
+    resources = [*(r.iam for r in BUILT_IN), CUSTOM_RESOURCE]
+    return {f"container.{r}.{v}" for r in resources for v in verbs}
+
+
 def deploy_permissions() -> tuple[str, ...]:
     """What the deploy identity needs inside its own cluster: every verb on the kinds above and
     on custom resources, and RBAC's bind and escalate for the adapter's roles and bindings."""
-    names = {f"container.{r.iam}.{v}" for r in BUILT_IN for v in IAM_VERBS}
-    names |= {f"container.{CUSTOM_RESOURCE}.{v}" for v in IAM_VERBS}
+    names = _on_every_kind(IAM_VERBS)
     names |= {
         f"container.{iam}.{extra}" for iam in ROLE_KINDS.values() for extra in ("bind", "escalate")
     }
@@ -101,6 +106,4 @@ def deploy_permissions() -> tuple[str, ...]:
 def plan_permissions() -> tuple[str, ...]:
     """What the read-only plan identity needs to refresh the serving stack: get and list of the
     same kinds, nothing else (no Secret, no Pod, no verb that writes)."""
-    names = {f"container.{r.iam}.{v}" for r in BUILT_IN for v in ("get", "list")}
-    names |= {f"container.{CUSTOM_RESOURCE}.{v}" for v in ("get", "list")}
-    return tuple(sorted(names))
+    return tuple(sorted(_on_every_kind(("get", "list"))))

@@ -18,7 +18,7 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.gke import deadline_target, pipeline
 from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
-from tpudeploy.grants import Grant, ProjectMember, Unscopable
+from tpudeploy.grants import PipelinePart
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -69,19 +69,7 @@ class Gke:
         "from each replica's next start: replicas running now keep the old one until they are "
         "replaced (a rollout, or delete the pods)"
     )
-    pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]] = pipeline.ROLES
-    pipeline_unscopable: Mapping[str, Unscopable] = pipeline.UNSCOPABLE
-
-    def pipeline_grants(self, cfg: DeployConfig, *, project: str) -> list[Grant]:
-        return pipeline.grants(cfg, project=project)
-
-    def pipeline_stop_grant(self, cfg: DeployConfig) -> Grant:
-        return pipeline.stop_grant(cfg)
-
-    def pipeline_project_members(
-        self, cfg: DeployConfig, *, project: str, project_number: str
-    ) -> list[ProjectMember]:
-        return pipeline.project_members(cfg, project=project, project_number=project_number)
+    pipeline: PipelinePart = pipeline
 
     def declares_nat(self, cfg: DeployConfig) -> bool:
         # The nodes are always private (no external address): [network] nat = false only where

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from tpudeploy import planner, policy, replicasecrets
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.grants import Grant, ProjectMember, Unscopable
+from tpudeploy.grants import PipelinePart
 from tpudeploy.tpuvm import billing_state, deadline_target, pipeline
 
 if TYPE_CHECKING:
@@ -52,19 +52,7 @@ class TpuVm:
         "or at once on the running node with `sudo google_metadata_script_runner startup` over "
         "SSH (it restarts the proxy, not vLLM)"
     )
-    pipeline_roles: Mapping[str, tuple[str, tuple[str, ...]]] = pipeline.ROLES
-    pipeline_unscopable: Mapping[str, Unscopable] = pipeline.UNSCOPABLE
-
-    def pipeline_grants(self, cfg: DeployConfig, *, project: str) -> list[Grant]:
-        return pipeline.grants(cfg, project=project)
-
-    def pipeline_stop_grant(self, cfg: DeployConfig) -> Grant:
-        return pipeline.stop_grant(cfg)
-
-    def pipeline_project_members(
-        self, cfg: DeployConfig, *, project: str, project_number: str
-    ) -> list[ProjectMember]:
-        return pipeline.project_members(cfg, project=project, project_number=project_number)
+    pipeline: PipelinePart = pipeline
 
     def declares_nat(self, cfg: DeployConfig) -> bool:
         # A public node (the default) needs none; a private one gets its own router and NAT.
