@@ -15,12 +15,14 @@ from collections.abc import Sequence
 
 from tpudeploy import planner
 from tpudeploy.config import ConfigError, DeployConfig
+from tpudeploy.planner import clients
 
 
 def shared_findings(cfg: DeployConfig) -> list[planner.Finding]:
     """The guard rails every platform applies (the build log's, tpudeploy.planner.guards)."""
     # An accelerator without chip data is itself a finding (check_settings), never an exception.
-    return planner.check_settings(cfg)
+    # The clients' stream caps against the same KV wall (tpudeploy/planner/clients.py).
+    return planner.check_settings(cfg) + clients.check_access(cfg)
 
 
 def warnings(found: Sequence[planner.Finding]) -> list[str]:

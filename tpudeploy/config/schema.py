@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 from tpudeploy import facts, names
 from tpudeploy.config import checks
 from tpudeploy.config import prices as prices_config
+from tpudeploy.config.access import AccessConfig
 from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.containers import check_container_name, check_image, check_shm_size
@@ -249,6 +250,8 @@ class DeployConfig(Strict):
     """[vllm] table: the `vllm serve` flags and tpu-inference variables"""
     proxy: ProxyConfig = Field(default_factory=ProxyConfig)
     """[proxy] table: the TLS proxy in front of vLLM"""
+    access: AccessConfig = Field(default_factory=AccessConfig)
+    """[access] table: the clients (agents), one key and one set of limits each"""
     deadline: DeadlineConfig = Field(default_factory=DeadlineConfig)
     """[deadline] table: where a spot or on-demand node's deadline job runs"""
     load: LoadConfig = Field(default_factory=LoadConfig)
@@ -414,6 +417,11 @@ class DeployConfig(Strict):
     @property
     def api_key_secret_id(self) -> str:
         return f"{self.name}-api-key"
+
+    @property
+    def client_key_secret_ids(self) -> dict[str, str]:
+        """Each [access] client's key secret, in the config's order."""
+        return self.access.client_secret_ids(self.name)
 
     @property
     def tls_secret_id(self) -> str:
