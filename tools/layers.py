@@ -50,6 +50,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.cacheguard",
             "tpudeploy.bootcheck",
             "tpudeploy.iapssh",
+            # Shipped to the node and the pod as source: standard library only.
+            "tpudeploy.node",
         ),
     ),
     ("config: the one validated model, a leaf", ("tpudeploy.config",)),
