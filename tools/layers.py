@@ -70,6 +70,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.endpoint",
             "tpudeploy.replicasecrets",
             "tpudeploy.tlscert",
+            "tpudeploy.usage",
             "tpudeploy.terraform",
             "tpudeploy.deadline_ops",
             "tpudeploy.gcp",

@@ -212,6 +212,35 @@ def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return secretmanager.store_new_api_key(cfg, store, sys.stdout)
 
 
+def _usage(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    import datetime
+
+    from tpudeploy import usage
+    from tpudeploy.durations import parse_duration
+    from tpudeploy.planner import price_table
+
+    since_s = parse_duration(args.since, name="SINCE")
+    if args.client and args.client not in cfg.access.clients:
+        raise errors.UserError(
+            f"CLIENT={args.client!r} is not one of [access] clients {list(cfg.access.clients)}"
+        )
+    platform = platform_for(cfg)
+    model = platform.usage_model(cfg)
+    rate = price_table(cfg).rate(model)
+    project = require_project(cfg, source=str(config_path()))
+    now = datetime.datetime.now(datetime.UTC)
+    replicas = platform.access_logs(cfg, project, since_s)
+    found = usage.tally(
+        replicas,
+        since=now - datetime.timedelta(seconds=since_s),
+        now=now,
+        rate=rate,
+        client=args.client or None,
+    )
+    print(usage.report(found, pricing=f"{model} $/chip-hour, {cfg.effective_region}"))
+    return 0
+
+
 def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
     project = require_project(cfg, source=str(config_path()))
     return platform_for(cfg).wait(cfg, project, timeout=args.timeout, interval=args.interval)
@@ -373,6 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="1: replace the stored certificate (every agent must then re-pin)",
     )
     tls.set_defaults(func=_tls_cert)
+    usage_p = sub.add_parser(
+        "usage", help="each client's requests, errors, latency, tokens and cost share"
+    )
+    usage_p.add_argument("--since", default="24h", help="the window, e.g. 1h, 24h, 7d")
+    usage_p.add_argument("--client", default="", help="one client only")
+    usage_p.set_defaults(func=_usage)
     wait_p = sub.add_parser("wait", help="follow the boot phases until vLLM is ready (no SSH)")
     wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
     wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
