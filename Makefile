@@ -43,14 +43,20 @@ install: $(VENV_STAMP) $(NODE_STAMP) ## Create .venv with the pinned packages an
 # deploy token set REQUIREMENTS=requirements-deploy.txt: only what deploy, destroy and recover
 # run, no scanners or test tools (nor tf, which only the rehearsal uses).
 REQUIREMENTS ?= requirements.txt
-PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check --require-hashes
+PIP_INSTALL = $(PY) -m pip install --disable-pip-version-check --require-hashes --progress-bar off
+# A fresh clone's first command installs for minutes (issue 37: 7.5 silent minutes under load):
+# pip names each package as it fetches it, and its size when it downloads; the rest is dropped.
+PIP_PROGRESS = grep --line-buffered -E '^(Collecting|  Downloading|  Using cached|ERROR)' || true
 $(VENV_STAMP): $(REQUIREMENTS) requirements-nodeps.txt
+	@echo "creating $(VENV): $$(grep -c '==' $(REQUIREMENTS)) pinned Python packages from $(REQUIREMENTS), each checked against its sha256 (minutes on a fresh clone; each is named below as it is fetched)"
 	$(PYTHON_BOOT) -m venv $(VENV)
-	$(PIP_INSTALL) -r $(REQUIREMENTS)
-	$(if $(filter requirements.txt,$(REQUIREMENTS)),$(PIP_INSTALL) --no-deps -r requirements-nodeps.txt)
+	set -o pipefail; $(PIP_INSTALL) -r $(REQUIREMENTS) 2>&1 | { $(PIP_PROGRESS); }
+	$(if $(filter requirements.txt,$(REQUIREMENTS)),set -o pipefail; $(PIP_INSTALL) --no-deps -r requirements-nodeps.txt 2>&1 | { $(PIP_PROGRESS); })
+	@echo "$(VENV) is ready"
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
+	@echo "installing the cdktf CLI into node_modules: $$(grep -c '"resolved"' package-lock.json) npm packages pinned by package-lock.json (a minute or two on a fresh clone)"
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
