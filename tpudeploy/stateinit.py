@@ -175,11 +175,13 @@ def migrate_stack(tf: Terraform, local: StackState, where: str, out: TextIO) -> 
 
 
 def grants_lines(project: str, bucket: str) -> list[str]:
+    """What the operator needs, what teammates need, and what state-init grants: nothing."""
     return [
         f"  you need: {statebucket.CREATE_PERMISSION} on project {project} to create it "
         "(roles/storage.admin has it); then object read/write on it",
-        f"  teammates need: {statebucket.TEAM_ROLE} on gs://{bucket} (or the GitOps state grant, "
-        "docs/gitops.md), plus what their own make targets need",
+        f"  teammates need: {statebucket.TEAM_ROLE} on gs://{bucket}, or narrower, a grant "
+        f"conditioned on gs://{bucket}/{STATE_PREFIX_ROOT}/<name>/ as the GitOps deploy "
+        "identities' tpudeployState has (docs/gitops.md), plus what their own targets need",
         "  grants given: none (state-init changes no IAM policy)",
     ]
 

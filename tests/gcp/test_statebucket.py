@@ -56,3 +56,22 @@ def test_each_missing_setting_is_named_with_its_fix(
     assert len(missing) == 1
     assert missing[0].startswith(named)
     assert "gcloud storage buckets update gs://old-tfstate" in missing[0]
+
+
+def test_the_fake_takes_a_generation_matched_lock_once(api: StateBucketApi) -> None:
+    """What Terraform's gcs backend relies on to lock: ifGenerationMatch=0 creates only when no
+    live version exists; a delete under the wrong generation is refused."""
+    api.insert(PROJECT, StateBucketSpec("lock-tfstate", "US"))
+    upload = f"{api.base_url}/upload/storage/v1/b/lock-tfstate/o"
+    params = {"uploadType": "media", "name": "s/default.tflock", "ifGenerationMatch": "0"}
+    first = api.session.post(upload, params=params, data=b"{}", timeout=5)
+    assert first.status_code == 200
+    assert api.session.post(upload, params=params, data=b"{}", timeout=5).status_code == 412
+    generation = first.json()["generation"]
+    lock = f"{api.base_url}/storage/v1/b/lock-tfstate/o/s%2Fdefault.tflock"
+    stale = str(int(generation) + 1)
+    wrong = api.session.delete(lock, params={"ifGenerationMatch": stale}, timeout=5)
+    assert wrong.status_code == 412
+    right = api.session.delete(lock, params={"ifGenerationMatch": generation}, timeout=5)
+    assert right.status_code == 204
+    assert api.session.post(upload, params=params, data=b"{}", timeout=5).status_code == 200
