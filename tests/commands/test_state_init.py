@@ -254,3 +254,32 @@ def test_a_different_state_in_the_bucket_is_never_overwritten(
         run(CFG, tmp_path, synthesize=lambda: outdir)
     assert _bucket_state(backend, CFG) == theirs
     assert local.read_bytes() == local_before
+
+
+@needs_terraform
+def test_two_deployments_share_the_bucket_never_a_state_file(
+    backend: FakeStorage, tmp_path: Path
+) -> None:
+    """Two deployments of one project, one bucket: each stack's state under its own prefix;
+    moving the second neither sees nor touches the first's."""
+    moved = {}
+    for name, value in (("team-a", "a"), ("team-b", "b")):
+        cfg = parse_config({"project": PROJECT, "name": name, "state_bucket": "team-tfstate"})
+        stack = f"{name}-secrets"
+        root = tmp_path / name
+        local = root / f"terraform.{stack}.tfstate"
+        _apply(_stack(root / "made", {"local": {"path": str(local)}}, value))
+        outdir = root / "out"
+        block = {"gcs": {"bucket": "team-tfstate", "prefix": state_prefix(cfg, stack)}}
+        _stack(outdir / "stacks" / stack, block, value)
+        run(cfg, root, stacks=(stack,), synthesize=lambda outdir=outdir: outdir)
+        moved[name] = json.loads(local.with_name(local.name + MIGRATED_SUFFIX).read_text())
+    objects = backend.objects("team-tfstate")
+    for name, original in moved.items():
+        key = f"tpudeploy/{name}/{name}-secrets/{STATE_OBJECT}"
+        assert key in objects
+        bucket = backend.inventory.get("storage", "b/team-tfstate") or {}
+        state = json.loads(bucket["_objects"][key][-1][1])
+        assert state["lineage"] == original["lineage"]
+        assert state["resources"] == original["resources"]
+    assert moved["team-a"]["lineage"] != moved["team-b"]["lineage"]
