@@ -132,3 +132,14 @@ def test_the_pipeline_refuses_the_same_pair_in_the_same_words(tmp_path: Path) ->
         r".*rename one",
     ):
         discover(root)
+
+
+def test_a_copy_beside_deploy_toml_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's case: `cp deploy.toml mine.toml`, edited, DEPLOY_CONFIG=mine.toml."""
+    root = repo(tmp_path, {"deploy.toml": 'project = "team-proj-1"\n'})
+    (root / "mine.toml").write_text('project = "team-proj-1"\nprovisioning = "spot"\n')
+    code, _out, err = run_cli(monkeypatch, capsys, root, "mine.toml", "check")
+    assert code != 0
+    assert "mine.toml: name 'gemma4-v5e' is already used by deploy.toml" in err
