@@ -65,6 +65,11 @@ def write_gke_config(
 ) -> Path:
     """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
     path = dest / file
+    shipped = dest / "deployments" / "gke.toml"
+    if name == "gemma4-gke" and path != shipped:
+        # This file is that deployment: the scratch copy keeps one file per name, as `make check`
+        # and `make deploy` require (tpudeploy.stateinit.refuse_same_name).
+        shipped.unlink(missing_ok=True)
     path.write_text(
         "# Written by `make rehearse PLATFORM=gke` for its scratch copy: deployments/gke.toml's\n"
         "# deployment in the fake cloud's project.\n"

@@ -234,9 +234,10 @@ class DeployConfig(Strict):
     # would otherwise fail only at apply) unless the user says the page lists it now.
     allow_unlisted_zone: bool = False
     """deploy into a zone tpudeploy's list of TPU v5e zones lacks (Google added one)"""
-    # With a bucket, every stack keeps its Terraform state in GCS (GitOps); without, locally.
+    # With a bucket, every stack keeps its Terraform state in GCS (the team's, the GitOps
+    # pipeline's); without, locally, on one machine.
     state_bucket: str = ""
-    """GCS bucket for Terraform state (GitOps); local state without"""
+    """GCS bucket for Terraform state, shared (`make state-init` makes it); else local"""
     accelerator_type: str = facts.ACCELERATOR_TYPE
     """gcloud spells v5e v5litepod; v5e-1 is refused with the fix"""
     runtime_version: str = facts.V5E.runtime_version

@@ -294,21 +294,49 @@ def _load(root: Path, rel: str) -> Deployment:
     )
 
 
-def discover(root: Path) -> list[Deployment]:
-    """Every deployment file in the repository: deploy.toml (if present) and deployments/*.toml."""
+def deployment_files(root: Path) -> list[str]:
+    """deploy.toml (if present) and deployments/*.toml, relative to `root`."""
     rels = [DEFAULT_CONFIG] if (root / DEFAULT_CONFIG).is_file() else []
     folder = root / DEPLOYMENTS_DIR
     if folder.is_dir():
         rels += sorted(f"{DEPLOYMENTS_DIR}/{p.name}" for p in folder.glob("*.toml") if p.is_file())
-    found = [_load(root, rel) for rel in rels]
+    return rels
+
+
+def same_name_refusal(config: str, name: str, other: str) -> str:
+    """The one rule for two files with one name: the same stacks, the same state and the same
+    synth folder, so either file acts on the other's deployment. Refused by the pipeline
+    (discover) and by `make check` / `make deploy` for the file in use (tpudeploy.stateinit)."""
+    return (
+        f"{config}: name {name!r} is already used by {other}; two files with one name act on "
+        "one deployment (its stacks, state and output folder): rename one (each deployment "
+        "needs its own name)"
+    )
+
+
+def same_name_files(root: Path, name: str, *, besides: str) -> list[str]:
+    """The deployment files other than `besides` that declare `name`. A file that does not load
+    is left out: it is refused when it is the one in use."""
+    found = []
+    for rel in deployment_files(root):
+        if rel == besides:
+            continue
+        try:
+            dep = _load(root, rel)
+        except (GitopsError, OSError):
+            continue
+        if dep.name == name:
+            found.append(rel)
+    return found
+
+
+def discover(root: Path) -> list[Deployment]:
+    """Every deployment file in the repository: deploy.toml (if present) and deployments/*.toml."""
+    found = [_load(root, rel) for rel in deployment_files(root)]
     seen: dict[str, str] = {}
     for dep in found:
         if dep.name in seen:
-            # Same name means the same stacks and the same state: two files would fight.
-            raise GitopsError(
-                f"{dep.config}: name {dep.name!r} is already used by {seen[dep.name]}; "
-                "each deployment needs its own name"
-            )
+            raise GitopsError(same_name_refusal(dep.config, dep.name, seen[dep.name]))
         seen[dep.name] = dep.config
     return found
 
