@@ -51,7 +51,14 @@ def state_lines(cfg: DeployConfig, stacks: Sequence[str], root: Path) -> list[st
     """`make check`'s lines on where state lives, with the warning when it is local."""
     if cfg.state_bucket:
         where = f"gs://{cfg.state_bucket}/{STATE_PREFIX_ROOT}/{cfg.name}/<stack>/{STATE_OBJECT}"
-        return [f"  state: shared, {where} ({', '.join(stacks)})"]
+        who = (
+            "applied by the GitOps pipeline (pipeline = true): its bootstrap makes the node "
+            "account, secrets, APIs and NAT"
+            if cfg.gitops_managed
+            else "local use (no pipeline = true): these stacks make the node account, secrets, "
+            "APIs and NAT"
+        )
+        return [f"  state: shared, {where} ({', '.join(stacks)})", f"  {who}"]
     files = ", ".join(str(terraform.local_state_path(s, root)) for s in stacks)
     return [f"  state: local, {files}", LOCAL_WARNING]
 
@@ -251,6 +258,11 @@ def state_init(
         print(
             f"\nadd this line to {config_file} (state-init never edits it):\n"
             f'  state_bucket = "{bucket}"\n'
+            # Not pipeline = true: that key makes the stacks leave the node account, secrets
+            # and APIs to the GitOps bootstrap, and Terraform would destroy them here.
+            "only that line: remote state changes no resource (your stacks keep declaring the "
+            "node account, secrets and APIs); pipeline = true is for files the GitOps pipeline "
+            "applies (docs/gitops.md)\n"
             "then run make state-init again: it moves the local state of "
             f"{', '.join(stacks)} into the bucket, and every make target uses it from then on",
             file=out,

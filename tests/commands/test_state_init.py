@@ -92,6 +92,13 @@ def test_creates_the_bucket_with_every_setting_and_prints_the_line(
     # The line to add is printed; the config is never edited.
     assert f'state_bucket = "{PROJECT}-tfstate"' in text
     assert config.read_bytes() == before
+    # That line only (issue 37): pipeline = true would hand the node account and secrets to a
+    # GitOps bootstrap, and the next apply would destroy them.
+    lines = text.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("add this line to")))
+    assert lines[start + 1].strip() == f'state_bucket = "{PROJECT}-tfstate"'
+    assert not any(line.strip() == "pipeline = true" for line in lines)
+    assert "only that line: remote state changes no resource" in lines[start + 2]
     # The grants: what the operator needs, what teammates need, none given.
     assert "storage.buckets.create on project state-proj" in text
     assert f"roles/storage.objectAdmin on gs://{PROJECT}-tfstate" in text

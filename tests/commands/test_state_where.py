@@ -63,6 +63,9 @@ def test_check_says_where_shared_state_lives(
     assert "state: shared, gs://team-tfstate/tpudeploy/team-a/<stack>/default.tfstate" in out
     assert "team-a-secrets, team-a-node" in out
     assert LOCAL_WARNING not in out
+    # Issue 37: remote state alone is local use; the stacks still make what the bootstrap would.
+    assert "local use (no pipeline = true): these stacks make the node account" in out
+    assert "applied by the GitOps pipeline" not in out
 
 
 def test_state_prefix_is_the_backend_prefix_the_stacks_declare() -> None:
