@@ -74,6 +74,7 @@ def test_defaults_match_the_config_model(tmp_path: Path) -> None:
     assert fields["provisioning"].default == gitops.DEFAULT_PROVISIONING
     assert fields["zone"].default == gitops.DEFAULT_ZONE
     assert fields["flex_start_timeout"].default == gitops.DEFAULT_FLEX_START_TIMEOUT
+    assert fields[gitops.KEY_PIPELINE].default is False
     assert gitops.NAME_RE.fullmatch(gitops.DEFAULT_NAME)
     for model in ("spot", "on-demand", "flex-start"):
         body = f'provisioning = "{model}"\n'
@@ -430,6 +431,8 @@ def test_the_repositorys_deployments_agree_with_the_config_model() -> None:
     for dep in gitops.pipeline_deployments(REPO_ROOT):
         cfg = load_config(REPO_ROOT / dep.config)
         assert dep.flex_start_timeout_seconds == cfg.flex_start_timeout_seconds, dep.config
+        # What the pipeline applies is what the stacks leave to the bootstrap (issue 37).
+        assert dep.pipeline and cfg.gitops_managed, dep.config
 
 
 def test_destroy_workflows_own_input_examples_resolve() -> None:
