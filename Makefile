@@ -28,7 +28,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-cluster destroy-all test lint scan clean check \
 	preflight \
 	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key tls-cert usage wait pin smoke endpoint tunnel \
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check state-init secret api-key tls-cert usage wait pin smoke endpoint tunnel \
 	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
 
 # Sorted by name, the descriptions in one column however long the longest target name is.
@@ -148,6 +148,13 @@ destroy-all: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy everything
 	  $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || rc=1; \
 	exit $$rc
+
+# Team use: one state bucket for the deployment (versioned, uniform access, no public access),
+# with the caller's own credentials; it prints the state_bucket line to add (never edits the
+# config), and once the line is there moves each stack's local state into it. DRY_RUN=1 says
+# what it would do; STATE_BUCKET=name picks the bucket (default PROJECT-tfstate).
+state-init: $(VENV_STAMP) ## Create the deployment's state bucket, move local state into it (DRY_RUN=1)
+	@$(PY) -m tpudeploy state-init $(if $(DRY_RUN),--dry-run)
 
 capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the config
 	@$(PY) -m tpudeploy capacity

@@ -96,6 +96,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.bootstrap_preflight",
             "tpudeploy.identities",
             "tpudeploy.github_environments",
+            "tpudeploy.stateinit",
         ),
     ),
     ("stacks: cdktf constructs", ("stacks",)),

@@ -24,6 +24,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import stateinit
+
+    if not args.destroy:
+        # Before anything else: a second file with this name acts on this same deployment.
+        # Never for a destroy: stopping what bills must not wait for a rename.
+        stateinit.refuse_same_name(cfg, config_path(), REPO_ROOT)
     if args.deploy or args.destroy:
         require_project(cfg, source=str(config_path()))
     if not args.destroy:
@@ -31,6 +37,7 @@ def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
         policy.enforce(cfg, guard_rails(cfg), source=str(config_path()))
     print(f"{config_path()}: deployment {cfg.name!r} is valid")
     print(f"  {platform_for(cfg).describe(cfg)}, project {cfg.project or '(unset)'}")
+    print("\n".join(stateinit.state_lines(cfg, platform_for(cfg).stacks(cfg), REPO_ROOT)))
     if not args.destroy:
         # What `make synth` ends with, without loading cdktf (a second, not twenty).
         print()
@@ -168,8 +175,13 @@ def _synthesized_stack(cfg: DeployConfig, stack: str | None = None) -> Path:
 
 
 def _preflight(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import preflight
+    from tpudeploy import preflight, stateinit
 
+    if args.purpose != "destroy":
+        # deploy, deploy-secrets and diff act on the deployment by name: a second file with the
+        # same name is refused before any API call. Never a destroy: stopping what bills must
+        # not wait for a rename.
+        stateinit.refuse_same_name(cfg, config_path(), REPO_ROOT)
     return preflight.run(cfg, args.purpose)
 
 
@@ -301,6 +313,23 @@ def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
     )
 
 
+def _state_init(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import stateinit
+    from tpudeploy.gcp.statebucket import StateBucketApi
+
+    stateinit.refuse_same_name(cfg, config_path(), REPO_ROOT)
+    return stateinit.state_init(
+        cfg,
+        require_project(cfg, source=str(config_path())),
+        stacks=platform_for(cfg).stacks(cfg),
+        api=StateBucketApi.from_env,
+        synthesize=lambda: _synthesized_stack(cfg).parent.parent,
+        config_file=str(config_path()),
+        bucket_override=os.environ.get("STATE_BUCKET", "").strip(),
+        dry_run=args.dry_run,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tpudeploy", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -408,6 +437,12 @@ def build_parser() -> argparse.ArgumentParser:
     usage_p.add_argument("--since", default="24h", help="the window, e.g. 1h, 24h, 7d")
     usage_p.add_argument("--client", default="", help="one client only")
     usage_p.set_defaults(func=_usage)
+    state = sub.add_parser(
+        "state-init",
+        help="create the deployment's state bucket and move local Terraform state into it",
+    )
+    state.add_argument("--dry-run", action="store_true", help="say what it would do; do nothing")
+    state.set_defaults(func=_state_init)
     wait_p = sub.add_parser("wait", help="follow the boot phases until vLLM is ready (no SSH)")
     wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
     wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[list[str], str, dict[str, str]]] = {
     "recover": (["recover"], "", {}),
     "cleanup": (["cleanup", "--timeout", "5"], "", {}),
     "endpoint": (["endpoint"], "", {}),
+    "state-init": (["state-init"], "", {}),
 }
 
 
