@@ -117,7 +117,17 @@ def test_pipeline_takes_the_local_default_only_with_the_pipeline_key(repo: Path)
     assert [d.name for d in gitops.pipeline_deployments(repo)] == ["production", "staging"]
     # Issue 37: remote state alone is a teammate's local use (make state-init), not the
     # pipeline's: its stacks declare the node account and secrets the bootstrap would make.
+    write(repo, "deploy.toml", 'name = "gemma"\nstate_bucket = "b"\npipeline = false\n')
+    assert [d.name for d in gitops.pipeline_deployments(repo)] == ["production", "staging"]
+    # Without the key it is ambiguous: state_bucket alone made it a pipeline deployment before
+    # the key existed, and silently leaving it out would have the bootstrap plan to destroy the
+    # node account and secrets it made. The file must say which.
     write(repo, "deploy.toml", 'name = "gemma"\nstate_bucket = "b"\n')
+    with pytest.raises(GitopsError) as err:
+        gitops.pipeline_deployments(repo)
+    assert str(err.value).startswith("deploy.toml: pipeline is not set to true")
+    assert "write pipeline = false" in str(err.value)
+    write(repo, "deploy.toml", 'name = "gemma"\n')
     assert [d.name for d in gitops.pipeline_deployments(repo)] == ["production", "staging"]
     write(repo, "deploy.toml", 'name = "gemma"\nstate_bucket = "b"\npipeline = true\n')
     assert next(d.name for d in gitops.pipeline_deployments(repo)) == "gemma"

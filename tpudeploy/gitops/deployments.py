@@ -178,6 +178,9 @@ class Deployment:
     auto_recover: bool = False
     platform: str = DEFAULT_PLATFORM
     pipeline: bool = False
+    # Whether the file says `pipeline` at all: deploy.toml with state_bucket and no such key was
+    # a pipeline deployment before the key existed (see pipeline_deployments).
+    pipeline_said: bool = False
 
     @property
     def region(self) -> str:
@@ -303,6 +306,7 @@ def _load(root: Path, rel: str) -> Deployment:
         auto_recover=data.get(KEY_AUTO_RECOVER) is True,
         platform=platform,
         pipeline=pipeline,
+        pipeline_said=KEY_PIPELINE in data,
     )
 
 
@@ -368,8 +372,11 @@ def pipeline_deployments(root: Path) -> list[Deployment]:
         # A GKE file joins exactly like a TPU VM file: its matrix entry carries its platform
         # and its three stacks, which the workflows plan, apply, check and destroy.
         if not dep.pipeline:
-            if dep.config == DEFAULT_CONFIG:
+            if dep.config == DEFAULT_CONFIG and not (dep.state_bucket and not dep.pipeline_said):
                 continue
+            # deploy.toml with state_bucket and no pipeline key was a pipeline deployment when
+            # state_bucket alone meant one: leaving it out silently would have the bootstrap
+            # plan to destroy the node account and secrets it made for it. Ask which it is.
             raise GitopsError(pipeline_key_missing(dep))
         if dep.state_bucket is None:
             raise GitopsError(
@@ -391,7 +398,9 @@ def pipeline_key_missing(dep: Deployment) -> str:
         + (
             f"or move the file out of {DEPLOYMENTS_DIR}/ if it is for local use"
             if dep.config.startswith(f"{DEPLOYMENTS_DIR}/")
-            else "or drop its name from gitops.toml's environments if it is for local use"
+            else f"or, if it is for local use with shared state, write {KEY_PIPELINE} = false "
+            "and leave it out of gitops.toml's environments (before the "
+            f"{KEY_PIPELINE} key, state_bucket alone put it in the pipeline: say which)"
         )
     )
 
