@@ -60,11 +60,12 @@ def sha(value: str | bytes) -> str:
     return hashlib.sha256(value.encode() if isinstance(value, str) else value).hexdigest()
 
 
-def proxy_key_line(key: str) -> str:
-    """What api_key.conf must hold for `key`: nginx's secure_link digest of "Bearer <key>"
+def proxy_key_line(key: str, client: str = "default") -> str:
+    """What api_keys.conf must hold for `key`: the key map's line (tpudeploy/node/keymap.py):
+    the key's 11-character id, the client and nginx's secure_link digest of "Bearer <key>"
     (MD5, base64url without padding), computed here independently of the boot script."""
     digest = hashlib.md5(f"Bearer {key}".encode(), usedforsecurity=False).digest()
-    return f'secure_link "{base64.urlsafe_b64encode(digest).decode().rstrip("=")}";\n'
+    return f'"{key[:11]}" "{client} {base64.urlsafe_b64encode(digest).decode().rstrip("=")}";\n'
 
 
 def filesystem_type(path: Path) -> str:

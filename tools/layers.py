@@ -50,6 +50,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.cacheguard",
             "tpudeploy.bootcheck",
             "tpudeploy.iapssh",
+            # The front door's access log fields: the nginx format and its reader, one list.
+            "tpudeploy.frontdoor_log",
             # Shipped to the node and the pod as source: standard library only.
             "tpudeploy.node",
         ),

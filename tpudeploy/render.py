@@ -12,10 +12,12 @@ from pathlib import Path
 
 import jinja2
 
-from tpudeploy import bootcheck, cacheguard, facts, nodebuild
+from tpudeploy import bootcheck, cacheguard, facts, frontdoor_log, nodebuild
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
+from tpudeploy.node.keymap import KEY_ID_CHARS
 from tpudeploy.pins import pinned_digest
+from tpudeploy.planner.clients import client_limits
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 # vLLM listens here only: the TLS proxy on the node is the one way in (templates/nginx.conf.j2).
@@ -229,6 +231,37 @@ PROXY_TLS_SOCKET = "/tmp/front-door-tls.sock"  # noqa: S108 - the container's pr
 PROXY_POOL_SOCKET = "/tmp/front-door-pool.sock"  # noqa: S108 - the container's private tmpfs
 # And the GKE pod's metrics listener behind its relay (tpudeploy.gke.pod.METRICS_PORT).
 PROXY_METRICS_SOCKET = "/tmp/front-door-metrics.sock"  # noqa: S108 - the container's own tmpfs
+# njs, for the access log's token counts: where both the official image (nginx.org's packages,
+# --modules-path=/usr/lib/nginx/modules) and Debian's libnginx-mod-http-js put the module.
+PROXY_NJS_MODULE = "/usr/lib/nginx/modules/ngx_http_js_module.so"
+# The usage counter (templates/frontdoor_usage.js): beside nginx.conf on the TPU VM (a relative
+# path resolves against the config's directory); the GKE pod passes its ConfigMap's path.
+PROXY_USAGE_JS = "frontdoor_usage.js"
+# Retry-After of a 429 for a client at its streams cap (templates/frontdoor_key_check.conf.j2
+# says why it is short: the client's own rate limit paces its retries).
+PROXY_STREAMS_RETRY_AFTER_S = 1
+
+
+def usage_js_source() -> str:
+    """templates/frontdoor_usage.js, written beside nginx.conf (it is not a Jinja template)."""
+    return (TEMPLATES_DIR / PROXY_USAGE_JS).read_text(encoding="utf-8")
+
+
+def proxy_clients(cfg: DeployConfig) -> list[dict[str, object]]:
+    """Each [access] client's limits for the front door. `ident` names its nginx zones and
+    variables, which take no hyphen (client names take no underscore, so it stays unique)."""
+    return [
+        {
+            "name": lim.client,
+            "ident": lim.client.replace("-", "_"),
+            "streams": lim.streams,
+            "requests_per_minute": lim.requests_per_minute,
+            "rate_retry_after_s": lim.rate_retry_after_s,
+            "streams_from": lim.streams_from,
+            "rate_from": lim.rate_from,
+        }
+        for lim in client_limits(cfg)
+    ]
 
 
 def render_proxy_config(
@@ -237,6 +270,7 @@ def render_proxy_config(
     metrics_port: int | None = None,
     pool_port: int | None = None,
     pool_connections_per_address: int = PROXY_CONNECTIONS_PER_ADDRESS,
+    usage_js: str = PROXY_USAGE_JS,
 ) -> str:
     """nginx.conf for the TLS proxy; the startup script writes it beside the certificate. With
     `metrics_port` (the GKE pod), a plain listener serves vLLM's /metrics and nothing else; with
@@ -258,8 +292,15 @@ def render_proxy_config(
             header_timeout=PROXY_HEADER_TIMEOUT,
             body_timeout=PROXY_BODY_TIMEOUT,
             tls_socket=PROXY_TLS_SOCKET,
-            # The key's shape, checked on every presented header (frontdoor_key_check.conf.j2).
+            # The key's shape, checked on every presented header (frontdoor_key_check.conf.j2),
+            # and its id, the prefix the key map is keyed by (tpudeploy/node/keymap.py).
             api_key_pattern=API_KEY_ERE.removeprefix("^").removesuffix("$"),
+            api_key_id_pattern=f"(.{{{KEY_ID_CHARS}}})",
+            clients=proxy_clients(cfg),
+            streams_retry_after_s=PROXY_STREAMS_RETRY_AFTER_S,
+            njs_module=PROXY_NJS_MODULE,
+            usage_js=usage_js,
+            access_log_format=frontdoor_log.log_format(),
         )
     )
 
@@ -310,6 +351,7 @@ def render_startup_script(cfg: DeployConfig) -> str:
             proxy_container=cfg.proxy.container_name,
             proxy_port=cfg.proxy.port,
             proxy_config=render_proxy_config(cfg),
+            usage_js=usage_js_source(),
             cache_guard=cache_guard_source(),
             boot_check=boot_check_source(),
             boot_expected=json.dumps(

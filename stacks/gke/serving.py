@@ -315,6 +315,8 @@ class ServingStack(TerraformStack):
             ],
             "volume_mount": [
                 {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR, "read_only": True},
+                # nginx's usage counter (pod.USAGE_JS), read from the ConfigMap.
+                {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
                 {"name": _TMP, "mount_path": pod.TMP_DIR},
                 {"name": _GATE, "mount_path": cache.GATE_DIR, "read_only": True},
             ],

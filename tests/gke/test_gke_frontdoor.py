@@ -163,10 +163,11 @@ def _get(door: Door, path: str, *, tls: bool, key: str | None = None) -> int:
 
 def test_the_key_file_becomes_a_digest_and_never_a_copy(door: Door) -> None:
     for path in door.out.iterdir():
-        assert KEY not in path.read_text(errors="replace"), path.name
-    assert re.fullmatch(
-        r'secure_link "[A-Za-z0-9_-]{22}";\n', (door.out / "api_key.conf").read_text()
-    )
+        assert KEY[:12] not in path.read_text(errors="replace"), path.name
+    # The key map's line (tpudeploy/node/keymap.py): the key's 11-character id, the client the
+    # single key secret belongs to, the digest.
+    assert (door.out / "api_keys.conf").read_text() == _digest_line(KEY)
+    assert re.fullmatch(r'"k{11}" "default [A-Za-z0-9_-]{22}";\n', _digest_line(KEY))
 
 
 def test_metrics_listener_serves_vllm_metrics_and_nothing_else(door: Door) -> None:
@@ -269,7 +270,7 @@ def test_an_empty_key_file_stops_the_pod_with_the_fix(tmp_path: Path) -> None:
     result, out = _prep(tmp_path, "", 8000)
     assert result.returncode != 0
     assert "make api-key" in result.stderr
-    assert not (out / "api_key.conf").exists()
+    assert not (out / "api_keys.conf").exists()
 
 
 @pytest.mark.parametrize(
@@ -285,14 +286,14 @@ def test_a_key_not_shaped_like_make_api_keys_stops_the_pod(tmp_path: Path, key: 
     assert result.returncode != 0
     assert "make api-key" in result.stderr and "43" in result.stderr
     assert key not in result.stderr
-    assert not (out / "api_key.conf").exists()
+    assert not (out / "api_keys.conf").exists()
 
 
 def _digest_line(key: str) -> str:
     import base64
 
     digest = base64.urlsafe_b64encode(hashlib.md5(f"Bearer {key}".encode()).digest())  # noqa: S324
-    return f'secure_link "{digest.decode().rstrip("=")}";\n'
+    return f'"{key[:11]}" "default {digest.decode().rstrip("=")}";\n'
 
 
 def _reload(door: Door) -> None:
@@ -309,19 +310,22 @@ def _reload(door: Door) -> None:
 def test_nginx_refuses_a_key_of_another_shape_even_with_its_digest(door: Door) -> None:
     """The shared key check (templates/frontdoor_key_check.conf.j2, both platforms) admits a
     header only if it is shaped like `make api-key`'s key as well as matching the digest: with
-    the digest of "abc" stored (as if the init check were bypassed), "Bearer abc" is refused."""
-    conf = door.out / "api_key.conf"
+    the id and digest of a 42-character key plus "+" stored (as if the init check were
+    bypassed), that header is refused, and so is "Bearer abc"."""
+    conf = door.out / "api_keys.conf"
     stored = conf.read_text()
     conf.chmod(0o644)
+    misshapen = "k" * 42 + "+"
     try:
-        conf.write_text(_digest_line("abc"))
+        conf.write_text(_digest_line(misshapen))
         _reload(door)
         deadline = time.monotonic() + 10
         while _pool(door, "GET", "/v1/models", f"Bearer {KEY}")[0] != 401:
             assert time.monotonic() < deadline, "the reload did not take"
             time.sleep(0.1)
+        assert _pool(door, "GET", "/v1/models", f"Bearer {misshapen}")[0] == 401
+        assert _get(door, "/v1/models", tls=True, key=misshapen) == 401
         assert _pool(door, "GET", "/v1/models", "Bearer abc")[0] == 401
-        assert _get(door, "/v1/models", tls=True, key="abc") == 401
     finally:
         conf.write_text(stored)
         _reload(door)
@@ -336,7 +340,7 @@ def test_a_key_with_a_trailing_newline_is_the_key_as_on_the_tpu_vm(tmp_path: Pat
     and the digest is of "Bearer <key>" alone."""
     result, out = _prep(tmp_path, KEY + "\n", 8000)
     assert result.returncode == 0, result.stderr
-    assert (out / "api_key.conf").read_text() == _digest_line(KEY)
+    assert (out / "api_keys.conf").read_text() == _digest_line(KEY)
 
 
 def test_every_replica_serves_the_one_stored_certificate(door: Door, tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The front door for real: Debian's nginx runs the files a sandbox boot wrote (nginx.conf,
-api_key.conf, the certificate and its key) in front of a fake vLLM on loopback.
+api_keys.conf, the usage counter, the certificate and its key) in front of a fake vLLM on loopback.
 
 Only the listen line is changed (127.0.0.1 and a free port instead of every address), so
 nothing here is reachable from off this machine. CI installs nginx (.ci/run) and sets CI=true,
@@ -47,6 +47,17 @@ if NGINX is None:
         )
     pytestmark = pytest.mark.skip(
         reason="nginx is not installed (apt-get install nginx); CI runs these tests"
+    )
+# The front door loads njs for its token counts (render.PROXY_NJS_MODULE): Debian ships it apart.
+elif not Path(render.PROXY_NJS_MODULE).exists():
+    if os.environ.get("CI") == "true":
+        pytest.fail(
+            f"{render.PROXY_NJS_MODULE} is missing: .ci/system-packages installs it "
+            "(apt-get install libnginx-mod-http-js)",
+            pytrace=False,
+        )
+    pytestmark = pytest.mark.skip(
+        reason="nginx's njs module is not installed (apt-get install libnginx-mod-http-js)"
     )
 
 MODEL = "google/gemma-4-E2B-it"
@@ -416,7 +427,7 @@ def test_a_half_sent_handshake_or_header_is_dropped_within_the_header_timeout(
     assert text.count(line) == 1
     short = tmp_path / "proxy" / "nginx.conf"
     short.parent.mkdir()
-    for name in ("tls.crt", "tls.key", "api_key.conf"):
+    for name in ("tls.crt", "tls.key", "api_keys.conf", render.PROXY_USAGE_JS):
         shutil.copy(door.node.proxy_dir / name, short.parent / name)
     short.write_text(text.replace(line, f"client_header_timeout {timeout}s;"))
     sockets = Path(tempfile.mkdtemp(prefix="front-door-"))

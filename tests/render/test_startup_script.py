@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tests.boot_sandbox import (
     sha,
 )
 from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.node import keymap
 from tpudeploy.render import (
     node_metadata,
     render_shutdown_script,
@@ -128,7 +130,9 @@ def test_the_api_key_reaches_the_proxy_as_a_digest_only(
 ) -> None:
     node, boot = default_boot
     assert boot.returncode == 0
-    assert (node.proxy_dir / "api_key.conf").read_text() == proxy_key_line(API_KEY)
+    assert (node.proxy_dir / "api_keys.conf").read_text() == proxy_key_line(API_KEY)
+    # The key map's own line (the format nginx's map reads), not another spelling of it.
+    assert proxy_key_line(API_KEY) in keymap.render({"default": API_KEY}, datetime.now(UTC))
     ((src, dst),) = node.docker_runs()[cfg.proxy.container_name]["mounts"]
     assert (Path(src), dst) == (node.proxy_dir, "/etc/tpudeploy-proxy")
 
@@ -195,7 +199,7 @@ def test_a_trailing_newline_is_dropped_like_a_shell_would(
     }
     node = Node(tmp_path, cfg, secrets=secrets)
     assert node.run().returncode == 0
-    assert (node.proxy_dir / "api_key.conf").read_text() == proxy_key_line(API_KEY)
+    assert (node.proxy_dir / "api_keys.conf").read_text() == proxy_key_line(API_KEY)
     assert node.docker_runs()[cfg.vllm.container_name]["file_sha256"] == {
         HF_TOKEN_IN_CONTAINER: sha(HF_TOKEN)
     }

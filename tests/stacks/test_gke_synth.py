@@ -68,10 +68,23 @@ def test_the_front_door_is_the_tpu_vms_nginx_config(serving: dict[str, Any]) -> 
     (cm,) = serving["resource"]["kubernetes_config_map_v1"].values()
     conf = cm["data"][pod.NGINX_CONF]
     # As Terraform reads it: $${ is a literal ${ (stacks/common.py terraform_literal).
-    assert conf == terraform_literal(render.render_proxy_config(CFG, metrics_port=pod.METRICS_PORT))
+    pod_js = f"{pod.SCRIPTS_DIR}/{pod.USAGE_JS}"
+    assert conf == terraform_literal(
+        render.render_proxy_config(CFG, metrics_port=pod.METRICS_PORT, usage_js=pod_js)
+    )
+    # The usage counter nginx loads is in the same ConfigMap, which the front door's container
+    # mounts where the config names it (read-only).
+    assert cm["data"][pod.USAGE_JS] == terraform_literal(render.usage_js_source())
+    mounts = {
+        m["mountPath"]: m for m in _container(manifests(serving), "frontdoor")["volumeMounts"]
+    }
+    assert mounts[pod.SCRIPTS_DIR]["readOnly"] is True
     # the VM's config is the same file without the metrics listener: every VM line is there,
-    # in order, and the pod's only adds lines (its relay and its server)
+    # in order, and the pod's only adds lines (its relay and its server); the counter's path is
+    # the one line that differs (beside nginx.conf on the VM)
     vm = render.render_proxy_config(CFG)
+    assert f"js_import usage from {render.PROXY_USAGE_JS};" in vm
+    vm = vm.replace(f"from {render.PROXY_USAGE_JS};", f"from {pod_js};")
     ops = difflib.SequenceMatcher(None, vm.splitlines(), conf.splitlines(), autojunk=False)
     assert {tag for tag, *_ in ops.get_opcodes()} == {"equal", "insert"}
     assert "listen 9400;" in conf and "listen 9400" not in vm

@@ -27,6 +27,9 @@ FRONTDOOR_DIR = "/etc/tpudeploy-proxy"
 SCRIPTS_DIR = "/opt/tpudeploy"
 PREP_SCRIPT = "frontdoor.sh"
 NGINX_CONF = "nginx.conf"
+# The front door's usage counter (templates/frontdoor_usage.js): nginx reads it from the ConfigMap,
+# mounted read-only in its container too.
+USAGE_JS = render.PROXY_USAGE_JS
 # The build log's -v ~/.cache/vllm:/root/.cache/vllm: the XLA compile cache, node-local here.
 CACHE_DIR = "/root/.cache/vllm"
 # The front door's plain-HTTP listener for /metrics only (Managed Prometheus scrapes the pod IP;
@@ -196,15 +199,18 @@ def pool_port(cfg: DeployConfig) -> int | None:
 
 
 def scripts(cfg: DeployConfig) -> dict[str, str]:
-    """The ConfigMap's files: the same nginx config the VM's proxy runs, and the prep script."""
+    """The ConfigMap's files: the same nginx config the VM's proxy runs, the prep script and the
+    usage counter nginx loads."""
     return {
         NGINX_CONF: render.render_proxy_config(
             cfg,
             metrics_port=METRICS_PORT,
             pool_port=pool_port(cfg),
             pool_connections_per_address=pool_connections_per_address(cfg),
+            usage_js=f"{SCRIPTS_DIR}/{USAGE_JS}",
         ),
         PREP_SCRIPT: render_frontdoor_prep(cfg),
+        USAGE_JS: render.usage_js_source(),
     }
 
 
