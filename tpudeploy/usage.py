@@ -1,6 +1,7 @@
 """`make usage`: each client's requests, errors, latency, output tokens and share of the chips'
 cost in a window, from the front door's access log (templates/nginx.conf.j2, one JSON line per
-request; the fields are tpudeploy/frontdoor_log.py's).
+request; its fields and reader are tpudeploy/frontdoor_log.py's). Only requests to the API
+(/v1) count: /health checks and metric scrapes carry no key and take no model time.
 
 Cost: the chips cost what they cost whether or not a request runs, so the window's whole
 chip-hours are shared out, by each client's busy seconds (the sum of its requests' durations:
@@ -12,11 +13,11 @@ comes from (a node's proxy container, GKE's replicas) is the platform's (Platfor
 from __future__ import annotations
 
 import datetime
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tpudeploy import frontdoor_log
 from tpudeploy.planner.tables import _table as table
 
 NO_KEY = "(no key)"
@@ -42,45 +43,28 @@ class Request:
     prompt_tokens: int | None
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str) and value not in ("", "-"):
-        # nginx joins several upstream attempts with ", "; request_time is one number.
-        try:
-            return float(value.split(",")[0])
-        except ValueError:
-            return None
-    return None
-
-
 def parse_line(line: str) -> Request | None:
-    """A request from one access-log line; None for anything else (nginx's error lines,
-    a line cut short)."""
-    try:
-        data = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    """A request to the API (/v1) from one access-log line (tpudeploy/frontdoor_log.py); None
+    for /health checks and metric scrapes (no key, no model time). Raises
+    frontdoor_log.AccessLogError for a line that is no access-log line (nginx's error log, a
+    line cut short)."""
+    data = frontdoor_log.parse_line(line)
+    path = str(data["path"])
+    if not (path == "/v1" or path.startswith("/v1/")):
         return None
     try:
         when = datetime.datetime.fromisoformat(str(data["time"]))
-    except (KeyError, ValueError):
-        return None
-    status, seconds = _number(data.get("status")), _number(data.get("request_time"))
-    if status is None or seconds is None:
-        return None
-    out, prompt = _number(data.get("output_tokens")), _number(data.get("prompt_tokens"))
-    client = str(data.get("client") or "")
+    except ValueError:
+        raise frontdoor_log.AccessLogError("field time is not ISO 8601") from None
+    client = str(data["client"])
+    out, prompt = data["completion_tokens"], data["prompt_tokens"]
     return Request(
         time=when if when.tzinfo else when.replace(tzinfo=datetime.UTC),
         client=client if client and client != "-" else NO_KEY,
-        status=int(status),
-        seconds=seconds,
-        output_tokens=None if out is None else int(out),
-        prompt_tokens=None if prompt is None else int(prompt),
+        status=int(str(data["status"])),
+        seconds=float(str(data["request_time"])),
+        output_tokens=out if isinstance(out, int) else None,
+        prompt_tokens=prompt if isinstance(prompt, int) else None,
     )
 
 
@@ -146,9 +130,12 @@ def tally(
         for line in replica.lines:
             if not line.strip():
                 continue
-            request = parse_line(line)
-            if request is None:
+            try:
+                request = parse_line(line)
+            except frontdoor_log.AccessLogError:
                 unparsed += 1
+                continue
+            if request is None:
                 continue
             if not since <= request.time <= now:
                 continue

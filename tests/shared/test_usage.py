@@ -10,25 +10,38 @@ import random
 import pytest
 
 from tpudeploy import usage
+from tpudeploy.frontdoor_log import FIELD_NAMES
 
 NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=datetime.UTC)
 SINCE = NOW - datetime.timedelta(hours=24)
 
 
 def _line(
-    client: str, status: int, seconds: float, *, at: datetime.datetime, out: int | None
+    client: str,
+    status: int,
+    seconds: float,
+    *,
+    at: datetime.datetime,
+    out: int | None,
+    path: str = "/v1/chat/completions",
 ) -> str:
-    record = {
+    """A line as the front door writes it (frontdoor_log.log_format: its fields, in order)."""
+    values = {
         "time": at.isoformat(),
         "client": client,
+        "remote_addr": "127.0.0.1",
         "method": "POST",
-        "path": "/v1/chat/completions",
-        "status": str(status),
-        "request_time": f"{seconds:.3f}",
-        "output_tokens": "" if out is None else str(out),
-        "prompt_tokens": "" if out is None else "100",
+        "path": path,
+        "status": status,
+        "request_time": seconds,
+        "upstream_response_time": "" if status in (401, 429) else f"{seconds:.3f}",
+        "bytes_sent": 900,
+        "bytes_received": 400,
+        "prompt_tokens": None if out is None else 100,
+        "completion_tokens": out,
     }
-    return json.dumps(record)
+    assert tuple(values) == FIELD_NAMES
+    return json.dumps(values)
 
 
 def test_cost_shares_add_up_to_the_chips_cost_by_busy_seconds() -> None:
@@ -59,6 +72,7 @@ def test_errors_429s_the_window_and_requests_without_a_key() -> None:
         _line("ci", 429, 0.001, at=at, out=None),
         _line("ci", 500, 2.0, at=at, out=None),
         _line("-", 401, 0.001, at=at, out=None),
+        _line("-", 200, 0.002, at=at, out=None, path="/health"),  # a readiness check
         _line("ci", 200, 3.0, at=SINCE - datetime.timedelta(seconds=1), out=10),  # before
         "2026/12/03 11:00:00 [error] 7#7: upstream timed out",  # nginx's error log
         "{not json",
