@@ -31,7 +31,7 @@ import pytest
 
 from tests.gke.test_gke_frontdoor import ROUTED, loopback_pod_ports
 from tests.render.test_proxy import NGINX, start_nginx, stop_nginx
-from tpudeploy import frontdoor_log, render, tlscert
+from tpudeploy import frontdoor_log, render, tlscert, usage
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.gke import pod
 from tpudeploy.node import keymap
@@ -356,6 +356,18 @@ def test_each_line_counts_the_tokens_the_response_reports_and_holds_no_secret(
         assert key[:11] not in text
     for secret in ("Authorization", "Bearer", "one two", "caf", "usage"):
         assert secret not in text, secret
+    # `make usage` reads what nginx really wrote: the three requests above, 2 + 3 output tokens
+    # from the two that carried usage (tpudeploy/usage.py).
+    now = datetime.datetime.now(datetime.UTC)
+    since = now - datetime.timedelta(hours=1)
+    replica = usage.ReplicaLog("door", since, text.splitlines()[-3:], 1)
+    (coder,) = usage.tally([replica], since=since, now=now, rate=1.0).clients
+    assert (coder.client, coder.requests, coder.output_tokens, coder.with_usage) == (
+        "coder",
+        3,
+        5,
+        2,
+    )
 
 
 def test_a_reload_with_a_new_key_map_lets_a_running_stream_finish(door: Door) -> None:
