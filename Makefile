@@ -203,7 +203,7 @@ smoke: $(VENV_STAMP) ## Front door locked, then chat + get_weather tool call, wi
 	@$(PY) -m tpudeploy smoke
 
 # ENDPOINT, TLS_SHA256 and VLLM_API_KEY override as for smoke (GKE through the Gateway: its
-# address and its certificate's fingerprint). About a minute on a ready node (build log rates).
+# address and its certificate's fingerprint). About 12 s of model time at the build log's rates.
 accept: $(VENV_STAMP) ## The build log's acceptance table: chat, tool, image, 26K prompt, needles, determinism
 	@$(PY) -m tpudeploy accept
 
