@@ -85,6 +85,8 @@ class Run:
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         # smoke's own request path: pinned, the key as a Bearer header, errors in its words.
         answer, _ = smoke._post(self.endpoint, self.api_key, body)
+        if not isinstance(answer, dict):
+            raise RowFailed(f"the answer is not a JSON object: {printable(str(answer)[:120])}")
         return answer
 
     def raw(self, body: dict[str, Any]) -> tuple[int, bytes]:
@@ -99,11 +101,15 @@ class Row:
     max_tokens: int
     requests: int
     check: Callable[[Run], str]  # what was seen; raises RowFailed (or SmokeError)
+    # Refused before any prefill (vLLM counts the prompt, then answers 400): no model time.
+    refused: bool = False
 
     def cost(self, run: Run) -> str:
         tokens = self.prompt_tokens(run)
-        seconds = self.requests * probes.expected_seconds(tokens, self.max_tokens)
         times = f"{self.requests} x " if self.requests > 1 else ""
+        if self.refused:
+            return f"~{tokens:,} prompt tokens sent, refused before prefill: ~0 s of model time"
+        seconds = self.requests * probes.expected_seconds(tokens, self.max_tokens)
         return (
             f"{times}~{tokens:,} prompt tokens, <={self.max_tokens} output tokens, "
             f"~{seconds:.1f} s expected"
@@ -281,7 +287,7 @@ def rows(limits: Limits) -> list[Row]:
         ),
         *needles,
         Row("long context", _fixed(probes.LONG_PROMPT_TOKENS), 16, 1, _long),
-        Row("past max_model_len", _past_limit_tokens, 16, 1, _refused),
+        Row("past max_model_len", _past_limit_tokens, 16, 1, _refused, refused=True),
         Row(
             "determinism",
             _fixed(_text_tokens(DETERMINISM_PROMPT)),

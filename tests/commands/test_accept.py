@@ -163,7 +163,9 @@ def test_every_row_passes_with_costs_first_and_the_openai_shapes(
         after = [i for i, line in enumerate(lines) if line.startswith(f"  {name:<19} pass ")]
         assert before and after and before[0] < after[0], name
         assert re.search(
-            r"prompt tokens, <=\d+ output tokens, ~[\d.]+ s expected", lines[before[0]]
+            r"prompt tokens, <=\d+ output tokens, ~[\d.]+ s expected"
+            r"|prompt tokens sent, refused before prefill",
+            lines[before[0]],
         )
         assert re.search(r"pass\s+[\d.]+ s", lines[after[0]])
     assert "acceptance passed: 9 rows" in out
@@ -334,3 +336,37 @@ def test_the_png_is_a_valid_image_of_the_two_colours() -> None:
 )
 def test_the_image_judge(answer: str, passes: bool) -> None:
     assert (probes.ImageProbe("red", "blue").judge(answer) == "") is passes
+
+
+class ScriptedRun(accept.Run):
+    """A run whose answers are given: the row's judgement alone, no network."""
+
+    def __init__(self, contents: list[str]) -> None:
+        super().__init__(Endpoint("https://127.0.0.1:1", "0" * 64), KEY, LIMITS)
+        self.contents = iter(contents)
+
+    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        return chat_answer(next(self.contents))
+
+
+@pytest.mark.parametrize(("differing", "passes"), [(0, True), (1, True), (2, True), (3, False)])
+def test_the_determinism_line_is_seven_of_nine(differing: int, passes: bool) -> None:
+    """The build log's clean build gave 8/9; one divergence more still passes, 6/9 fails."""
+    answers = ["same answer"] * (9 - differing) + [f"other {i}" for i in range(differing)]
+    run = ScriptedRun(answers)
+    if passes:
+        assert accept._determinism(run).startswith(f"{9 - differing}/9 byte-identical")
+    else:
+        with pytest.raises(
+            accept.RowFailed, match=r"6/9 byte-identical .* below the pass line 7/9"
+        ):
+            accept._determinism(run)
+
+
+def test_costs_follow_the_build_log_rates() -> None:
+    """8.02 ms per output token; prefill at 8,192 tokens per 289.4 ms (1 client, TTFT)."""
+    row = next(r for r in accept.rows(LIMITS) if r.name == "long context")
+    expected = 26_016 / (8_192 / 0.2894) + 16 * 0.00802
+    assert row.cost(ScriptedRun([])) == (
+        f"~26,016 prompt tokens, <=16 output tokens, ~{expected:.1f} s expected"
+    )
