@@ -370,3 +370,16 @@ def test_costs_follow_the_build_log_rates() -> None:
     assert row.cost(ScriptedRun([])) == (
         f"~26,016 prompt tokens, <=16 output tokens, ~{expected:.1f} s expected"
     )
+
+
+def test_a_smaller_max_model_len_skips_what_cannot_fit_and_shortens_the_long_prompt() -> None:
+    """max_model_len 8,192: the 8K and 14K needles cannot fit (skipped, said why), the long
+    prompt is 80% of the limit, and the refused one is still past it."""
+    small = accept.Limits(MODEL, 8_192, 4)
+    run = ScriptedRun([])
+    run.limits = small
+    by_name = {r.name: r for r in accept.rows(small)}
+    skipped = {n for n, r in by_name.items() if accept._skip_reason(r, small, run)}
+    assert skipped == {"needle 8K", "needle 14K"}
+    assert by_name["long context"].prompt_tokens(run) == 8_192 - 8_192 // 5
+    assert by_name["past max_model_len"].prompt_tokens(run) > 8_192
