@@ -125,7 +125,8 @@ def _prompt_tokens(answer: dict[str, Any], row: str) -> int:
     usage = answer.get("usage")
     tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     if not isinstance(tokens, int):
-        raise RowFailed(f"{row}: the answer has no usage.prompt_tokens to check the length by")
+        # The verdict line names the row already.
+        raise RowFailed("the answer has no usage.prompt_tokens to check the length by")
     return tokens
 
 
@@ -183,11 +184,11 @@ def _needle_row(target: int) -> Callable[[Run], str]:
         }
         answer = run.post(body)
         content = _content(answer, f"needle {target:,}")
-        counted = _prompt_tokens(answer, f"needle {target:,}")
-        run.ratio = probes.measured_ratio(len(text), counted)
         why = needle.judge(content)
         if why:
             raise RowFailed(f"{why}; answer {printable(repr(content[:80]))}")
+        counted = _prompt_tokens(answer, f"needle {target:,}")
+        run.ratio = probes.measured_ratio(len(text), counted)
         return f"{needle.code} found; {counted:,} prompt tokens, {run.ratio:.2f} chars/token"
 
     return check
