@@ -121,7 +121,7 @@ def _content(answer: dict[str, Any], row: str) -> str:
     return content.strip() if isinstance(content, str) else ""
 
 
-def _prompt_tokens(answer: dict[str, Any], row: str) -> int:
+def _prompt_tokens(answer: dict[str, Any]) -> int:
     usage = answer.get("usage")
     tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     if not isinstance(tokens, int):
@@ -187,7 +187,7 @@ def _needle_row(target: int) -> Callable[[Run], str]:
         why = needle.judge(content)
         if why:
             raise RowFailed(f"{why}; answer {printable(repr(content[:80]))}")
-        counted = _prompt_tokens(answer, f"needle {target:,}")
+        counted = _prompt_tokens(answer)
         run.ratio = probes.measured_ratio(len(text), counted)
         return f"{needle.code} found; {counted:,} prompt tokens, {run.ratio:.2f} chars/token"
 
@@ -210,7 +210,7 @@ def _long(run: Run) -> str:
         "max_tokens": 16,
         "temperature": 0,
     }
-    counted = _prompt_tokens(run.post(body), "long context")
+    counted = _prompt_tokens(run.post(body))
     if abs(counted - target) > probes.NEAR * target:
         short = "truncated? " if counted < target else ""
         raise RowFailed(
