@@ -28,7 +28,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-cluster destroy-all test lint scan clean check \
 	preflight \
 	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check state-init secret api-key tls-cert usage wait pin smoke endpoint tunnel \
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check state-init secret api-key tls-cert usage wait pin smoke accept endpoint tunnel \
 	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
 
 # Sorted by name, the descriptions in one column however long the longest target name is.
@@ -93,6 +93,7 @@ deploy: $(VENV_STAMP) preflight-deploy $(NODE_STAMP) ## Create or update both st
 	@$(PY) -m tpudeploy recover
 	@$(QUIET_CDKTF) $(CDKTF) deploy --output $(OUTDIR) $$($(STACKS)) \
 	  $(if $(AUTO_APPROVE),--auto-approve) || { $(PY) -m tpudeploy after-failure deploy; exit 1; }
+	@echo "deployed. Next: make wait, then make smoke and make accept (the build log's acceptance table)"
 
 # Only the dead node (or queued resource), with Terraform's -replace of that one resource; never a
 # run that ended on purpose (deadline fired, flex-start SUSPENDED). The recover workflow runs it.
@@ -200,6 +201,11 @@ pin: $(VENV_STAMP) ## TPU VM only: hold the build, writing the ready node's imag
 # VLLM_API_KEY the Secret Manager one.
 smoke: $(VENV_STAMP) ## Front door locked, then chat + get_weather tool call, with latencies
 	@$(PY) -m tpudeploy smoke
+
+# ENDPOINT, TLS_SHA256 and VLLM_API_KEY override as for smoke (GKE through the Gateway: its
+# address and its certificate's fingerprint). About 12 s of model time at the build log's rates.
+accept: $(VENV_STAMP) ## The build log's acceptance table: chat, tool, image, 26K prompt, needles, determinism
+	@$(PY) -m tpudeploy accept
 
 # CERT_OUT=file also writes the pinned certificate, for clients that take a CA file.
 endpoint: $(VENV_STAMP) ## Where the API is, the certificate fingerprint and how clients pin it

@@ -77,6 +77,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.deadline_ops",
             "tpudeploy.gcp",
             "tpudeploy.bench",
+            # make accept's probes and verdict rules (standard library only); the runner that
+            # sends them is a command beside smoke, whose request path it reuses.
+            "tpudeploy.acceptprobes",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),
@@ -94,6 +97,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.defaultaccount",
             "tpudeploy.failures",
             "tpudeploy.smoke",
+            "tpudeploy.accept",
             "tpudeploy.bootstrap_config",
             "tpudeploy.bootstrap_preflight",
             "tpudeploy.identities",

@@ -286,6 +286,25 @@ def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return smoke.run(endpoint, key, cfg.vllm.served_model_name)
 
 
+def _accept(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import accept, smoke
+
+    project = require_project(cfg, source=str(config_path()))
+    try:
+        # What smoke resolves, the same way: the platform's endpoint (TPU VM: the node; GKE: the
+        # Service's load balancer) unless ENDPOINT/TLS_SHA256 say otherwise, smoke's key.
+        endpoint = platform_for(cfg).endpoint(cfg, project)
+        key = smoke.resolve_api_key(cfg, project)
+    except Exception as exc:
+        if not errors.is_no_credentials(exc):
+            raise
+        raise errors.UserError(
+            f"{errors.no_credentials(exc)}; or run without them: ENDPOINT=https://HOST:PORT "
+            "TLS_SHA256=<fingerprint, from make endpoint> VLLM_API_KEY=<key> make accept"
+        ) from None
+    return accept.run(endpoint, key, accept.Limits.of(cfg))
+
+
 def _endpoint(cfg: DeployConfig, args: argparse.Namespace) -> int:
     project = require_project(cfg, source=str(config_path()))
     return platform_for(cfg).endpoint_report(cfg, project, cert_out=args.cert_out or "")
@@ -455,6 +474,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="front door locked, then chat + get_weather tool call over pinned TLS "
         "(ENDPOINT=https://host:port, TLS_SHA256=fingerprint, or the node's)",
     ).set_defaults(func=_smoke)
+    sub.add_parser(
+        "accept",
+        help="the build log's acceptance table over pinned TLS: chat, tool call, an image, "
+        "needles at 2K/8K/14K, a 26,016-token prompt and one past max_model_len, determinism",
+    ).set_defaults(func=_accept)
     endpoint = sub.add_parser(
         "endpoint", help="where the API is, the certificate fingerprint and how to pin it"
     )

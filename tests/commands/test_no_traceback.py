@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[list[str], str, dict[str, str]]] = {
     "status": (["status"], "", {}),
     "wait": (["wait", "--timeout", "1", "--interval", "0.1"], "", {}),
     "smoke": (["smoke"], "", {"ENDPOINT": "https://127.0.0.1:9"}),
+    "accept": (["accept"], "", {"ENDPOINT": "https://127.0.0.1:9"}),
     "secret": (["secret"], TOKEN, {}),
     "api-key": (["api-key"], "", {}),
     "recover": (["recover"], "", {}),
@@ -191,7 +192,7 @@ def test_refused_credentials_are_one_line_with_the_fix(
 
 
 # The same commands on GKE go through tpudeploy.platform.Gke (the cluster's API, issue 25).
-GKE_COMMANDS = ["status", "wait", "smoke", "endpoint", "tls-cert"]
+GKE_COMMANDS = ["status", "wait", "smoke", "accept", "endpoint", "tls-cert"]
 
 
 @pytest.mark.parametrize("command", GKE_COMMANDS)

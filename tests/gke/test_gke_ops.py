@@ -133,7 +133,7 @@ def test_wait_follows_each_replica_from_no_node_to_ready(cluster: Cluster) -> No
     assert "r-a: compiling" in out and "on gke-tpu-spot-1" in out
     assert "r-b: starting" in out
     assert out.index("0/2 replica(s) ready") < out.index("1/2 replica(s) ready")
-    assert "ready after 40s of waiting: 2 replica(s)" in out
+    assert "ready after 40s of waiting: 2 replica(s)" in out and "make accept" in out
     # Every request carried the bearer token and asked for this deployment's pods only.
     pods = [r for r in cluster.kube.requests if "/pods" in r["path"]]
     assert pods and all("labelSelector=app.kubernetes.io%2Finstance%3D" in r["path"] for r in pods)

@@ -32,6 +32,7 @@ STAGES = [
     "boot",
     "wait",
     "smoke",
+    "accept",
     "status",
     "deploy-again",
     "destroy",

@@ -56,7 +56,7 @@ def test_ready_after_the_phases(cfg: DeployConfig, monkeypatch: pytest.MonkeyPat
         "starting-vllm",
         "ready",
     ]
-    assert "[50s] ready" in out and "make smoke" in out
+    assert "[50s] ready" in out and "make smoke" in out and "make accept" in out
     node = f"/v2alpha1/projects/{PROJECT}/locations/us-west4-a/nodes/{cfg.node_id}"
     assert f"{node}:getGuestAttributes" in paths
     # Only the startup script's own namespace is asked for.

@@ -5,22 +5,28 @@ Started by the stand-in `docker run` with the container's own command line
 (HF_TOKEN_PATH, the file the node mounts, or HF_TOKEN) to "download" the gated weights (and,
 given --hf-token-sha256, the right one), binds 127.0.0.1 only once loaded, answers /health, and
 guards /v1 with VLLM_API_KEY only when that is set (behind the node's proxy it is not). The chat
-answers are canned: the rehearsal proves the deployment's wiring, not the model.
+answers follow the request as far as `make accept` needs (the image's colours, a needle, the
+usage's prompt tokens, vLLM's 400 past --max-model-len): the rehearsal proves the deployment's
+wiring (the front door passes what accept sends), not the model.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
+import math
 import os
 import re
+import struct
 import sys
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-def _parse(argv: list[str]) -> tuple[argparse.Namespace, str, int]:
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, str, int, int]:
     own = argparse.ArgumentParser(prog="fake_vllm")
     own.add_argument("--hf-token-sha256", default="")
     args, rest = own.parse_known_args(argv)
@@ -30,14 +36,79 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, str, int]:
     port = 8000
     if "--port" in rest:
         port = int(rest[rest.index("--port") + 1])
-    return args, model, port
+    # vLLM's default is the model's own length; the node always passes --max-model-len.
+    max_model_len = 131_072
+    if "--max-model-len" in rest:
+        max_model_len = int(rest[rest.index("--max-model-len") + 1])
+    return args, model, port, max_model_len
+
+
+# Characters per prompt token this fake counts (usage.prompt_tokens): not the 4.0 `make accept`
+# assumes, so the rehearsal shows it measures the server's own ratio, as it must Gemma's.
+CHARS_PER_TOKEN = 3.7
+IMAGE_TOKENS = 256
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _png_halves(url: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The first row's leftmost and rightmost pixels of an 8-bit RGB PNG whose first row is
+    unfiltered (what `make accept` draws): standard library only, as the container has."""
+    png = base64.b64decode(url.split(",", 1)[1])
+    width = struct.unpack(">I", png[16:20])[0]
+    data, at = b"", 8
+    while at < len(png):
+        length, kind = struct.unpack(">I4s", png[at : at + 8])
+        if kind == b"IDAT":
+            data += png[at + 8 : at + 8 + length]
+        at += 12 + length
+    row = zlib.decompress(data)[1 : 1 + 3 * width]
+    return tuple(row[:3]), tuple(row[-3:])
+
+
+# The colours `make accept` draws from (tpudeploy/acceptprobes.py PALETTE, restated: this file
+# runs as the container's script, standard library only), by nearest RGB: the fake "sees" the
+# image it was sent.
+COLOURS = {
+    "red": (220, 30, 30),
+    "green": (30, 170, 50),
+    "blue": (30, 60, 220),
+    "yellow": (245, 220, 30),
+    "black": (0, 0, 0),
+    "white": (255, 255, 255),
+}
+
+
+def _colour(rgb: tuple[int, ...]) -> str:
+    return min(
+        COLOURS, key=lambda n: sum((a - b) ** 2 for a, b in zip(COLOURS[n], rgb, strict=True))
+    )
+
+
+def _content(body: dict[str, Any], question: str) -> str:
+    for message in body.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                left, right = _png_halves(part["image_url"]["url"])
+                return f"left: {_colour(left)}, right: {_colour(right)}"
+    needle = re.search(r"secret code for the archive is (\d{6})", question)
+    if needle:
+        return needle.group(1)
+    if question.startswith("Describe a lighthouse"):
+        return "The lamp turns slowly over a dark sea."
+    return "Hi there, nice to meet you!"
 
 
 def _answer(model: str, body: dict[str, Any]) -> dict[str, Any]:
-    question = " ".join(
-        str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, dict)
-    )
-    message: dict[str, Any] = {"role": "assistant", "content": "Hi there, nice to meet you!"}
+    messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
+    question = " ".join(_text(m) for m in messages)
+    message: dict[str, Any] = {"role": "assistant", "content": _content(body, question)}
     tools = [t.get("function", {}).get("name") for t in body.get("tools") or []]
     city = re.search(r"weather in (\w+)", question, re.IGNORECASE)
     if "get_weather" in tools and city:
@@ -60,11 +131,42 @@ def _answer(model: str, body: dict[str, Any]) -> dict[str, Any]:
         "object": "chat.completion",
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens(body), "completion_tokens": 8},
+    }
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
+    images = sum(
+        1
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for p in m["content"]
+        if isinstance(p, dict) and p.get("type") == "image_url"
+    )
+    chars = sum(len(_text(m)) for m in messages)
+    return math.ceil(chars / CHARS_PER_TOKEN) + IMAGE_TOKENS * images
+
+
+def too_long(body: dict[str, Any], max_model_len: int) -> dict[str, Any] | None:
+    """vLLM's refusal before any prefill (vllm/entrypoints/openai/serving_engine.py): 400."""
+    tokens = prompt_tokens(body)
+    if tokens + int(body.get("max_tokens") or 0) <= max_model_len:
+        return None
+    return {
+        "error": {
+            "message": f"This model's maximum context length is {max_model_len} tokens. However, "
+            f"your request has {tokens} input tokens. Please reduce the length of the input "
+            "messages.",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
     }
 
 
 def main(argv: list[str]) -> int:
-    args, model, port = _parse(argv)
+    args, model, port, max_model_len = _parse(argv)
     token = os.environ.get("HF_TOKEN", "")
     path = os.environ.get("HF_TOKEN_PATH", "")
     if not token and path and os.path.isfile(path):
@@ -120,6 +222,8 @@ def main(argv: list[str]) -> int:
                 self._send(404, {"detail": "Not Found"})
             elif body.get("model") != model:
                 self._send(404, {"error": f"The model `{body.get('model')}` does not exist."})
+            elif (refusal := too_long(body, max_model_len)) is not None:
+                self._send(400, refusal)
             else:
                 self._send(200, _answer(model, body))
 

@@ -175,6 +175,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
             Stage("boot", self._boot),
             Stage("wait", lambda: self._make("wait")),
             Stage("smoke", lambda: self._make("smoke")),
+            Stage("accept", lambda: self._make("accept")),
             Stage("status", self._status),
             Stage("deploy-again", self._deploy_again),
             # A VM's metadata is patched in place and its startup script runs at boot only: a

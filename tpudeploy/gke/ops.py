@@ -248,7 +248,8 @@ def wait_ready(
         if rollout.done:
             print(
                 f"ready after {format_seconds(elapsed)} of waiting: {rollout.ready} replica(s). "
-                "Next: make endpoint (address and certificate), make smoke",
+                "Next: make endpoint (address and certificate), make smoke, then make accept "
+                "(the build log's acceptance table)",
                 file=out,
             )
             return 0

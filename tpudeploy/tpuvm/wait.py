@@ -102,8 +102,9 @@ def wait_ready(
                 print(line, file=out)
             print(
                 f"ready after {format_seconds(elapsed)} of waiting. Next: make endpoint (address "
-                "and certificate), make tunnel + make smoke (build log: cold boot 857 s, warm "
-                "497 s with the compile cache)",
+                "and certificate), make tunnel + make smoke, then make accept (the build log's "
+                "acceptance table) (build log: cold boot 857 s, warm 497 s with the compile "
+                "cache)",
                 file=out,
             )
             return 0
