@@ -1,8 +1,11 @@
 """The secrets a deployment's servers read, and the command that adds each one's version.
 
-Both platforms' servers read the Hugging Face token, the API key and the front door's one
-certificate (tpudeploy/tlscert.py). The secrets stack declares each, preflight requires a version
-of each before a deploy (a node without them boots, paid, and stops at reading them).
+Both platforms' servers read the Hugging Face token, each [access] client's key (one secret per
+client, tpudeploy/config/access.py) and the front door's one certificate (tpudeploy/tlscert.py).
+A client removed from the config drops out of this list, so the secrets stack stops declaring its
+secret: the next apply deletes it, and Secret Manager deletes its versions with it (revoked).
+The secrets stack declares each, preflight requires a version of each before a deploy (a node
+without them boots, paid, and stops at reading them).
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ def shared(cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
     """(secret id, the command that adds its version) for what every server reads."""
     return (
         (cfg.hf_token_secret_id, "make secret"),
-        (cfg.api_key_secret_id, "make api-key"),
+        *(
+            (secret_id, f"make api-key CLIENT={client}")
+            for client, secret_id in cfg.client_key_secret_ids.items()
+        ),
         (cfg.tls_secret_id, "make tls-cert"),
     )

@@ -416,7 +416,9 @@ class DeployConfig(Strict):
 
     @property
     def api_key_secret_id(self) -> str:
-        return f"{self.name}-api-key"
+        """The first [access] client's key secret: what `make smoke` and `make bench` use (the
+        client "default" keeps the historical <name>-api-key)."""
+        return next(iter(self.client_key_secret_ids.values()))
 
     @property
     def client_key_secret_ids(self) -> dict[str, str]:

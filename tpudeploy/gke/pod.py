@@ -20,6 +20,7 @@ SECRETS_DIR = "/run/tpudeploy-secrets"
 # secret-manager-managed-csi-component: provider "gke", driver secrets-store-gke.csi.k8s.io).
 SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 HF_TOKEN_FILE = "hf_token"  # noqa: S105 - a file name; the token is in Secret Manager
+# Each [access] client's key file: "api_key.<client>" (a client name is [a-z][a-z0-9-]*).
 API_KEY_FILE = "api_key"
 # The front door's certificate then key (PEM), the same for every replica (tpudeploy/tlscert.py).
 TLS_BUNDLE_FILE = "tls_bundle"
@@ -133,17 +134,21 @@ def startup_probe() -> dict[str, int]:
 
 # Each container reads only its own secrets (issue 36): one SecretProviderClass and one CSI
 # volume per reader, as the add-on allows any number of them per pod. vLLM needs the Hugging
-# Face token only; the front door's init container the API key (whose digest it writes) and the
+# Face token only; the front door every [access] client's key (whose key map it writes) and the
 # certificate with its key. Each is mounted at SECRETS_DIR in its own container.
 SECRET_READERS = ("vllm", "frontdoor")
 
 
+def client_key_file(client: str) -> str:
+    return f"{API_KEY_FILE}.{client}"
+
+
 def secret_files(cfg: DeployConfig, reader: str) -> tuple[tuple[str, str], ...]:
     """(secret id, file name) of what `reader` (one of SECRET_READERS) may read."""
-    return {
-        "vllm": ((cfg.hf_token_secret_id, HF_TOKEN_FILE),),
-        "frontdoor": ((cfg.api_key_secret_id, API_KEY_FILE), (cfg.tls_secret_id, TLS_BUNDLE_FILE)),
-    }[reader]
+    if reader == "vllm":
+        return ((cfg.hf_token_secret_id, HF_TOKEN_FILE),)
+    keys = tuple((sid, client_key_file(c)) for c, sid in cfg.client_key_secret_ids.items())
+    return {"frontdoor": (*keys, (cfg.tls_secret_id, TLS_BUNDLE_FILE))}[reader]
 
 
 def secret_provider_class_name(cfg: DeployConfig, reader: str) -> str:
