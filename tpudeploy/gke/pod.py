@@ -8,7 +8,6 @@ import shlex
 
 from tpudeploy import facts, render
 from tpudeploy.config import DeployConfig
-from tpudeploy.config.secretshape import API_KEY_ERE
 from tpudeploy.gke import replicaplan
 
 # The serving container's name: the probes, `make wait` and `make bench` (its exec) find it by it.
@@ -28,6 +27,17 @@ FRONTDOOR_DIR = "/etc/tpudeploy-proxy"
 SCRIPTS_DIR = "/opt/tpudeploy"
 PREP_SCRIPT = "frontdoor.sh"
 NGINX_CONF = "nginx.conf"
+# tpudeploy/node/keymap.py and the loop that re-renders the key map (templates/pod_keys.sh.j2).
+KEYMAP_PY = "keymap.py"
+KEYS_SCRIPT = "keys.sh"
+KEYS_CONTAINER = "frontdoor-keys"
+# How a rotated, added or expired key reaches a running pod (issue 37: within a minute): the
+# Secret Manager add-on re-reads every mounted secret each rotation interval and rewrites the
+# files (facts.GKE_SECRET_ROTATION_INTERVAL_S); the key loop re-renders the map every
+# KEY_LOOP_S; the front door's watcher reloads nginx (`nginx -s reload`: new workers on the new
+# map, the old ones finish their requests) within KEY_RELOAD_CHECK_S of a change.
+KEY_LOOP_S = 10
+KEY_RELOAD_CHECK_S = 5
 # The build log's -v ~/.cache/vllm:/root/.cache/vllm: the XLA compile cache, node-local here.
 CACHE_DIR = "/root/.cache/vllm"
 # The front door's plain-HTTP listener for /metrics only (Managed Prometheus scrapes the pod IP;
@@ -166,15 +176,37 @@ def secret_provider_parameters(cfg: DeployConfig, project: str, reader: str) -> 
     return "\n".join(lines) + "\n"
 
 
+def key_propagation_worst_s() -> int:
+    """The longest a new, rotated or expired key takes to reach a running pod's nginx."""
+    return facts.GKE_SECRET_ROTATION_INTERVAL_S + KEY_LOOP_S + KEY_RELOAD_CHECK_S
+
+
+def _client_files(cfg: DeployConfig) -> list[tuple[str, str]]:
+    return [(c, f"{SECRETS_DIR}/{client_key_file(c)}") for c in cfg.client_key_secret_ids]
+
+
+def render_keys_loop(cfg: DeployConfig) -> str:
+    return (
+        render._environment()
+        .get_template("pod_keys.sh.j2")
+        .render(
+            deployment=cfg.name,
+            client_files=_client_files(cfg),
+            keymap_py=f"{SCRIPTS_DIR}/{KEYMAP_PY}",
+            frontdoor_dir=FRONTDOOR_DIR,
+            period=KEY_LOOP_S,
+        )
+    )
+
+
 def render_frontdoor_prep(cfg: DeployConfig) -> str:
     return (
         render._environment()
         .get_template("pod_frontdoor.sh.j2")
         .render(
             deployment=cfg.name,
-            api_key_file=f"{SECRETS_DIR}/{API_KEY_FILE}",
-            # The TPU VM's boot checks the same secret against the same format (render.py).
-            api_key_format=API_KEY_ERE,
+            client_files=_client_files(cfg),
+            keymap_py=f"{SCRIPTS_DIR}/{KEYMAP_PY}",
             tls_bundle_file=f"{SECRETS_DIR}/{TLS_BUNDLE_FILE}",
             frontdoor_dir=FRONTDOOR_DIR,
             nginx_conf=f"{SCRIPTS_DIR}/{NGINX_CONF}",
@@ -210,7 +242,43 @@ def scripts(cfg: DeployConfig) -> dict[str, str]:
             pool_connections_per_address=pool_connections_per_address(cfg),
         ),
         PREP_SCRIPT: render_frontdoor_prep(cfg),
+        KEYMAP_PY: render.keymap_source(),
+        KEYS_SCRIPT: render_keys_loop(cfg),
     }
+
+
+def keys_command() -> list[str]:
+    return ["/bin/sh", shlex.quote(f"{SCRIPTS_DIR}/{KEYS_SCRIPT}")]
+
+
+# The front door's key-map watcher, started beside nginx in its container (the nginx image has
+# sh and cksum, no python): when the key loop changed the map, `nginx -s reload`. A reload that
+# fails (nginx not started yet) is tried again at the next check. $1 the map, $2 the period,
+# then the reload command up to "--", then the command exec'd (nginx).
+_KEY_RELOAD = (
+    'map="$1"; period="$2"; shift 2; reload=""; '
+    'while [ "$1" != "--" ]; do reload="$reload $1"; shift; done; shift; '
+    '( last=$(cksum < "$map"); while sleep "$period"; do '
+    'now=$(cksum < "$map") || continue; '
+    'if [ "$now" != "$last" ] && $reload; then last=$now; '
+    'echo "front door: key map changed, nginx reloaded" >&2; fi; done ) & '
+    'exec "$@"'
+)
+
+
+def key_reload_watched(then: list[str]) -> list[str]:
+    """`then` (the front door's nginx), with the key-map watcher beside it."""
+    return [
+        "/bin/sh",
+        "-c",
+        _KEY_RELOAD,
+        "key-reload",
+        f"{FRONTDOOR_DIR}/api_keys.conf",
+        str(KEY_RELOAD_CHECK_S),
+        *nginx_signal("reload"),
+        "--",
+        *then,
+    ]
 
 
 def prep_command() -> list[str]:
