@@ -491,14 +491,3 @@ SYSTEM_NODE_PRICES: Final = MappingProxyType(
         ),
     }
 )
-
-# The GKE Secret Manager add-on's rotation: how often it re-reads every mounted secret and
-# rewrites the pod's files (google_container_cluster secret_manager_config.rotation_config,
-# provider 6.50: "The interval between two consecutive rotations. Default rotation interval is 2
-# minutes", the Container API's SecretManagerConfig.RotationConfig reference). The bounds of the
-# interval are not in the stored corpus (cloud.google.com/secret-manager/docs/
-# secret-manager-managed-csi-component was not found with them): 30 s rests on issue 37's
-# reading (a rotated key reaches the front door within a minute); GKE refusing it fails the
-# cluster's apply, loudly.
-GKE_SECRET_ROTATION_INTERVAL_S = 30
-GKE_SECRET_ROTATION_DEFAULT_S = 120

@@ -76,7 +76,7 @@ from stacks.nat import cloud_nat
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.gke import version_tuple
-from tpudeploy.gke import deadline_target, identifiers, metrics_adapter, reach, vpc
+from tpudeploy.gke import deadline_target, identifiers, metrics_adapter, pod, reach, vpc
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
@@ -163,11 +163,11 @@ class GkeStack(TerraformStack):
             # Secrets reach the pod as files through the add-on's CSI driver, never as a
             # Kubernetes Secret made from state (tpudeploy.gke.pod). Its rotation rewrites the
             # files of running pods, so a rotated or added client key reaches them without a
-            # restart (facts.GKE_SECRET_ROTATION_INTERVAL_S; the pod's key loop re-renders).
+            # restart (pod.SECRET_ROTATION_INTERVAL_S; the pod's key loop re-renders).
             secret_manager_config=GoogleContainerClusterSecretManagerConfig(
                 enabled=True,
                 rotation_config=GoogleContainerClusterSecretManagerConfigRotationConfig(
-                    enabled=True, rotation_interval=f"{facts.GKE_SECRET_ROTATION_INTERVAL_S}s"
+                    enabled=True, rotation_interval=f"{pod.SECRET_ROTATION_INTERVAL_S}s"
                 ),
             ),
             # A Standard cluster runs GKE's Gateway controller only once the Gateway API is
