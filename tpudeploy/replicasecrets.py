@@ -15,11 +15,14 @@ from tpudeploy.config import DeployConfig
 
 def shared(cfg: DeployConfig) -> tuple[tuple[str, str], ...]:
     """(secret id, the command that adds its version) for what every server reads."""
+    keys = cfg.client_key_secret_ids
     return (
         (cfg.hf_token_secret_id, "make secret"),
-        *(
-            (secret_id, f"make api-key CLIENT={client}")
-            for client, secret_id in cfg.client_key_secret_ids.items()
-        ),
+        *((secret_id, _api_key_command(cfg, client)) for client, secret_id in keys.items()),
         (cfg.tls_secret_id, "make tls-cert"),
     )
+
+
+def _api_key_command(cfg: DeployConfig, client: str) -> str:
+    """`make api-key` alone when the config has one client (CLIENT defaults to it)."""
+    return "make api-key" if len(cfg.access.clients) == 1 else f"make api-key CLIENT={client}"
