@@ -3,7 +3,9 @@
 Both platforms' servers read the Hugging Face token, each [access] client's key (one secret per
 client, tpudeploy/config/access.py) and the front door's one certificate (tpudeploy/tlscert.py).
 A client removed from the config drops out of this list, so the secrets stack stops declaring its
-secret: the next apply deletes it, and Secret Manager deletes its versions with it (revoked).
+secret: the next apply deletes it, and Secret Manager deletes its versions with it (revoked:
+"Deleting a secret is an irreversible operation. Any service or workload that attempts to access
+a deleted secret receives a Not Found error", cloud.google.com/secret-manager/docs/delete-secrets).
 The secrets stack declares each, preflight requires a version of each before a deploy (a node
 without them boots, paid, and stops at reading them).
 """

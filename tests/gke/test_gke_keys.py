@@ -136,6 +136,8 @@ def test_the_key_loop_follows_rotation_expiry_and_a_bad_payload(tmp_path: Path) 
         p.put("ci", f"{KEYS['d']}\n{KEYS['c']} {until(2)}")
         rotated = [line("default", KEYS["a"]), line("planner", KEYS["b"])]
         wait_for([*rotated, line("ci", KEYS["d"]), line("ci", KEYS["c"])])
+        # Readable by nginx's master whatever the container's umask (0444, as the init's files).
+        assert (p.out / "api_keys.conf").stat().st_mode & 0o777 == 0o444
         # The overlap ends: the previous key drops with no new version.
         wait_for([*rotated, line("ci", KEYS["d"])])
         # A payload keymap.py refuses keeps the map.
