@@ -28,7 +28,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-cluster destroy-all test lint scan clean check \
 	preflight \
 	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check secret api-key tls-cert wait pin smoke endpoint tunnel \
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check state-init secret api-key tls-cert usage wait pin smoke endpoint tunnel \
 	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
 
 # Sorted by name, the descriptions in one column however long the longest target name is.
@@ -43,14 +43,20 @@ install: $(VENV_STAMP) $(NODE_STAMP) ## Create .venv with the pinned packages an
 # deploy token set REQUIREMENTS=requirements-deploy.txt: only what deploy, destroy and recover
 # run, no scanners or test tools (nor tf, which only the rehearsal uses).
 REQUIREMENTS ?= requirements.txt
-PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check --require-hashes
+PIP_INSTALL = $(PY) -m pip install --disable-pip-version-check --require-hashes --progress-bar off
+# A fresh clone's first command installs for minutes (issue 37: 7.5 silent minutes under load):
+# pip names each package as it fetches it, and its size when it downloads; the rest is dropped.
+PIP_PROGRESS = grep --line-buffered -E '^(Collecting|  Downloading|  Using cached|ERROR)' || true
 $(VENV_STAMP): $(REQUIREMENTS) requirements-nodeps.txt
+	@echo "creating $(VENV): $$(grep -c '==' $(REQUIREMENTS)) pinned Python packages from $(REQUIREMENTS), each checked against its sha256 (minutes on a fresh clone; each is named below as it is fetched)"
 	$(PYTHON_BOOT) -m venv $(VENV)
-	$(PIP_INSTALL) -r $(REQUIREMENTS)
-	$(if $(filter requirements.txt,$(REQUIREMENTS)),$(PIP_INSTALL) --no-deps -r requirements-nodeps.txt)
+	set -o pipefail; $(PIP_INSTALL) -r $(REQUIREMENTS) 2>&1 | { $(PIP_PROGRESS); }
+	$(if $(filter requirements.txt,$(REQUIREMENTS)),set -o pipefail; $(PIP_INSTALL) --no-deps -r requirements-nodeps.txt 2>&1 | { $(PIP_PROGRESS); })
+	@echo "$(VENV) is ready"
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
+	@echo "installing the cdktf CLI into node_modules: $$(grep -c '"resolved"' package-lock.json) npm packages pinned by package-lock.json (a minute or two on a fresh clone)"
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
@@ -143,6 +149,13 @@ destroy-all: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy everything
 	$(PY) -m tpudeploy cleanup || rc=1; \
 	exit $$rc
 
+# Team use: one state bucket for the deployment (versioned, uniform access, no public access),
+# with the caller's own credentials; it prints the state_bucket line to add (never edits the
+# config), and once the line is there moves each stack's local state into it. DRY_RUN=1 says
+# what it would do; STATE_BUCKET=name picks the bucket (default PROJECT-tfstate).
+state-init: $(VENV_STAMP) ## Create the deployment's state bucket, move local state into it (DRY_RUN=1)
+	@$(PY) -m tpudeploy state-init $(if $(DRY_RUN),--dry-run)
+
 capacity: $(VENV_STAMP) ## KV pool, memory budget and safe concurrency for the config
 	@$(PY) -m tpudeploy capacity
 
@@ -174,6 +187,9 @@ api-key: $(VENV_STAMP) ## Store CLIENT's key (ROTATE=1 [OVERLAP=30m]: replace it
 # goes to Secret Manager only. ROTATE=1 replaces a stored one (agents must re-pin).
 tls-cert: $(VENV_STAMP) ## Make and store the deployment's front-door certificate (ROTATE=1: replace it; agents re-pin)
 	@$(PY) -m tpudeploy tls-cert $${ROTATE:+--rotate "$$ROTATE"}
+
+usage: $(VENV_STAMP) ## Per client: requests, errors, p50/p95, output tokens, share of the chips' cost (SINCE=24h, CLIENT=)
+	@$(PY) -m tpudeploy usage $${SINCE:+--since "$$SINCE"} $${CLIENT:+--client "$$CLIENT"}
 
 wait: $(VENV_STAMP) ## Follow the boot (GKE: the rollout, each replica) until vLLM is ready
 	@$(PY) -m tpudeploy wait

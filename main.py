@@ -37,6 +37,12 @@ def main() -> int:
         print("\n".join(summary_lines(cfg, today=datetime.date.today())))
         return 0
     # Imported only now: loading cdktf's jsii assembly takes seconds, a bad config fails in ms.
+    # Said first, so the wait is never silent (issue 37).
+    print(
+        f"synthesizing deployment {cfg.name!r} from {path} into {outdir}: loading cdktf and the "
+        "Google provider bindings first (7-20 s)",
+        flush=True,
+    )
     from stacks.app import synth
 
     synth(cfg, outdir=outdir, source=str(path))

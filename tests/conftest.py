@@ -170,14 +170,16 @@ SECOND_GKE_NAME = "gemma4-gke-b"
 
 
 def gke_local_raw() -> dict[str, Any]:
-    """The shipped deployments/gke.toml as `make deploy` runs it from a workstation: without its
-    state_bucket, so its stacks create their own secrets, accounts and stop grant. That is what
-    the GKE stack tests judge; the file's pipeline mode (remote state, the bootstrap's accounts
-    and secrets) is tests/gitops's (issue 41)."""
+    """The shipped deployments/gke.toml as a team runs it from a workstation: without
+    `pipeline = true` but with its state_bucket (state shared, `make state-init`), so its stacks
+    create their own secrets, accounts, APIs, NAT and stop grant, exactly as with local state.
+    That is what the GKE stack tests judge, so every one of them also holds that remote state
+    alone changes no resource (issue 37); the file's pipeline mode (the bootstrap's accounts and
+    secrets) is tests/gitops's (issue 41)."""
     import tomllib
 
     raw = tomllib.loads((REPO_ROOT / "deployments" / "gke.toml").read_text(encoding="utf-8"))
-    raw.pop("state_bucket", None)
+    raw.pop("pipeline", None)
     return raw
 
 

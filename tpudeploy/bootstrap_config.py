@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -248,8 +249,14 @@ class Bootstrap:
     deployments: tuple[DeployConfig, ...]  # one per config.environments, same order
 
 
-def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> list[str]:
-    """The pipeline deployments must use this bootstrap's bucket and project."""
+def cross_check(
+    cfg: BootstrapConfig,
+    deployments: list[gitops.Deployment],
+    others: Sequence[gitops.Deployment] = (),
+) -> list[str]:
+    """The pipeline deployments must use this bootstrap's bucket and project. `others`: the
+    repository's deployment files outside the pipeline (deploy.toml without pipeline = true),
+    named when an environment lists one of them."""
     problems = []
     if not cfg.environments:
         problems.append(
@@ -257,19 +264,37 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
                 "environments",
                 [],
                 "no GitHub environment may deploy: no pipeline deployment was found",
-                "add deployments/<name>.toml with state_bucket set, or list environments",
+                "add deployments/<name>.toml with pipeline = true and state_bucket set, or "
+                "list environments",
             )
         )
     names = {dep.name: dep.config for dep in deployments}
+    local = {dep.name: dep for dep in others if not dep.pipeline}
     for env in cfg.environments:
-        if env not in names:
+        if env in local:
+            # The file exists but does not say the pipeline applies it: its stacks declare the
+            # node account and secrets the bootstrap would create too.
+            problems.append(
+                problem(
+                    "environments",
+                    env,
+                    f"{local[env].config} declares it without {gitops.KEY_PIPELINE} = true, so "
+                    "the pipeline does not apply it (state_bucket alone is remote state for "
+                    "local use, whose stacks declare the node account, secrets and APIs the "
+                    "bootstrap would create too)",
+                    f"add {gitops.KEY_PIPELINE} = true to {local[env].config}, or drop {env!r} "
+                    "from environments",
+                )
+            )
+        elif env not in names:
             problems.append(
                 problem(
                     "environments",
                     env,
                     "no pipeline deployment has this name, so its deploy identity would have "
                     "nothing of its own to deploy (and no resource names to be scoped to)",
-                    f'add deployments/<file>.toml with name = "{env}" and state_bucket, or drop '
+                    f'add deployments/<file>.toml with name = "{env}", pipeline = true and '
+                    "state_bucket, or drop "
                     "it from environments (known: " + (", ".join(sorted(names)) or "none") + ")",
                 )
             )
@@ -316,7 +341,11 @@ def cross_check(cfg: BootstrapConfig, deployments: list[gitops.Deployment]) -> l
 
 
 def parse_bootstrap(
-    data: dict[str, Any], *, deployments: list[gitops.Deployment], source: str
+    data: dict[str, Any],
+    *,
+    deployments: list[gitops.Deployment],
+    source: str,
+    others: Sequence[gitops.Deployment] = (),
 ) -> BootstrapConfig:
     """Validate raw TOML; unset environments become the pipeline deployments' names."""
     data = dict(data)
@@ -327,7 +356,7 @@ def parse_bootstrap(
     except ValidationError as exc:
         problems = format_errors(exc, BootstrapConfig, hints=ID_HINTS)
         raise ConfigError(source, problems) from None
-    problems = cross_check(cfg, deployments)
+    problems = cross_check(cfg, deployments, others)
     if problems:
         raise ConfigError(source, problems)
     return cfg
@@ -351,9 +380,10 @@ def load_bootstrap(path: str | Path | None = None, *, root: str | Path = ".") ->
         raise ConfigError(str(p), [f"not valid TOML ({exc}); fix the syntax"]) from None
     try:
         found = gitops.pipeline_deployments(Path(root))
+        every = gitops.discover(Path(root))
     except gitops.GitopsError as exc:
         raise ConfigError(str(p), [str(exc)]) from None
-    cfg = parse_bootstrap(data, deployments=found, source=str(p))
+    cfg = parse_bootstrap(data, deployments=found, source=str(p), others=every)
     by_name = {dep.name: dep for dep in found}
     # Every name, id and bucket the grants are scoped to comes from the deployment's own config
     # (tpudeploy.config.DeployConfig), so the bootstrap and the deployment can never disagree.

@@ -24,6 +24,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import stateinit
+
+    if not args.destroy:
+        # Before anything else: a second file with this name acts on this same deployment.
+        # Never for a destroy: stopping what bills must not wait for a rename.
+        stateinit.refuse_same_name(cfg, config_path(), REPO_ROOT)
     if args.deploy or args.destroy:
         require_project(cfg, source=str(config_path()))
     if not args.destroy:
@@ -31,6 +37,7 @@ def _check(cfg: DeployConfig, args: argparse.Namespace) -> int:
         policy.enforce(cfg, guard_rails(cfg), source=str(config_path()))
     print(f"{config_path()}: deployment {cfg.name!r} is valid")
     print(f"  {platform_for(cfg).describe(cfg)}, project {cfg.project or '(unset)'}")
+    print("\n".join(stateinit.state_lines(cfg, platform_for(cfg).stacks(cfg), REPO_ROOT)))
     if not args.destroy:
         # What `make synth` ends with, without loading cdktf (a second, not twenty).
         print()
@@ -168,8 +175,13 @@ def _synthesized_stack(cfg: DeployConfig, stack: str | None = None) -> Path:
 
 
 def _preflight(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import preflight
+    from tpudeploy import preflight, stateinit
 
+    if args.purpose != "destroy":
+        # deploy, deploy-secrets and diff act on the deployment by name: a second file with the
+        # same name is refused before any API call. Never a destroy: stopping what bills must
+        # not wait for a rename.
+        stateinit.refuse_same_name(cfg, config_path(), REPO_ROOT)
     return preflight.run(cfg, args.purpose)
 
 
@@ -218,6 +230,35 @@ def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
         overlap=args.overlap,
         show=args.show == "1",
     )
+
+
+def _usage(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    import datetime
+
+    from tpudeploy import usage
+    from tpudeploy.durations import parse_duration
+    from tpudeploy.planner import price_table
+
+    since_s = parse_duration(args.since, name="SINCE")
+    if args.client and args.client not in cfg.access.clients:
+        raise errors.UserError(
+            f"CLIENT={args.client!r} is not one of [access] clients {list(cfg.access.clients)}"
+        )
+    platform = platform_for(cfg)
+    model = platform.usage_model(cfg)
+    rate = price_table(cfg).rate(model)
+    project = require_project(cfg, source=str(config_path()))
+    now = datetime.datetime.now(datetime.UTC)
+    replicas = platform.access_logs(cfg, project, since_s)
+    found = usage.tally(
+        replicas,
+        since=now - datetime.timedelta(seconds=since_s),
+        now=now,
+        rate=rate,
+        client=args.client or None,
+    )
+    print(usage.report(found, pricing=f"{model} $/chip-hour, {cfg.effective_region}"))
+    return 0
 
 
 def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -277,6 +318,23 @@ def _tls_cert(cfg: DeployConfig, args: argparse.Namespace) -> int:
         sys.stdout,
         rotate=args.rotate == "1",
         takes_effect=platform.tls_takes_effect,
+    )
+
+
+def _state_init(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import stateinit
+    from tpudeploy.gcp.statebucket import StateBucketApi
+
+    stateinit.refuse_same_name(cfg, config_path(), REPO_ROOT)
+    return stateinit.state_init(
+        cfg,
+        require_project(cfg, source=str(config_path())),
+        stacks=platform_for(cfg).stacks(cfg),
+        api=StateBucketApi.from_env,
+        synthesize=lambda: _synthesized_stack(cfg).parent.parent,
+        config_file=str(config_path()),
+        bucket_override=os.environ.get("STATE_BUCKET", "").strip(),
+        dry_run=args.dry_run,
     )
 
 
@@ -388,6 +446,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="1: replace the stored certificate (every agent must then re-pin)",
     )
     tls.set_defaults(func=_tls_cert)
+    usage_p = sub.add_parser(
+        "usage", help="each client's requests, errors, latency, tokens and cost share"
+    )
+    usage_p.add_argument("--since", default="24h", help="the window, e.g. 1h, 24h, 7d")
+    usage_p.add_argument("--client", default="", help="one client only")
+    usage_p.set_defaults(func=_usage)
+    state = sub.add_parser(
+        "state-init",
+        help="create the deployment's state bucket and move local Terraform state into it",
+    )
+    state.add_argument("--dry-run", action="store_true", help="say what it would do; do nothing")
+    state.set_defaults(func=_state_init)
     wait_p = sub.add_parser("wait", help="follow the boot phases until vLLM is ready (no SSH)")
     wait_p.add_argument("--timeout", type=float, default=3000.0, help="seconds (default 3000)")
     wait_p.add_argument("--interval", type=float, default=10.0, help="seconds between polls")

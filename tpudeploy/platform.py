@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tpudeploy.bench.sweep import Executor
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
+    from tpudeploy.usage import ReplicaLog
 
 __all__ = ["PLATFORMS", "NotOnThisPlatform", "Platform", "platform_for"]
 
@@ -154,6 +155,15 @@ class Platform(Protocol):
         (--node and --zone override it). `plan`: for printing only, without asking the cloud.
         `route`: "replica", one server's own vLLM; "gateway", the pool through [routing]'s
         Gateway (the CLI has checked that the config routes through one)."""
+        ...
+
+    def access_logs(self, cfg: DeployConfig, project: str, since_s: int) -> list[ReplicaLog]:
+        """`make usage`: each running front door's access log of the last `since_s` seconds,
+        with when it started and its chips."""
+        ...
+
+    def usage_model(self, cfg: DeployConfig) -> str:
+        """The provisioning model `make usage` prices the chip-hours at."""
         ...
 
     def require(self, cfg: DeployConfig, command: str) -> None:

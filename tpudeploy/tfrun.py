@@ -57,8 +57,26 @@ class Terraform:
             )
         return result.stdout
 
-    def init(self) -> None:
-        self._run("init", "-input=false")
+    def init(self, *extra: str) -> None:
+        """`extra`: e.g. -reconfigure, to take the backend the folder now declares without
+        offering to migrate from the one it was last initialized with."""
+        self._run("init", "-input=false", *extra)
+
+    def state_pull(self) -> dict[str, Any] | None:
+        """The backend's state as Terraform reads it; None when the backend holds none."""
+        text = self._run("state", "pull")
+        if not text.strip():
+            return None
+        try:
+            pulled = json.loads(text)
+        except ValueError as exc:
+            raise TerraformError(f"terraform state pull printed no JSON ({exc})") from None
+        return pulled if isinstance(pulled, dict) else None
+
+    def state_push(self, path: Path) -> None:
+        """Write a state file to the backend. Without -force Terraform itself refuses a state of
+        another lineage, or an older serial, than the backend's ("terraform state push" docs)."""
+        self._run("state", "push", str(path))
 
     def state_list(self) -> list[str]:
         try:

@@ -87,8 +87,12 @@ def test_deploy_with_only_the_long_lived_stack_says_no_chip_bills(tmp_path: Path
     assert "holds no TPU node or queued resource" in text and "no chip bills" in text
 
 
-def test_deploy_with_remote_state_says_where_to_look(tmp_path: Path) -> None:
-    cfg = parse_config({"name": NAME, "project": PROJECT, "state_bucket": "tfstate-x"})
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_deploy_with_remote_state_says_where_to_look(tmp_path: Path, pipeline: bool) -> None:
+    """Remote state, whoever applies it (issue 37: state_bucket alone is local use with shared
+    state): no local file to read, so never "nothing was created"."""
+    data = {"name": NAME, "project": PROJECT, "state_bucket": "tfstate-x", "pipeline": pipeline}
+    cfg = parse_config(data)
     text = say(failures.after_deploy, cfg=cfg, root=tmp_path)
     assert "State is remote (gs://tfstate-x)" in text and "`make status`" in text
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -37,6 +38,7 @@ COMMANDS: dict[str, tuple[list[str], str, dict[str, str]]] = {
     "recover": (["recover"], "", {}),
     "cleanup": (["cleanup", "--timeout", "5"], "", {}),
     "endpoint": (["endpoint"], "", {}),
+    "state-init": (["state-init"], "", {}),
 }
 
 
@@ -164,6 +166,16 @@ def test_no_credentials_is_one_line_with_the_fix(tmp_path: Path, command: str) -
     result = run(tmp_path, args, stdin, extra, credentials=None)
     assert_one_line_with_the_fix(result, "gcloud auth application-default login")
     assert "no Google Cloud credentials" in result.stderr
+
+
+def test_usage_on_a_tpu_vm_without_a_gcloud_login_is_one_line_with_the_fix(
+    tmp_path: Path,
+) -> None:
+    # The TPU VM's log is read over gcloud's IAP SSH (as make tunnel), so gcloud's own login,
+    # not application-default credentials, is what it needs.
+    result = run(tmp_path, ["usage", "--since", "1h"], "", {}, credentials=None)
+    fix = "gcloud auth login" if shutil.which("gcloud") else "install the Google Cloud CLI"
+    assert_one_line_with_the_fix(result, fix)
 
 
 @pytest.mark.parametrize("command", ["status", "wait", "secret", "api-key", "endpoint"])

@@ -175,6 +175,7 @@ def test_a_pipeline_deploy_identity_is_asked_for_its_own_project_grants_only(
             "name": "gemma4-pipe",
             "project": "my-proj-123",
             "state_bucket": "tfstate-bucket-1",
+            "pipeline": True,
             "provisioning": "spot",
             **({"platform": platform, "gke": {"capacity": "spot"}} if platform == "gke" else {}),
         }
@@ -200,3 +201,30 @@ def test_a_pipeline_deploy_identity_is_asked_for_its_own_project_grants_only(
         assert not check.ok and missing in check.line and "make bootstrap" in check.line
     owner_only = {"secretmanager.secrets.create", "serviceusage.services.enable"}
     assert not owner_only & unconditioned
+
+
+@pytest.mark.parametrize("platform", ["tpu-vm", "gke"])
+def test_remote_state_alone_asks_your_account_for_everything_its_stacks_make(
+    monkeypatch: pytest.MonkeyPatch, platform: str
+) -> None:
+    """Issue 37: state_bucket without pipeline = true is a teammate's local deploy with shared
+    state (`make state-init`): its stacks create the node account, secrets and APIs, so preflight
+    asks the caller for the permissions to make them, not for a deploy identity's."""
+    cfg = parse_config(
+        {
+            "name": "gemma4-team",
+            "project": "my-proj-123",
+            "state_bucket": "tfstate-bucket-1",
+            "provisioning": "spot",
+            **({"platform": platform, "gke": {"capacity": "spot"}} if platform == "gke" else {}),
+        }
+    )
+    wanted = set(permissions.project_permissions(cfg, "deploy"))
+    assert {"secretmanager.secrets.create", "serviceusage.services.enable"} <= wanted
+    with FakeResourceManager() as rm:
+        monkeypatch.setenv(RESOURCE_MANAGER.emulator_env, rm.host)
+        rm.held = wanted - {"secretmanager.secrets.create"}
+        check = preflight.check_permissions(cfg, "deploy")
+        assert not check.ok
+        assert "your account lacks 1 permission(s)" in check.line
+        assert "secretmanager.secrets.create" in check.line

@@ -186,6 +186,10 @@ def test_cdktf_destroy_can_synthesize_a_refused_config(
     monkeypatch.setenv("TPUDEPLOY_COMMAND", "destroy")
     assert main.main() == 0, capsys.readouterr().err
     assert (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").is_file()
+    # The wait for the bindings is announced before it starts (a first synth is never silent).
+    assert capsys.readouterr().out.startswith(
+        f"synthesizing deployment 'gemma4-v5e' from {config} into {outdir}: loading cdktf"
+    )
     # Without the destroy switch, the same config is refused before anything is written.
     monkeypatch.delenv("TPUDEPLOY_COMMAND")
     monkeypatch.setenv("CDKTF_OUTDIR", str(tmp_path / "refused"))

@@ -157,6 +157,16 @@ REFUSALS = [
         id="duration-words",
     ),
     pytest.param(
+        {"pipeline": True},
+        "pipeline",
+        True,
+        "a pipeline deployment is applied by CI runners, whose disk is gone after each job: "
+        "without remote state Terraform would forget what it created while it bills",
+        'add state_bucket = "<the bucket gitops.toml names>", or remove pipeline = true for '
+        "local use (your stacks then declare the node account, secrets and APIs)",
+        id="pipeline-without-state",
+    ),
+    pytest.param(
         {"state_bucket": "gs://tf-state"},
         "state_bucket",
         "gs://tf-state",
@@ -508,6 +518,7 @@ ACCEPTED = [
     pytest.param({"vllm": {"limit_mm_per_prompt": {"video": 0}}}, id="modality-off"),
     pytest.param({"bench": {"contexts": [1024, 2048], "clients": [1]}}, id="bench-distinct"),
     pytest.param({"state_bucket": "tf-state-bucket"}, id="bucket"),
+    pytest.param({"state_bucket": "tf-state-bucket", "pipeline": True}, id="pipeline"),
     pytest.param(
         {"prices": {"us-west4": {"spot": 0.5, "FLEX_START": 0.61, "as_of": "2026-09-01"}}},
         id="prices",

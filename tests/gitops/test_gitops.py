@@ -29,13 +29,14 @@ def repo(tmp_path: Path) -> Path:
     write(
         tmp_path,
         "deployments/staging.toml",
-        'name = "staging"\nstate_bucket = "tfstate-x"\nprovisioning = "spot"\n'
+        'name = "staging"\nstate_bucket = "tfstate-x"\npipeline = true\nprovisioning = "spot"\n'
         'project = "my-project-1"\nzone = "us-central1-a"\n',
     )
     write(
         tmp_path,
         "deployments/production.toml",
-        'name = "production"\nstate_bucket = "tfstate-x"\nprovisioning = "flex-start"\n',
+        'name = "production"\nstate_bucket = "tfstate-x"\npipeline = true\n'
+        'provisioning = "flex-start"\n',
     )
     return tmp_path
 
@@ -73,6 +74,7 @@ def test_defaults_match_the_config_model(tmp_path: Path) -> None:
     assert fields["provisioning"].default == gitops.DEFAULT_PROVISIONING
     assert fields["zone"].default == gitops.DEFAULT_ZONE
     assert fields["flex_start_timeout"].default == gitops.DEFAULT_FLEX_START_TIMEOUT
+    assert fields[gitops.KEY_PIPELINE].default is False
     assert gitops.NAME_RE.fullmatch(gitops.DEFAULT_NAME)
     for model in ("spot", "on-demand", "flex-start"):
         body = f'provisioning = "{model}"\n'
@@ -106,21 +108,57 @@ def test_deploy_account_ids_fit_and_never_collide() -> None:
 
 def test_unnamed_files_share_the_default_name(tmp_path: Path) -> None:
     write(tmp_path, "deploy.toml", "# all defaults\n")
-    write(tmp_path, "deployments/a.toml", 'state_bucket = "b"\n')
+    write(tmp_path, "deployments/a.toml", 'state_bucket = "b"\npipeline = true\n')
     with pytest.raises(GitopsError, match=r"'gemma4-v5e' is already used by deploy\.toml"):
         gitops.discover(tmp_path)
 
 
-def test_pipeline_skips_local_default_without_remote_state(repo: Path) -> None:
+def test_pipeline_takes_the_local_default_only_with_the_pipeline_key(repo: Path) -> None:
     assert [d.name for d in gitops.pipeline_deployments(repo)] == ["production", "staging"]
+    # Issue 37: remote state alone is a teammate's local use (make state-init), not the
+    # pipeline's: its stacks declare the node account and secrets the bootstrap would make.
+    write(repo, "deploy.toml", 'name = "gemma"\nstate_bucket = "b"\npipeline = false\n')
+    assert [d.name for d in gitops.pipeline_deployments(repo)] == ["production", "staging"]
+    # Without the key it is ambiguous: state_bucket alone made it a pipeline deployment before
+    # the key existed, and silently leaving it out would have the bootstrap plan to destroy the
+    # node account and secrets it made. The file must say which.
     write(repo, "deploy.toml", 'name = "gemma"\nstate_bucket = "b"\n')
+    with pytest.raises(GitopsError) as err:
+        gitops.pipeline_deployments(repo)
+    assert str(err.value).startswith("deploy.toml: pipeline is not set to true")
+    assert "write pipeline = false" in str(err.value)
+    write(repo, "deploy.toml", 'name = "gemma"\n')
+    assert [d.name for d in gitops.pipeline_deployments(repo)] == ["production", "staging"]
+    write(repo, "deploy.toml", 'name = "gemma"\nstate_bucket = "b"\npipeline = true\n')
     assert next(d.name for d in gitops.pipeline_deployments(repo)) == "gemma"
 
 
 def test_pipeline_refuses_deployment_without_remote_state(repo: Path) -> None:
-    write(repo, "deployments/dev.toml", 'name = "dev"\n')
+    write(repo, "deployments/dev.toml", 'name = "dev"\npipeline = true\n')
     with pytest.raises(GitopsError, match=r"deployments/dev.toml: state_bucket is not set"):
         gitops.pipeline_deployments(repo)
+
+
+@pytest.mark.parametrize("body", ['name = "dev"\nstate_bucket = "b"\n', 'name = "dev"\n'])
+def test_pipeline_refuses_a_deployments_file_without_the_pipeline_key(
+    repo: Path, body: str
+) -> None:
+    """Issue 37: before, state_bucket alone made a file the pipeline's; now a file in
+    deployments/ that does not say pipeline = true is named, with the key and the fix, rather
+    than applied as local use (whose stacks would re-create what the bootstrap made)."""
+    write(repo, "deployments/dev.toml", body)
+    with pytest.raises(GitopsError) as err:
+        gitops.pipeline_deployments(repo)
+    said = str(err.value)
+    assert said.startswith("deployments/dev.toml: pipeline is not set to true")
+    assert "Add pipeline = true to deployments/dev.toml" in said
+    assert "move the file out of deployments/" in said
+
+
+def test_the_pipeline_key_must_be_a_boolean(repo: Path) -> None:
+    write(repo, "deployments/dev.toml", 'name = "dev"\nstate_bucket = "b"\npipeline = "yes"\n')
+    with pytest.raises(GitopsError, match=r"dev.toml: pipeline = 'yes' is not true or false"):
+        gitops.discover(repo)
 
 
 @pytest.mark.parametrize(
@@ -149,7 +187,7 @@ def test_bad_files_are_refused_with_the_file_named(repo: Path, body: str, match:
         (["README.md", "docs/guide.md"], []),
         (["tpudeploy/config.py"], ["production", "staging"]),
         (["templates/startup.sh.j2", "deployments/staging.toml"], ["production", "staging"]),
-        # deploy.toml without state_bucket is not in the pipeline: nothing to plan.
+        # deploy.toml without pipeline = true is not in the pipeline: nothing to plan.
         (["deploy.toml"], []),
         # A removed deployment has no file left to plan from.
         (["deployments/old.toml"], []),
@@ -205,7 +243,7 @@ def test_static_billing_flags_only_nodes_that_opted_out_of_a_deadline(repo: Path
     write(
         repo,
         "deployments/ondemand.toml",
-        'name = "ondemand"\nstate_bucket = "b"\nprovisioning = "on-demand"\n'
+        'name = "ondemand"\nstate_bucket = "b"\npipeline = true\nprovisioning = "on-demand"\n'
         'max_run_duration = "none"\n',
     )
     findings = gitops.static_billing(gitops.discover(repo))
@@ -272,7 +310,8 @@ def test_billing_check_cli(repo: Path, capsys: pytest.CaptureFixture[str]) -> No
     write(
         repo,
         "deployments/forever.toml",
-        'name = "forever"\nstate_bucket = "b"\nprovisioning = "spot"\nmax_run_duration = "none"\n',
+        'name = "forever"\nstate_bucket = "b"\npipeline = true\n'
+        'provisioning = "spot"\nmax_run_duration = "none"\n',
     )
     assert gitops.main([*root, "billing-check"]) == 0
     assert "::warning::deployments/forever.toml: forever uses provisioning = 'spot'" in (
@@ -381,7 +420,7 @@ def test_deploy_job_outlasts_the_capacity_wait_and_its_clean_up(repo: Path) -> N
     write(
         repo,
         "deployments/slow.toml",
-        'name = "slow"\nstate_bucket = "b"\nflex_start_timeout = "3h"\n',
+        'name = "slow"\nstate_bucket = "b"\npipeline = true\nflex_start_timeout = "3h"\n',
     )
     (slow,) = [d for d in gitops.pipeline_deployments(repo) if d.name == "slow"]
     assert slow.flex_start_timeout_seconds == 3 * 3600
@@ -389,7 +428,7 @@ def test_deploy_job_outlasts_the_capacity_wait_and_its_clean_up(repo: Path) -> N
     write(
         repo,
         "deployments/slow.toml",
-        'name = "slow"\nstate_bucket = "b"\nflex_start_timeout = "soon"\n',
+        'name = "slow"\nstate_bucket = "b"\npipeline = true\nflex_start_timeout = "soon"\n',
     )
     with pytest.raises(GitopsError, match="flex_start_timeout"):
         gitops.pipeline_deployments(repo)
@@ -402,6 +441,8 @@ def test_the_repositorys_deployments_agree_with_the_config_model() -> None:
     for dep in gitops.pipeline_deployments(REPO_ROOT):
         cfg = load_config(REPO_ROOT / dep.config)
         assert dep.flex_start_timeout_seconds == cfg.flex_start_timeout_seconds, dep.config
+        # What the pipeline applies is what the stacks leave to the bootstrap (issue 37).
+        assert dep.pipeline and cfg.gitops_managed, dep.config
 
 
 def test_destroy_workflows_own_input_examples_resolve() -> None:

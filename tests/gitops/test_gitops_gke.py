@@ -28,17 +28,18 @@ def repo(tmp_path: Path) -> Path:
     write(
         tmp_path,
         "deployments/staging.toml",
-        'name = "staging"\nstate_bucket = "tfstate-x"\nprovisioning = "spot"\n',
+        'name = "staging"\nstate_bucket = "tfstate-x"\npipeline = true\nprovisioning = "spot"\n',
     )
     write(
         tmp_path,
         "deployments/gke-a.toml",
-        'name = "gke-a"\nplatform = "gke"\nstate_bucket = "tfstate-x"\n',
+        'name = "gke-a"\nplatform = "gke"\nstate_bucket = "tfstate-x"\npipeline = true\n',
     )
     write(
         tmp_path,
         "deployments/gke-b.toml",
-        'name = "gke-b"\nplatform = "gke"\nstate_bucket = "tfstate-x"\nmax_run_duration = "2h"\n',
+        'name = "gke-b"\nplatform = "gke"\nstate_bucket = "tfstate-x"\npipeline = true\n'
+        'max_run_duration = "2h"\n',
     )
     return tmp_path
 
@@ -64,13 +65,17 @@ def test_gke_files_join_the_pipeline_with_their_own_stacks(repo: Path) -> None:
 
 
 def test_a_gke_file_without_remote_state_is_refused_like_a_tpu_vm_file(repo: Path) -> None:
-    write(repo, "deployments/gke-c.toml", 'name = "gke-c"\nplatform = "gke"\n')
+    write(repo, "deployments/gke-c.toml", 'name = "gke-c"\nplatform = "gke"\npipeline = true\n')
     with pytest.raises(GitopsError, match=r"deployments/gke-c.toml: state_bucket is not set"):
         gitops.pipeline_deployments(repo)
 
 
 def test_an_unknown_platform_is_refused_with_the_file_named(repo: Path) -> None:
-    write(repo, "deployments/x.toml", 'name = "xx-1"\nplatform = "eks"\nstate_bucket = "b"\n')
+    write(
+        repo,
+        "deployments/x.toml",
+        'name = "xx-1"\nplatform = "eks"\nstate_bucket = "b"\npipeline = true\n',
+    )
     with pytest.raises(GitopsError, match=r"x.toml: platform = 'eks' is not a platform; use"):
         gitops.pipeline_deployments(repo)
 
@@ -143,7 +148,8 @@ def test_the_gke_deploy_job_outlasts_terraforms_own_create_timeouts(repo: Path) 
     write(
         repo,
         "deployments/gke-a.toml",
-        'name = "gke-a"\nplatform = "gke"\nstate_bucket = "b"\nflex_start_timeout = "6h"\n',
+        'name = "gke-a"\nplatform = "gke"\nstate_bucket = "b"\npipeline = true\n'
+        'flex_start_timeout = "6h"\n',
     )
     assert by_name(repo)["gke-a"].deploy_timeout_minutes == gke.deploy_timeout_minutes
     # Destroy: the serving stack (Service 20, namespace 5), then the cluster stack (pools 30,
@@ -159,7 +165,8 @@ def test_the_billing_check_says_what_ends_a_gke_deployments_billing(
     write(
         repo,
         "deployments/gke-forever.toml",
-        'name = "gke-forever"\nplatform = "gke"\nstate_bucket = "b"\nmax_run_duration = "none"\n',
+        'name = "gke-forever"\nplatform = "gke"\nstate_bucket = "b"\npipeline = true\n'
+        'max_run_duration = "none"\n',
     )
     findings = {f.message.split(":")[0]: f for f in gitops.static_billing(gitops.discover(repo))}
     a, b = findings["deployments/gke-a.toml"], findings["deployments/gke-b.toml"]
@@ -195,13 +202,15 @@ def test_recover_never_picks_a_gke_deployment(repo: Path) -> None:
     write(
         repo,
         "deployments/gke-a.toml",
-        'name = "gke-a"\nplatform = "gke"\nstate_bucket = "b"\nprovisioning = "spot"\n'
+        'name = "gke-a"\nplatform = "gke"\nstate_bucket = "b"\npipeline = true\n'
+        'provisioning = "spot"\n'
         "auto_recover = true\n",
     )
     write(
         repo,
         "deployments/staging.toml",
-        'name = "staging"\nstate_bucket = "b"\nprovisioning = "spot"\nauto_recover = true\n',
+        'name = "staging"\nstate_bucket = "b"\npipeline = true\n'
+        'provisioning = "spot"\nauto_recover = true\n',
     )
     assert [d.name for d in candidates(gitops.pipeline_deployments(repo))] == ["staging"]
     # The cluster's deadline job exists (it was deployed): still nothing to recover on GKE.

@@ -32,7 +32,7 @@ def write(root: Path, rel: str, body: str) -> None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    base = f'state_bucket = "tfstate-x"\nproject = "{PROJECT}"\n'
+    base = f'state_bucket = "tfstate-x"\npipeline = true\nproject = "{PROJECT}"\n'
     write(
         tmp_path,
         "deployments/a.toml",
@@ -81,7 +81,8 @@ def test_selection_agrees_with_make_recover(
     write(
         tmp_path,
         "deployments/x.toml",
-        f'name = "x-node"\nstate_bucket = "b"\nprovisioning = "spot"\nauto_recover = true\n{extra}',
+        f'name = "x-node"\nstate_bucket = "b"\npipeline = true\n'
+        f'provisioning = "spot"\nauto_recover = true\n{extra}',
     )
     deps = gitops.pipeline_deployments(tmp_path)
     nodes = [] if state == "NOT_FOUND" else [_node("x-node", state)]

@@ -236,6 +236,7 @@ def _deployment(name: str, bucket: str | None, project: str | None = None) -> gi
         project=project,
         zone="us-west4-a",
         state_bucket=bucket,
+        pipeline=True,
     )
 
 
@@ -252,6 +253,33 @@ def test_environments_default_to_pipeline_deployments() -> None:
     cfg = parse_bootstrap(BASE, deployments=[_deployment("staging", "tfstate-x")], source="t")
     assert cfg.environments == ("staging",)
     assert cfg.deploy_subjects == ("repo:o/r:environment:staging",)
+
+
+def test_an_environment_naming_a_file_without_the_pipeline_key_is_refused() -> None:
+    """Issue 37: deploy.toml with state_bucket alone is local use with shared state; an
+    environment naming it is refused with the file and the key, not "no such deployment"."""
+    local = gitops.Deployment(
+        name="gemma",
+        config="deploy.toml",
+        provisioning="flex-start",
+        project=None,
+        zone="us-west4-a",
+        state_bucket="tfstate-x",
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_bootstrap(
+            {**BASE, "environments": ["staging", "gemma"]},
+            deployments=[_deployment("staging", "tfstate-x")],
+            source="gitops.toml",
+            others=[local],
+        )
+    (said,) = err.value.problems
+    assert said.startswith(
+        "environments = 'gemma': deploy.toml declares it without pipeline = true"
+    )
+    assert said.endswith(
+        "Fix: add pipeline = true to deploy.toml, or drop 'gemma' from environments"
+    )
 
 
 def test_an_environment_without_a_deployment_file_is_refused() -> None:

@@ -31,6 +31,7 @@ def _gke(name: str, zone: str = "us-west4-a") -> DeployConfig:
             "project": PROJECT,
             "zone": zone,
             "state_bucket": BUCKET,
+            "pipeline": True,
             "gke": {"capacity": "spot"},
         }
     )
@@ -39,7 +40,9 @@ def _gke(name: str, zone: str = "us-west4-a") -> DeployConfig:
 A, B = _gke("gemma4-gke"), _gke("gemma4-gke-b")
 # The same name in another zone is another cluster (the condition names zone and name).
 A_ELSEWHERE = _gke("gemma4-gke", zone="us-central1-a")
-VM = parse_config({"name": "gemma4-vm", "project": PROJECT, "state_bucket": BUCKET})
+VM = parse_config(
+    {"name": "gemma4-vm", "project": PROJECT, "state_bucket": BUCKET, "pipeline": True}
+)
 
 
 def _grants(dep: DeployConfig) -> list[identities.Grant]:
@@ -164,12 +167,13 @@ def _pipeline_configs() -> dict[str, dict[str, Any]]:
     found = {}
     for path in sorted((REPO_ROOT / "deployments").glob("*.toml")):
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        if raw.get("state_bucket"):
+        if raw.get("pipeline"):
             found[path.stem] = raw
     # A private TPU VM's router and NAT are the bootstrap's too.
     found["private-tpu-vm"] = {
         "name": "gemma4-private",
         "state_bucket": BUCKET,
+        "pipeline": True,
         "provisioning": "spot",
         "network": {"enable_external_ip": False},
     }
@@ -178,6 +182,7 @@ def _pipeline_configs() -> dict[str, dict[str, Any]]:
         "name": "gemma4-gw",
         "platform": "gke",
         "state_bucket": BUCKET,
+        "pipeline": True,
         "gke": {"capacity": "spot", "min_version": "1.34.0-gke.1626000"},
         "routing": {"gateway": True, "proxy_subnet_cidr": "10.126.0.0/23"},
     }

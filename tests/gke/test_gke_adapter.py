@@ -15,7 +15,7 @@ from tools.k8s_manifests import manifests
 from tpudeploy.config import parse_config
 from tpudeploy.gke import metrics_adapter
 
-# Local mode (no state_bucket): what its own stacks declare; the pipeline mode is tests/gitops.
+# Local mode (no pipeline = true): what its own stacks declare; the pipeline mode is tests/gitops.
 RAW = gke_local_raw()
 CFG = parse_config(RAW)
 

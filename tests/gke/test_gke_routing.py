@@ -29,7 +29,7 @@ from tpudeploy.gke.manifests import labels
 from tpudeploy.platform import guard_rails
 
 SCHEMAS = REPO_ROOT / "schemas" / "crds"
-# Local mode (no state_bucket): its stacks declare the subnet and NAT a pipeline deployment gets
+# Local mode (no pipeline = true): its stacks declare the subnet and NAT a pipeline deployment gets
 # from the bootstrap (tests/gitops/test_gke_pipeline_identities.py).
 RAW = gke_local_raw()
 ROUTED = {

@@ -16,7 +16,7 @@ from tpudeploy.config import parse_config
 from tpudeploy.gke import vpc
 from tpudeploy.platform import platform_for
 
-# Local mode (no state_bucket): what its own stacks declare; the pipeline mode is tests/gitops.
+# Local mode (no pipeline = true): what its own stacks declare; the pipeline mode is tests/gitops.
 RAW = gke_local_raw()
 
 

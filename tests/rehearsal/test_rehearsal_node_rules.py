@@ -192,5 +192,9 @@ def test_a_private_pipeline_deployment_gets_its_nat_from_the_bootstrap() -> None
     compute.routers.*, which no condition can narrow to one router), so a private pipeline node
     is accepted; tests/gitops/test_gke_pipeline_identities.py holds its stacks free of the
     router and the bootstrap holding it."""
-    data = {"state_bucket": "tfstate-bucket-1", "network": {"enable_external_ip": False}}
+    data = {
+        "state_bucket": "tfstate-bucket-1",
+        "pipeline": True,
+        "network": {"enable_external_ip": False},
+    }
     assert parse_config(data).declares_nat

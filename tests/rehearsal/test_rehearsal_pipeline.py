@@ -37,7 +37,9 @@ def _status(host: str, method: str, path: str, token: str, body: object = None) 
 
 
 def test_the_deploy_identity_reaches_what_the_bootstrap_granted_and_no_more() -> None:
-    cfg = parse_config({"name": "gemma4-v5e", "project": P, "state_bucket": STATE_BUCKET})
+    cfg = parse_config(
+        {"name": "gemma4-v5e", "project": P, "state_bucket": STATE_BUCKET, "pipeline": True}
+    )
     with FakeCloud() as cloud:
         email, made = bootstrap(cloud, cfg)
         assert email == f"gemma4-v5e-apply@{P}.iam.gserviceaccount.com"

@@ -62,9 +62,15 @@ def write_gke_config(
     file: str = "deploy.toml",
     nat: bool = True,
     state_bucket: str = "",
+    pipeline: bool = False,
 ) -> Path:
     """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
     path = dest / file
+    shipped = dest / "deployments" / "gke.toml"
+    if name == "gemma4-gke" and path != shipped:
+        # This file is that deployment: the scratch copy keeps one file per name, as `make check`
+        # and `make deploy` require (tpudeploy.stateinit.refuse_same_name).
+        shipped.unlink(missing_ok=True)
     path.write_text(
         "# Written by `make rehearse PLATFORM=gke` for its scratch copy: deployments/gke.toml's\n"
         "# deployment in the fake cloud's project.\n"
@@ -74,6 +80,7 @@ def write_gke_config(
         'zone = "us-west4-a"\n'
         # A pipeline deployment (SCENARIO=pipeline): remote state, the bootstrap's objects.
         + (f'state_bucket = "{state_bucket}"\n' if state_bucket else "")
+        + ("pipeline = true\n" if pipeline else "")
         + "\n[network]\n"
         'allowed_cidrs = ["127.0.0.1/32"]\n' + ("" if nat else "nat = false\n") + "\n[gke]\n"
         # One NAT per subnetwork: a second deployment on the same one uses the first's.
@@ -140,7 +147,9 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
 
     def _write_config(self, port: int, proxy_port: int) -> Path:
         pipeline = self.scenario == "pipeline"
-        return write_gke_config(self.scratch, state_bucket=STATE_BUCKET if pipeline else "")
+        return write_gke_config(
+            self.scratch, state_bucket=STATE_BUCKET if pipeline else "", pipeline=pipeline
+        )
 
     def _kubernetes_schema(self) -> Path | None:
         # Every resource type of the bindings: a new object in the serving stack needs nothing.

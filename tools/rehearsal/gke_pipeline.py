@@ -136,6 +136,7 @@ class GkePipelineStages:
             file="neighbour-gke.toml",
             nat=False,
             state_bucket=str(base.state_bucket),
+            pipeline=True,
         )
         gke = load_config(path)
         vm = parse_config(
@@ -144,6 +145,7 @@ class GkePipelineStages:
                 "name": VM_NEIGHBOUR,
                 "provisioning": "spot",
                 "state_bucket": base.state_bucket,
+                "pipeline": True,
             }
         )
         return gke, vm

@@ -316,6 +316,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
             port=port,
             proxy_port=proxy_port,
             state_bucket=state_bucket,
+            pipeline=bool(state_bucket),
         )
 
     def _kubernetes_schema(self) -> Path | None:

@@ -68,11 +68,18 @@ def free_port() -> int:
 
 
 def write_config(
-    dest: Path, *, provisioning: str, port: int, proxy_port: int, state_bucket: str = ""
+    dest: Path,
+    *,
+    provisioning: str,
+    port: int,
+    proxy_port: int,
+    state_bucket: str = "",
+    pipeline: bool = False,
 ) -> Path:
     """The rehearsed deployment: the seed's defaults, this provisioning model, a fake project,
     vLLM and its proxy on free loopback ports and the firewall opened to loopback (the smoke
-    test's caller). With `state_bucket`, a pipeline deployment (SCENARIO=pipeline)."""
+    test's caller). With `state_bucket`, remote state; with `pipeline` as well, a pipeline
+    deployment (SCENARIO=pipeline)."""
     path = dest / "deploy.toml"
     path.write_text(
         "# Written by `make rehearse` for its scratch copy: the build log's deployment with\n"
@@ -80,6 +87,7 @@ def write_config(
         f'project = "{REHEARSAL_PROJECT}"\n'
         f'provisioning = "{provisioning}"\n'
         + (f'state_bucket = "{state_bucket}"\n' if state_bucket else "")
+        + ("pipeline = true\n" if pipeline else "")
         + "\n[network]\n"
         'allowed_cidrs = ["127.0.0.1/32"]\n'
         # The on-demand rehearsal is a private node: no external address, egress by Cloud NAT.

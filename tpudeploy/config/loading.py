@@ -101,6 +101,17 @@ def cross_check(cfg: DeployConfig) -> list[str]:
         )
     problems += _zone_problems(cfg)
     problems += _bucket_problems(cfg)
+    if cfg.pipeline and not cfg.state_bucket:
+        problems.append(
+            problem(
+                "pipeline",
+                True,
+                "a pipeline deployment is applied by CI runners, whose disk is gone after each "
+                "job: without remote state Terraform would forget what it created while it bills",
+                'add state_bucket = "<the bucket gitops.toml names>", or remove pipeline = true '
+                "for local use (your stacks then declare the node account, secrets and APIs)",
+            )
+        )
     if cfg.section.node_pools:
         # The TPU VM's provisioning model and run end do not apply: [gke] capacity and
         # max_run_duration say what a node draws on and when it ends.

@@ -235,9 +235,16 @@ class DeployConfig(Strict):
     # would otherwise fail only at apply) unless the user says the page lists it now.
     allow_unlisted_zone: bool = False
     """deploy into a zone tpudeploy's list of TPU v5e zones lacks (Google added one)"""
-    # With a bucket, every stack keeps its Terraform state in GCS (GitOps); without, locally.
+    # With a bucket, every stack keeps its Terraform state in GCS (the team's, the GitOps
+    # pipeline's); without, locally, on one machine.
     state_bucket: str = ""
-    """GCS bucket for Terraform state (GitOps); local state without"""
+    """GCS bucket for Terraform state, shared (`make state-init` makes it); else local"""
+    # Remote state alone changes no resource: a teammate's deployment with state_bucket still
+    # declares its node account, secrets, APIs and NAT. Only a deployment the GitOps pipeline
+    # applies leaves those to the bootstrap (stacks/bootstrap.py), and says so here: a stack
+    # that stopped declaring them would have Terraform destroy them at the next apply.
+    pipeline: bool = False
+    """GitOps pipeline applies it; its bootstrap makes node account, secrets, APIs, NAT"""
     accelerator_type: str = facts.ACCELERATOR_TYPE
     """gcloud spells v5e v5litepod; v5e-1 is refused with the fix"""
     runtime_version: str = facts.V5E.runtime_version
@@ -406,18 +413,18 @@ class DeployConfig(Strict):
 
     @property
     def gitops_managed(self) -> bool:
-        """A pipeline deployment (remote state): the bootstrap creates its node service account
-        and its deploy identity, and enables the project's APIs (docs/gitops.md)."""
-        return bool(self.state_bucket)
+        """A pipeline deployment (pipeline = true): the bootstrap creates its node service
+        account, secrets, compile-cache bucket, router and NAT and its deploy identity, and
+        enables the project's APIs (docs/gitops.md). state_bucket alone (remote state for local
+        use) is not one: its stacks declare all of it, as with local state."""
+        return self.pipeline
 
     @property
     def hf_token_secret_id(self) -> str:
         return f"{self.name}-hf-token"
 
     @property
-    def api_key_secret_id(self) -> str:
-        """The first [access] client's key secret: what `make smoke` and `make bench` use (the
-        client "default" keeps the historical <name>-api-key)."""
+    def api_key_secret_id(self) -> str:  # the first [access] client's: make smoke's and bench's
         return next(iter(self.client_key_secret_ids.values()))
 
     @property

@@ -25,6 +25,10 @@ DEPLOYMENTS_DIR = "deployments"
 # defaults mirror tpudeploy.config.DeployConfig (tests/gitops/test_gitops.py holds them equal).
 KEY_NAME = "name"
 KEY_STATE_BUCKET = "state_bucket"
+# pipeline = true: the GitOps pipeline applies this file and its bootstrap creates its node
+# account, secrets, APIs and NAT (tpudeploy.config.DeployConfig.gitops_managed). state_bucket
+# alone is remote state for local use and does not make a pipeline deployment.
+KEY_PIPELINE = "pipeline"
 KEY_PROVISIONING = "provisioning"
 KEY_PROJECT = "project"
 KEY_ZONE = "zone"
@@ -173,6 +177,10 @@ class Deployment:
     deadline_seconds: int | None = None
     auto_recover: bool = False
     platform: str = DEFAULT_PLATFORM
+    pipeline: bool = False
+    # Whether the file says `pipeline` at all: deploy.toml with state_bucket and no such key was
+    # a pipeline deployment before the key existed (see pipeline_deployments).
+    pipeline_said: bool = False
 
     @property
     def region(self) -> str:
@@ -256,6 +264,12 @@ def _load(root: Path, rel: str) -> Deployment:
     if not isinstance(zone, str) or ZONE_RE.fullmatch(zone) is None:
         raise GitopsError(f"{rel}: {KEY_ZONE} = {zone!r} is not a zone (e.g. us-west4-a)")
     bucket = data.get(KEY_STATE_BUCKET)
+    pipeline = data.get(KEY_PIPELINE, False)
+    if not isinstance(pipeline, bool):
+        raise GitopsError(
+            f"{rel}: {KEY_PIPELINE} = {pipeline!r} is not true or false; write "
+            f"{KEY_PIPELINE} = true (no quotes) for a deployment the pipeline applies"
+        )
     try:
         wait = parse_duration(
             data.get(KEY_FLEX_START_TIMEOUT, DEFAULT_FLEX_START_TIMEOUT),
@@ -291,43 +305,80 @@ def _load(root: Path, rel: str) -> Deployment:
         deadline_seconds=deadline,
         auto_recover=data.get(KEY_AUTO_RECOVER) is True,
         platform=platform,
+        pipeline=pipeline,
+        pipeline_said=KEY_PIPELINE in data,
     )
 
 
-def discover(root: Path) -> list[Deployment]:
-    """Every deployment file in the repository: deploy.toml (if present) and deployments/*.toml."""
+def deployment_files(root: Path) -> list[str]:
+    """deploy.toml (if present) and deployments/*.toml, relative to `root`."""
     rels = [DEFAULT_CONFIG] if (root / DEFAULT_CONFIG).is_file() else []
     folder = root / DEPLOYMENTS_DIR
     if folder.is_dir():
         rels += sorted(f"{DEPLOYMENTS_DIR}/{p.name}" for p in folder.glob("*.toml") if p.is_file())
-    found = [_load(root, rel) for rel in rels]
+    return rels
+
+
+def same_name_refusal(config: str, name: str, other: str) -> str:
+    """The one rule for two files with one name: the same stacks, the same state and the same
+    synth folder, so either file acts on the other's deployment. Refused by the pipeline
+    (discover) and by `make check` / `make deploy` for the file in use (tpudeploy.stateinit)."""
+    return (
+        f"{config}: name {name!r} is already used by {other}; two files with one name act on "
+        "one deployment (its stacks, state and output folder): rename one (each deployment "
+        "needs its own name)"
+    )
+
+
+def same_name_files(root: Path, name: str, *, besides: str) -> list[str]:
+    """The deployment files other than `besides` that declare `name`. A file that does not load
+    is left out: it is refused when it is the one in use."""
+    found = []
+    for rel in deployment_files(root):
+        if rel == besides:
+            continue
+        try:
+            dep = _load(root, rel)
+        except (GitopsError, OSError):
+            continue
+        if dep.name == name:
+            found.append(rel)
+    return found
+
+
+def discover(root: Path) -> list[Deployment]:
+    """Every deployment file in the repository: deploy.toml (if present) and deployments/*.toml."""
+    found = [_load(root, rel) for rel in deployment_files(root)]
     seen: dict[str, str] = {}
     for dep in found:
         if dep.name in seen:
-            # Same name means the same stacks and the same state: two files would fight.
-            raise GitopsError(
-                f"{dep.config}: name {dep.name!r} is already used by {seen[dep.name]}; "
-                "each deployment needs its own name"
-            )
+            raise GitopsError(same_name_refusal(dep.config, dep.name, seen[dep.name]))
         seen[dep.name] = dep.config
     return found
 
 
 def pipeline_deployments(root: Path) -> list[Deployment]:
-    """Deployments the pipeline plans, deploys and checks for drift: those with remote state.
+    """Deployments the pipeline plans, deploys and checks for drift: those with pipeline = true.
 
-    A runner's disk is gone after the job, so a deployment without state_bucket would lose its
-    state and leave the TPU (or the cluster) billing with nothing to destroy it.
-    deployments/*.toml must set it;
-    deploy.toml (the local default) joins the pipeline only once it does.
+    deployments/*.toml are the pipeline's files: each must say pipeline = true (its bootstrap
+    then creates its node account, secrets, APIs and NAT, and its stacks stop declaring them)
+    and set state_bucket (a runner's disk is gone after the job: without remote state the node
+    or cluster would keep billing with nothing to destroy it). deploy.toml, the local default,
+    joins the pipeline only once it says pipeline = true; its state_bucket alone is remote state
+    for local use.
     """
     selected = []
     for dep in discover(root):
         # A GKE file joins exactly like a TPU VM file: its matrix entry carries its platform
         # and its three stacks, which the workflows plan, apply, check and destroy.
-        if dep.state_bucket is None:
-            if dep.config == DEFAULT_CONFIG:
+        if not dep.pipeline:
+            if dep.config == DEFAULT_CONFIG and not (dep.state_bucket and not dep.pipeline_said):
                 continue
+            # deploy.toml with state_bucket and no pipeline key was a pipeline deployment when
+            # state_bucket alone meant one: leaving it out silently would have the bootstrap
+            # plan to destroy the node account and secrets it made for it. Ask which it is.
+            raise GitopsError(pipeline_key_missing(dep))
+        if dep.state_bucket is None:
             raise GitopsError(
                 f"{dep.config}: {KEY_STATE_BUCKET} is not set; a pipeline deployment needs remote "
                 "state (a runner's local state is lost after the job and the node keeps "
@@ -335,6 +386,23 @@ def pipeline_deployments(root: Path) -> list[Deployment]:
             )
         selected.append(dep)
     return selected
+
+
+def pipeline_key_missing(dep: Deployment) -> str:
+    """Why a file the pipeline would apply is refused without pipeline = true, and the fix."""
+    return (
+        f"{dep.config}: {KEY_PIPELINE} is not set to true, but the GitOps pipeline would apply "
+        f"this file; a pipeline deployment's stacks leave its node account, secrets, APIs and "
+        "NAT to the bootstrap, and only that key says so (state_bucket alone is remote state "
+        f"for local use, whose stacks declare them). Add {KEY_PIPELINE} = true to {dep.config}, "
+        + (
+            f"or move the file out of {DEPLOYMENTS_DIR}/ if it is for local use"
+            if dep.config.startswith(f"{DEPLOYMENTS_DIR}/")
+            else f"or, if it is for local use with shared state, write {KEY_PIPELINE} = false "
+            "and leave it out of gitops.toml's environments (before the "
+            f"{KEY_PIPELINE} key, state_bucket alone put it in the pipeline: say which)"
+        )
+    )
 
 
 def changed_deployments(deployments: Sequence[Deployment], changed: Iterable[str]) -> list[str]:

@@ -39,20 +39,29 @@ class KubeApi:
 
     def get(self, path: str, *, params: dict[str, str] | None = None) -> dict[str, Any] | None:
         """The object (or list) at `path`; None when the API answers 404."""
+        body = self._read(path, params, "application/json")
+        if body is None:
+            return None
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+    def text(self, path: str, *, params: dict[str, str] | None = None) -> str | None:
+        """A plain-text answer (a container's log); None when the API answers 404."""
+        body = self._read(path, params, "text/plain")
+        return None if body is None else body.decode("utf-8", errors="replace")
+
+    def _read(self, path: str, params: dict[str, str] | None, accept: str) -> bytes | None:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         request = urllib.request.Request(  # noqa: S310 - the url is https://<cluster endpoint>
             f"{self.access.url}{path}{query}",
-            headers={
-                "Authorization": f"Bearer {self.access.token}",
-                "Accept": "application/json",
-            },
+            headers={"Authorization": f"Bearer {self.access.token}", "Accept": accept},
         )
         try:
             with urllib.request.urlopen(  # noqa: S310 - https to the cluster's own endpoint
                 request, timeout=self.timeout, context=self._context
             ) as response:
-                result: dict[str, Any] = json.loads(response.read())
-                return result
+                body: bytes = response.read()
+                return body
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 return None

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tpudeploy.deadline_ops import Jobs
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
+    from tpudeploy.usage import ReplicaLog
 
 
 # The commands only one platform has (tpudeploy.platform.Platform.commands): why each TPU VM
@@ -222,6 +223,15 @@ class Gke:
         if plan:
             return bench.plan_target(cfg, route), subprocess_executor
         return bench.bench_target(cfg, project, route=route)
+
+    def access_logs(self, cfg: DeployConfig, project: str, since_s: int) -> list[ReplicaLog]:
+        from tpudeploy.gke import accesslog
+
+        return accesslog.access_logs(cfg, project, since_s)
+
+    def usage_model(self, cfg: DeployConfig) -> str:
+        # The ComputeClass's first capacity: what a replica runs on while it has it.
+        return cfg.gke.capacity_order[0]
 
     def require(self, cfg: DeployConfig, command: str) -> None:
         instead = self.commands.get(command)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tpudeploy.bench.sweep import Executor
     from tpudeploy.endpoint import Endpoint
     from tpudeploy.terraform import StateResource
+    from tpudeploy.usage import ReplicaLog
 
 
 # The commands only one platform has (tpudeploy.platform.Platform.commands).
@@ -143,6 +144,14 @@ class TpuVm:
         self, cfg: DeployConfig, project: str, *, plan: bool, route: str = "replica"
     ) -> tuple[BenchTarget, Executor] | None:
         return None
+
+    def access_logs(self, cfg: DeployConfig, project: str, since_s: int) -> list[ReplicaLog]:
+        from tpudeploy.tpuvm import accesslog
+
+        return accesslog.access_logs(cfg, project, since_s)
+
+    def usage_model(self, cfg: DeployConfig) -> str:
+        return cfg.provisioning
 
     def require(self, cfg: DeployConfig, command: str) -> None:
         instead = self.commands.get(command)

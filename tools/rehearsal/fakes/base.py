@@ -108,6 +108,10 @@ class LoopbackServer:
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    # Go's HTTP client streams an upload of unknown length chunked (Terraform's
+                    # gcs backend writing state): HTTP/1.1's chunked coding, RFC 9112 7.1.
+                    raw = _read_chunked(self.rfile)
                 body: Any = raw or None
                 kind = self.headers.get("Content-Type") or "json"
                 # JSON unless the client said otherwise (curl --data-binary says form data).
@@ -144,3 +148,16 @@ class LoopbackServer:
             do_DELETE = _serve
 
         return Handler
+
+
+def _read_chunked(stream: Any) -> bytes:
+    """A chunked request body: hex size lines, each chunk, a zero-size chunk, trailers."""
+    data = b""
+    while True:
+        size = int(stream.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            while stream.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            return data
+        data += stream.read(size)
+        stream.readline()

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime
+import json
 import re
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -45,9 +47,18 @@ RULES: dict[str, str] = {
     "REST paths": "https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-uris",
     # A list answers kind <Kind>List with items.
     "lists": "https://kubernetes.io/docs/reference/using-api/api-concepts/#collections",
+    # GET .../pods/NAME/log (PodLogOptions): "container: The container for which to stream
+    # logs. Defaults to only container if there is one container in the pod"; with more, the
+    # server answers 400 "a container name must be specified for pod NAME, choose one of:
+    # [...]"; "sinceSeconds: A relative time in seconds before the current time from which to
+    # show logs", a positive integer (0 is refused: "must be greater than 0"). The body is the
+    # log as text/plain.
+    "pods/log": "https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/pod-v1/#read-log-of-the-specified-pod",
     # clusters.get answers endpoint (an IP) and masterAuth.clusterCaCertificate (base64 PEM).
     "clusters.get": "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster",
 }
+
+_LOG_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<pod>[^/]+)/log$")
 
 # kind -> (plural, namespaced), for the kinds the ops commands read.
 KINDS: dict[str, tuple[str, bool]] = {
@@ -117,7 +128,62 @@ class FakeKubernetes(LoopbackServer):
         # local process that stands in for it, and what was asked of it.
         self.exec_env: dict[tuple[str, str], dict[str, str]] = {}
         self.execs: list[dict[str, Any]] = []
+        # pods/log: each (namespace, pod, container)'s lines, each with when it was written.
+        self.logs: dict[tuple[str, str, str], list[tuple[datetime.datetime, str]]] = {}
         super().__init__(self._route, tls=(cert, key))
+
+    def log(self, ns: str, pod: str, container: str, line: str, when: datetime.datetime) -> None:
+        self.logs.setdefault((ns, pod, container), []).append((when, line))
+
+    def read_log(
+        self, ns: str, pod: str, query: str, headers: dict[str, str]
+    ) -> tuple[int, str, bytes]:
+        """(status, content type, body) of GET .../pods/POD/log?QUERY (RULES["pods/log"])."""
+
+        def refuse(code: int, reason: str, message: str) -> tuple[int, str, bytes]:
+            return code, "application/json", json.dumps(_status(code, reason, message)[1]).encode()
+
+        token = headers.get(self.TOKEN_HEADER, "")
+        if not token.startswith("Bearer ") or not token[7:].strip():
+            return refuse(401, "Unauthorized", "Unauthorized")
+        if self.iam is not None:
+            inventory, cluster = self.iam
+            principal = inventory.principal(headers)
+            if principal is None:
+                return refuse(401, "Unauthorized", "Unauthorized")
+            refused = k8s_iam.refusal(
+                inventory, principal, cluster, ("GET", "", "pods/log", ns, pod), None
+            )
+            if refused is not None:
+                return refused[0], "application/json", json.dumps(refused[1]).encode()
+        obj = self.objects.get(("v1", "pods", ns, pod))
+
+        if obj is None:
+            return refuse(404, "NotFound", f'pods "{pod}" not found')
+        names = [c["name"] for c in (obj.get("status") or {}).get("containerStatuses") or []]
+        params = parse_qs(query)
+        container = (params.get("container") or [""])[0]
+        if not container:
+            if len(names) != 1:
+                return refuse(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod {pod}, choose one of: "
+                    f"[{' '.join(names)}]",
+                )
+            container = names[0]
+        if container not in names:
+            return refuse(400, "BadRequest", f"container {container} is not valid for pod {pod}")
+        lines = self.logs.get((ns, pod, container), [])
+        since = (params.get("sinceSeconds") or [""])[0]
+        if since:
+            if not since.isdigit() or int(since) < 1:
+                return refuse(
+                    422, "Invalid", f"sinceSeconds: Invalid value: {since}: must be greater than 0"
+                )
+            cutoff = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=int(since))
+            lines = [(when, line) for when, line in lines if when >= cutoff]
+        return 200, "text/plain", "".join(f"{line}\n" for _, line in lines).encode()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         base = super()._handler()
@@ -125,6 +191,20 @@ class FakeKubernetes(LoopbackServer):
 
         class Handler(base):  # type: ignore[valid-type,misc]
             def do_GET(self) -> None:
+                log = _LOG_PATH.match(urlsplit(self.path).path)
+                if log:
+                    code, kind, data = fake.read_log(
+                        log["ns"],
+                        log["pod"],
+                        urlsplit(self.path).query,
+                        {k.lower(): v for k, v in self.headers.items()},
+                    )
+                    self.send_response(code)
+                    self.send_header("Content-Type", kind)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 upgrade = (self.headers.get("Upgrade") or "").lower() == "websocket"
                 if not (upgrade and urlsplit(self.path).path.endswith("/exec")):
                     base.do_GET(self)  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ deleted, and a caller other than the owner needs a bucket-level role for each ob
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -74,6 +75,11 @@ class FakeStorage(ApiFake):
         self.route("PUT", _BUCKET + r"/iam", self._set_policy, (b + "setIamPolicy",))
         self.route("GET", _BUCKET + r"/o", self._list)
         self.route("DELETE", _BUCKET + r"/o/(?P<object>.+)", self._delete_object)
+        # The JSON API's object calls Terraform's gcs backend makes (cloud.google.com/go/storage
+        # behind storage_custom_endpoint): metadata or media of one object, a one-request
+        # upload, a delete under a generation precondition.
+        self.route("GET", _BUCKET + r"/o/(?P<object>.+)", self._object)
+        self.route("POST", r"/upload" + _BUCKET + r"/o", self._insert_object)
         # The XML API the node's boot script uses: GET / PUT of one object.
         self.route("GET", _OBJECT, self._download)
         self.route("PUT", _OBJECT, self._upload)
@@ -189,9 +195,17 @@ class FakeStorage(ApiFake):
             return api_error(403, f"{who} does not have storage.objects.list access")
         versions = query.get("versions") == "true"
         prefix = query.get("prefix", "")
+        delimiter = query.get("delimiter", "")
         items = []
+        prefixes: set[str] = set()
         for name, generations in sorted(bucket["_objects"].items()):
-            if not name.startswith(prefix):
+            if not name.startswith(prefix) or not generations:
+                continue
+            # Delimited: "items will contain only objects whose names, aside from the prefix,
+            # do not contain delimiter"; the rest are folded into `prefixes` (objects.list).
+            rest = name[len(prefix) :]
+            if delimiter and delimiter in rest:
+                prefixes.add(prefix + rest[: rest.index(delimiter) + len(delimiter)])
                 continue
             shown = generations if versions else generations[-1:]
             for generation, data in shown:
@@ -205,7 +219,10 @@ class FakeStorage(ApiFake):
                 )
         if query.get("maxResults", "").isdigit():
             items = items[: int(query["maxResults"])]
-        return 200, {"kind": "storage#objects", "items": items}
+        listed: dict[str, Any] = {"kind": "storage#objects", "items": items}
+        if prefixes:
+            listed["prefixes"] = sorted(prefixes)
+        return 200, listed
 
     def _delete_object(
         self, m: re.Match[str], query: dict[str, str], body: Any, who: str
@@ -216,6 +233,9 @@ class FakeStorage(ApiFake):
         if not self._allowed(who, m["bucket"], m["object"], "storage.objects.delete"):
             return api_error(403, f"{who} does not have storage.objects.delete access")
         generations = bucket["_objects"].get(m["object"], [])
+        unmet = _precondition(generations, query)
+        if unmet:
+            return unmet
         wanted = query.get("generation")
         kept = [g for g in generations if wanted and str(g[0]) != wanted]
         if len(kept) == len(generations):
@@ -255,6 +275,54 @@ class FakeStorage(ApiFake):
         bucket["_objects"][m["object"]] = generations
         return 200, b""
 
+    def _object(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        """objects.get: the live generation's metadata, or its bytes with alt=media."""
+        bucket = self._bucket(m["bucket"])
+        if bucket is None:
+            return api_error(404, "The specified bucket does not exist.")
+        if not self._allowed(who, m["bucket"], m["object"], "storage.objects.get"):
+            return api_error(403, f"{who} does not have storage.objects.get access")
+        generations = bucket["_objects"].get(m["object"])
+        if not generations:
+            return api_error(404, f"No such object: {m['bucket']}/{m['object']}")
+        generation, data = generations[-1]
+        if query.get("alt") == "media":
+            return 200, bytes(data)
+        return 200, _object_resource(m["bucket"], m["object"], generation, data)
+
+    def _insert_object(
+        self, m: re.Match[str], query: dict[str, str], body: Any, who: str
+    ) -> Answer:
+        """objects.insert, uploadType=multipart (metadata then media, one request) or media."""
+        bucket = self._bucket(m["bucket"])
+        if bucket is None:
+            return api_error(404, "The specified bucket does not exist.")
+        kind = query.get("uploadType", "")
+        if kind == "multipart":
+            parsed = _multipart(self.headers.get("content-type", ""), body)
+            if parsed is None:
+                return api_error(400, "Invalid multipart request.")
+            name, data = str(parsed[0].get("name") or query.get("name", "")), parsed[1]
+        elif kind == "media":
+            name = query.get("name", "")
+            data = body if isinstance(body, bytes) else b""
+        else:
+            return api_error(400, f"the fake storage API takes no uploadType {kind!r}")
+        if not name:
+            return api_error(400, "Required parameter: name")
+        existing = bucket["_objects"].get(name) or []
+        unmet = _precondition(existing, query)
+        if unmet:
+            return unmet
+        needed = ["storage.objects.create"] + (["storage.objects.delete"] if existing else [])
+        if not all(self._allowed(who, m["bucket"], name, p) for p in needed):
+            return api_error(403, f"{who} does not have storage.objects.create access")
+        generations = existing if (bucket.get("versioning") or {}).get("enabled") else []
+        generation = self.inventory.next_id()
+        generations.append((generation, data))
+        bucket["_objects"][name] = generations
+        return 200, _object_resource(m["bucket"], name, generation, data)
+
     def _allowed(self, who: str, bucket: str, obj: str | None, permission: str) -> bool:
         """Owner always; otherwise a bucket binding for `who` whose role holds `permission` and
         whose condition, if any, holds on the object (or on the bucket when obj is None)."""
@@ -289,3 +357,52 @@ class FakeStorage(ApiFake):
 
 def _public(bucket: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in bucket.items() if not k.startswith("_")}
+
+
+def _precondition(generations: list[Any], query: dict[str, str]) -> Answer | None:
+    """ifGenerationMatch: "Makes the operation conditional on whether the object's current
+    generation matches the given value. Setting to 0 makes the operation succeed only if there
+    are no live versions of the object" (objects.insert / objects.delete, JSON API). Terraform's
+    gcs backend takes its lock with ifGenerationMatch=0 and releases it with the lock's own."""
+    wanted = query.get("ifGenerationMatch")
+    if wanted is None:
+        return None
+    live = str(generations[-1][0]) if generations else "0"
+    if live != wanted:
+        return api_error(412, "At least one of the pre-conditions you specified did not hold.")
+    return None
+
+
+def _object_resource(bucket: str, name: str, generation: Any, data: bytes) -> dict[str, Any]:
+    return {
+        "kind": "storage#object",
+        "bucket": bucket,
+        "name": name,
+        "generation": str(generation),
+        "metageneration": "1",
+        "size": str(len(data)),
+        "contentType": "application/octet-stream",
+        "timeCreated": "2026-08-09T16:00:00.000Z",
+        "updated": "2026-08-09T16:00:00.000Z",
+    }
+
+
+def _multipart(content_type: str, body: Any) -> tuple[dict[str, Any], bytes] | None:
+    """A multipart/related upload's metadata (JSON) and media parts."""
+    if not isinstance(body, bytes) or "boundary=" not in content_type:
+        return None
+    boundary = content_type.split("boundary=", 1)[1].split(";")[0].strip().strip('"')
+    parts = body.split(b"--" + boundary.encode())
+    sections = []
+    for part in parts[1:]:
+        if part.startswith(b"--"):
+            break
+        _head, _, content = part.partition(b"\r\n\r\n")
+        sections.append(content[:-2] if content.endswith(b"\r\n") else content)
+    if len(sections) != 2:
+        return None
+    try:
+        metadata = json.loads(sections[0])
+    except ValueError:
+        return None
+    return (metadata if isinstance(metadata, dict) else {}), sections[1]
