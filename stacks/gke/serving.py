@@ -152,7 +152,10 @@ class ServingStack(TerraformStack):
                         "rolling_update": {"max_surge": "1", "max_unavailable": "0"},
                     },
                     "template": {
-                        "metadata": {"labels": labels(cfg)},
+                        "metadata": {
+                            "labels": labels(cfg),
+                            "annotations": pod.template_annotations(cfg),
+                        },
                         "spec": self._pod_spec(cfg),
                     },
                 },

@@ -388,6 +388,9 @@ def test_each_container_gets_only_its_own_secrets(objects: dict[str, dict[str, A
         "frontdoor-prep",
         pod.KEYS_CONTAINER,
     }
+    # A removed (or added) client rolls the replicas: the pod template names the clients.
+    annotations = _deployment(objects)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[pod.CLIENTS_ANNOTATION].split(",") == list(CFG.access.clients)
 
 
 def _ingress_by_port(objects: dict[str, dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:

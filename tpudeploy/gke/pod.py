@@ -185,6 +185,17 @@ def secret_provider_parameters(cfg: DeployConfig, project: str, reader: str) -> 
     return "\n".join(lines) + "\n"
 
 
+# The pod template names the [access] clients: adding or removing one changes the template, so
+# the apply rolls the replicas (surge first, each old pod drained) onto the new client list. A
+# running pod cannot drop a removed client on its own: its secret is deleted, and the add-on's
+# rotation cannot refresh a file whose secret is gone.
+CLIENTS_ANNOTATION = "tpudeploy/access-clients"
+
+
+def template_annotations(cfg: DeployConfig) -> dict[str, str]:
+    return {CLIENTS_ANNOTATION: ",".join(cfg.client_key_secret_ids)}
+
+
 def key_propagation_worst_s() -> int:
     """The longest a new, rotated or expired key takes to reach a running pod's nginx."""
     return SECRET_ROTATION_INTERVAL_S + KEY_LOOP_S + KEY_RELOAD_CHECK_S
