@@ -176,8 +176,12 @@ status: $(VENV_STAMP) ## Node (GKE: replicas, TPU nodes, autoscaler), cost now, 
 secret: $(VENV_STAMP) ## Store the Hugging Face token (stdin, or a hidden prompt on a terminal)
 	@$(PY) -m tpudeploy secret
 
-api-key: $(VENV_STAMP) ## Generate and store a new vLLM API key (not printed; says how to read it)
-	@$(PY) -m tpudeploy api-key
+# One key per [access] client, each its own secret. CLIENT defaults to the first client; a second
+# run refuses unless ROTATE=1 (the old key works for OVERLAP, default [access] rotation_overlap;
+# OVERLAP=0 stops it now). The key is printed only with SHOW=1.
+api-key: $(VENV_STAMP) ## Store CLIENT's key (ROTATE=1 [OVERLAP=30m]: replace it, the old one working meanwhile; SHOW=1 prints it)
+	@$(PY) -m tpudeploy api-key $${CLIENT:+--client "$$CLIENT"} $${ROTATE:+--rotate "$$ROTATE"} \
+	  $${OVERLAP:+--overlap "$$OVERLAP"} $${SHOW:+--show "$$SHOW"}
 
 # Every front door of the deployment serves this one certificate (a client pins one fingerprint
 # whichever GKE pod answers, and whichever TPU VM a re-creation made); made in memory, the key

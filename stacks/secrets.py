@@ -265,7 +265,10 @@ class SecretsStack(TerraformStack):
 
         TerraformOutput(self, "service_account_email", value=self.service_account_email)
         TerraformOutput(self, "hf_token_secret", value=read["hf-token"])
-        TerraformOutput(self, "api_key_secret", value=read["api-key"])
+        # The first [access] client's (cfg.api_key_secret_id): what `make smoke` reads.
+        TerraformOutput(
+            self, "api_key_secret", value=read[_construct_id(cfg, cfg.api_key_secret_id)]
+        )
         TerraformOutput(self, "compile_cache_bucket", value=bucket_name)
 
     def _stop_identity(

@@ -195,8 +195,22 @@ class Node:
         return self.run_dir / "proxy"
 
     def run(self, script: str = "startup.sh", **env: str) -> Boot:
+        """Run a script of the node (a name under scripts/, or an absolute path such as the
+        key poller the boot wrote to its tmpfs) with the stand-ins, to its end."""
+        proc = subprocess.run(
+            ["bash", str(self.scripts / script)],
+            env=self.environment(**env),
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        return Boot(proc.returncode, proc.stdout, proc.stderr)
+
+    def environment(self, **env: str) -> dict[str, str]:
+        """The environment a script of this node runs in; writes the stand-ins' config first."""
         self.config_file.write_text(json.dumps(self.config))
-        full_env = {
+        return {
             "PATH": f"{STUBS}:{self.bin}:{os.environ['PATH']}",
             "HOME": str(self.home),
             "STUB_DIR": str(self.stub_dir),
@@ -212,15 +226,6 @@ class Node:
             **self.env,
             **env,
         }
-        proc = subprocess.run(
-            ["bash", str(self.scripts / script)],
-            env=full_env,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
-        return Boot(proc.returncode, proc.stdout, proc.stderr)
 
     def calls(self, cmd: str | None = None) -> list[dict[str, Any]]:
         path = self.stub_dir / "calls.jsonl"
@@ -278,20 +283,29 @@ class Node:
         bundle = str(secrets.get(self.cfg.tls_secret_id, ""))
         return key_lines(bundle[bundle.find("-----BEGIN PRIVATE KEY-----") :])
 
+    def client_keys(self) -> list[str]:
+        """Every key of every [access] client the fake Secret Manager serves (current and
+        previous: each line's first word, tpudeploy/node/keymap.py)."""
+        secrets = self.config.get("secrets")
+        assert isinstance(secrets, dict)
+        payloads = [str(secrets.get(s, "")) for s in self.cfg.client_key_secret_ids.values()]
+        return [line.split()[0] for p in payloads for line in p.splitlines() if line.split()]
+
     def assert_no_secret_leaked(self, *boots: Boot) -> None:
         """No secret in any output, argument list, environment passed to a command, or file;
-        the API key in no file at all (the proxy holds its digest), the token and the TLS key
-        only in the runtime tmpfs."""
+        no client's key in any file at all (the proxy holds digests and 11-character ids), the
+        token and the TLS key only in the runtime tmpfs."""
         tls_key = self.tls_key_lines()
+        keys = [k for k in self.client_keys() if len(k) >= 32]
         for boot in boots:
-            for secret in SECRETS:
+            for secret in (*SECRETS, *keys):
                 assert secret not in boot.stdout and secret not in boot.stderr
             for line in tls_key:
                 assert line not in boot.stdout and line not in boot.stderr, "TLS key printed"
-        hashes = {sha(s): s for s in SECRETS}
+        hashes = {sha(s): s for s in (*SECRETS, *keys)}
         for call in self.calls():
             flat = json.dumps(call["argv"])
-            for secret in (*SECRETS, *tls_key):
+            for secret in (*SECRETS, *keys, *tls_key):
                 assert secret not in flat, f"secret in argv of {call['cmd']}: {call['argv']}"
             leaked = {name for name, h in call["env_sha256"].items() if h in hashes}
             assert not leaked, f"secret in the environment of {call['cmd']}: {sorted(leaked)}"
@@ -301,7 +315,8 @@ class Node:
             if not path.is_file() or path.is_symlink() or path == self.config_file:
                 continue
             data = path.read_bytes()
-            assert API_KEY.encode() not in data, f"API key written to {path}"
+            for key in (API_KEY, *keys):
+                assert key.encode() not in data, f"a client's API key written to {path}"
             assert ACCESS_TOKEN.encode() not in data, f"access token written to {path}"
             if self.run_dir not in path.parents:
                 assert HF_TOKEN.encode() not in data, f"token written to {path}"
@@ -309,4 +324,5 @@ class Node:
                     assert line.encode() not in data, f"TLS key written to {path}"
         if self.run_dir.exists():
             assert stat.S_IMODE(self.run_dir.stat().st_mode) == 0o700
-            assert not (self.run_dir / "auth.curl").exists(), "token file left behind"
+            for token_file in ("auth.curl", "keypoll-auth.curl"):
+                assert not (self.run_dir / token_file).exists(), "token file left behind"

@@ -138,7 +138,7 @@ def _api_key(args: argparse.Namespace, cfg: Any = None, *, store: SecretStore | 
                 "--config with project set (or export GOOGLE_CLOUD_PROJECT)"
             )
         try:
-            key = (store or SecretStore.from_env(project)).access_latest(secret)
+            key = (store or SecretStore.from_env(project)).access_current_key(secret)
         except SecretStoreError as exc:
             raise SweepError(f"cannot read the API key: {exc}") from None
         if not key.strip():

@@ -221,7 +221,15 @@ def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
     from tpudeploy.gcp import secretmanager
 
     store = secretmanager.SecretStore.from_env(require_project(cfg, source=str(config_path())))
-    return secretmanager.store_new_api_key(cfg, store, sys.stdout)
+    return secretmanager.store_new_api_key(
+        cfg,
+        store,
+        sys.stdout,
+        client=args.client,
+        rotate=args.rotate == "1",
+        overlap=args.overlap,
+        show=args.show == "1",
+    )
 
 
 def _usage(cfg: DeployConfig, args: argparse.Namespace) -> int:
@@ -429,9 +437,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "secret", help="store the Hugging Face token (stdin or a hidden prompt) in Secret Manager"
     ).set_defaults(func=_secret)
-    sub.add_parser(
-        "api-key", help="generate a vLLM API key and store it in Secret Manager (not printed)"
-    ).set_defaults(func=_api_key)
+    key_p = sub.add_parser(
+        "api-key",
+        help="generate a client's API key and store it in Secret Manager (not printed unless "
+        "--show 1); --rotate 1 replaces it, the old key working for the overlap",
+    )
+    key_p.add_argument("--client", help="an [access] client (default: the first)")
+    key_p.add_argument("--rotate", choices=("0", "1"), default="0", help="1: rotate the key")
+    key_p.add_argument("--overlap", help="how long the old key keeps working (0: stop it now)")
+    key_p.add_argument("--show", choices=("0", "1"), default="0", help="1: print the new key")
+    key_p.set_defaults(func=_api_key)
     empty = sub.add_parser(
         "empty-cache",
         help="delete every compile-cache archive version (the first step of make destroy-all)",

@@ -216,7 +216,7 @@ def deploy_grants(
                 f"{dep.name} secrets",
                 f"resource.type == 'secretmanager.googleapis.com/Secret' && "
                 f"{one_of(secret_names(dep, project_number))}",
-                "this deployment's own secrets only (HF token, API key, TLS key)",
+                "this deployment's own secrets only (HF token, each client's API key, TLS key)",
             ),
         ),
         Grant(

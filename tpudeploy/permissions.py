@@ -220,6 +220,33 @@ ACT_AS = Need(
     project_level=False,
 )
 
+# What `make` commands other than Terraform ask of your own account, on one secret each (so
+# projects.testIamPermissions cannot see them: granted on the secret, or inherited).
+COMMAND_NEEDS: dict[str, tuple[Need, ...]] = {
+    # The first key: addVersion; a rotation reads the current key (access), lists the versions
+    # and disables the earlier ones ("To get the permissions that you need to disable a secret
+    # version, ask your administrator to grant you the Secret Manager Secret Version Manager
+    # (roles/secretmanager.secretVersionManager) IAM role on a secret").
+    "make api-key CLIENT=x [ROTATE=1]": (
+        Need(
+            (
+                "secretmanager.versions.add",
+                "secretmanager.versions.list",
+                "secretmanager.versions.disable",
+            ),
+            "roles/secretmanager.secretVersionManager",
+            "https://cloud.google.com/secret-manager/docs/disable-secret-version",
+            project_level=False,
+        ),
+        Need(
+            ("secretmanager.versions.access",),
+            "roles/secretmanager.secretAccessor",
+            "https://cloud.google.com/secret-manager/docs/access-control",
+            project_level=False,
+        ),
+    ),
+}
+
 # The resource types each stack declares (tests/commands/test_permissions.py holds these to the
 # stacks' own imports and to the synthesized JSON), and which provisioning models declare them.
 STACK_RESOURCES: dict[str, tuple[str, ...]] = {
@@ -347,4 +374,10 @@ def role_table() -> str:
         f"| node | (the node's account on the VM; `NAME-stop` on the deadline job) | `{a.role}` "
         f"on those two accounts | {', '.join(a.permissions)} | [docs]({a.source}) |"
     )
+    for command, command_needs in COMMAND_NEEDS.items():
+        for n in command_needs:
+            lines.append(
+                f"| `{command}` | (each client's key secret) | `{n.role}` | "
+                f"{', '.join(n.permissions)} | [docs]({n.source}) |"
+            )
     return "\n".join(lines)

@@ -15,6 +15,7 @@ import jinja2
 from tpudeploy import bootcheck, cacheguard, facts, frontdoor_log, nodebuild
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
+from tpudeploy.node import keymap
 from tpudeploy.node.keymap import KEY_ID_CHARS
 from tpudeploy.pins import pinned_digest
 from tpudeploy.planner.clients import client_limits
@@ -115,6 +116,10 @@ READY_TIMEOUT_SECONDS = 2400
 # (tpudeploy/cacheguard.py, 4 GiB, twenty times the seed's 197 MB) is decompressed twice well
 # inside it; any archive that takes longer, hostile or not, means a cold boot, never a hang.
 RESTORE_TIMEOUT_SECONDS = 300
+# How often the TPU VM's key poller reads every client's key (templates/startup.sh.j2): issue 37
+# asks that an added, rotated or revoked key reach the running front door within a minute; one
+# period plus a fetch (measured in tests/tpuvm/test_key_poller.py) stays well under it.
+KEY_POLL_SECONDS = 30
 
 
 # The config's image grammar (config.containers.IMAGE_RE) has no ':' or '@' before the tag and
@@ -325,6 +330,12 @@ def cache_guard_source() -> str:
     return Path(cacheguard.__file__).read_text(encoding="utf-8")
 
 
+def keymap_source() -> str:
+    """tpudeploy/node/keymap.py, written by the startup script (and the pod's script) to a
+    tmpfs and run by python3 there: the front door's per-client key map."""
+    return Path(keymap.__file__).read_text(encoding="utf-8")
+
+
 def boot_check_source() -> str:
     """tpudeploy/bootcheck.py, run by the startup script on the host and in the image."""
     return Path(bootcheck.__file__).read_text(encoding="utf-8")
@@ -339,10 +350,12 @@ def render_startup_script(cfg: DeployConfig) -> str:
         .render(
             **_boot_values(cfg),
             hf_token_secret_id=cfg.hf_token_secret_id,
-            api_key_secret_id=cfg.api_key_secret_id,
+            client_secrets=list(cfg.client_key_secret_ids.items()),
+            key_poll_seconds=KEY_POLL_SECONDS,
+            keypoll_unit=f"tpudeploy-keypoll-{cfg.name}",
+            keymap=keymap_source(),
             tls_secret_id=cfg.tls_secret_id,
             hf_token_format=HF_TOKEN_ERE,
-            api_key_format=API_KEY_ERE,
             image=v.image,
             shm_size=v.shm_size,
             port=v.port,

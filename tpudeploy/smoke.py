@@ -152,14 +152,15 @@ def tool_call(endpoint: Endpoint, api_key: str, model: str) -> tuple[dict[str, A
 
 
 def resolve_api_key(cfg: DeployConfig, project: str, *, store: Any | None = None) -> str:
-    """VLLM_API_KEY when set, else the latest version of <name>-api-key in Secret Manager."""
+    """VLLM_API_KEY when set, else the first [access] client's current key in Secret Manager
+    (the first line of its latest version)."""
     key = os.environ.get(API_KEY_ENV, "")
     where = API_KEY_ENV
     if not key:
         from tpudeploy.gcp.secretmanager import SecretStore, SecretStoreError
 
         try:
-            key = (store or SecretStore.from_env(project)).access_latest(cfg.api_key_secret_id)
+            key = (store or SecretStore.from_env(project)).access_current_key(cfg.api_key_secret_id)
         except SecretStoreError as exc:
             raise SmokeError(str(exc)) from None
         where = f"the latest version of secret {cfg.api_key_secret_id}"

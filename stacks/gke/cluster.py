@@ -45,6 +45,7 @@ from cdktf_cdktf_provider_google_beta.google_container_cluster import (
     GoogleContainerClusterPrivateClusterConfig,
     GoogleContainerClusterReleaseChannel,
     GoogleContainerClusterSecretManagerConfig,
+    GoogleContainerClusterSecretManagerConfigRotationConfig,
     GoogleContainerClusterWorkloadIdentityConfig,
 )
 from cdktf_cdktf_provider_google_beta.google_container_node_pool import (
@@ -75,7 +76,7 @@ from stacks.nat import cloud_nat
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.gke import version_tuple
-from tpudeploy.gke import deadline_target, identifiers, metrics_adapter, reach, vpc
+from tpudeploy.gke import deadline_target, identifiers, metrics_adapter, pod, reach, vpc
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
 
@@ -160,8 +161,15 @@ class GkeStack(TerraformStack):
                 )
             ),
             # Secrets reach the pod as files through the add-on's CSI driver, never as a
-            # Kubernetes Secret made from state (tpudeploy.gke.pod).
-            secret_manager_config=GoogleContainerClusterSecretManagerConfig(enabled=True),
+            # Kubernetes Secret made from state (tpudeploy.gke.pod). Its rotation rewrites the
+            # files of running pods, so a rotated or added client key reaches them without a
+            # restart (pod.SECRET_ROTATION_INTERVAL_S; the pod's key loop re-renders).
+            secret_manager_config=GoogleContainerClusterSecretManagerConfig(
+                enabled=True,
+                rotation_config=GoogleContainerClusterSecretManagerConfigRotationConfig(
+                    enabled=True, rotation_interval=f"{pod.SECRET_ROTATION_INTERVAL_S}s"
+                ),
+            ),
             # A Standard cluster runs GKE's Gateway controller only once the Gateway API is
             # enabled on it (cloud.google.com/kubernetes-engine/docs/how-to/deploying-gateways,
             # "Enable the Gateway API in your cluster"); [routing] gateway needs it.

@@ -152,7 +152,10 @@ class ServingStack(TerraformStack):
                         "rolling_update": {"max_surge": "1", "max_unavailable": "0"},
                     },
                     "template": {
-                        "metadata": {"labels": labels(cfg)},
+                        "metadata": {
+                            "labels": labels(cfg),
+                            "annotations": pod.template_annotations(cfg),
+                        },
                         "spec": self._pod_spec(cfg),
                     },
                 },
@@ -302,8 +305,11 @@ class ServingStack(TerraformStack):
         frontdoor: dict[str, Any] = {
             "name": "frontdoor",
             "image": cfg.proxy.image,
-            # The image's nginx is the pinned version first (as on the TPU VM), then the gate.
-            "command": pod.nginx_version_checked(cfg, cache.frontdoor_command()),
+            # The image's nginx is the pinned version first (as on the TPU VM), then the gate;
+            # beside nginx, the watcher that reloads it when the key map changes.
+            "command": pod.nginx_version_checked(
+                cfg, pod.key_reload_watched(cache.frontdoor_command())
+            ),
             "port": [
                 {"name": "https", "container_port": cfg.proxy.port, "protocol": "TCP"},
                 {"name": "metrics", "container_port": pod.METRICS_PORT, "protocol": "TCP"},
@@ -353,6 +359,23 @@ class ServingStack(TerraformStack):
             },
             "security_context": locked,
         }
+        # Keeps the key map current from the add-on's refreshed files (pod.KEY_LOOP_S): the
+        # vLLM image for its python3 (the nginx image has none), the front door's secrets only.
+        keys: dict[str, Any] = {
+            "name": pod.KEYS_CONTAINER,
+            "image": cfg.vllm.image,
+            "command": pod.keys_command(),
+            "volume_mount": [
+                {"name": _FRONTDOOR_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+                {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
+                {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
+            ],
+            "resources": {
+                "requests": {"cpu": "50m", "memory": "64Mi"},
+                "limits": {"cpu": "250m", "memory": "128Mi"},
+            },
+            "security_context": locked,
+        }
         restore, save, cache_volumes = ServingStack._cache_parts(cfg, locked)
         return {
             "service_account_name": identifiers.SERVICE_ACCOUNT,
@@ -367,7 +390,7 @@ class ServingStack(TerraformStack):
                 for key, value, _ in identifiers.pool_taints(cfg)
             ],
             "init_container": [restore, prep],
-            "container": [vllm, frontdoor, save],
+            "container": [vllm, frontdoor, keys, save],
             "volume": [
                 *(
                     {

@@ -72,7 +72,7 @@ def _prep(
     secrets, out, scripts = tmp / "secrets", tmp / "frontdoor", tmp / "scripts"
     for d in (secrets, out, scripts):
         d.mkdir()
-    (secrets / pod.API_KEY_FILE).write_text(key)
+    (secrets / pod.client_key_file("default")).write_text(key)
     (secrets / pod.TLS_BUNDLE_FILE).write_text(bundle)
     for name, text in pod.scripts(cfg).items():
         text = text.replace(pod.SECRETS_DIR, str(secrets)).replace(pod.FRONTDOOR_DIR, str(out))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import jinja2
@@ -229,10 +230,8 @@ def test_the_startup_script_carries_each_value_shell_quoted(own: DeployConfig) -
         "PROXY_VERSION": "1.30.5",
         # Secret ids, never secret values (the script is instance metadata).
         "HF_TOKEN_SECRET": "agents-hf-token",
-        "API_KEY_SECRET": "agents-api-key",
-        # The formats the boot checks each secret against: EREs full of shell syntax, quoted.
+        # The format the boot checks the token against: an ERE full of shell syntax, quoted.
         "HF_TOKEN_FORMAT": "^hf_[A-Za-z0-9]{30,200}$",
-        "API_KEY_FORMAT": "^[A-Za-z0-9_-]{43}$",
         "PORT": "8100",
         "PROXY_PORT": "9443",
         "CACHE_KEY": compile_cache_key(own),
@@ -240,8 +239,18 @@ def test_the_startup_script_carries_each_value_shell_quoted(own: DeployConfig) -
         # The seed's cold boot took 857 s; readiness waits 2400 s unless a test shortens it.
         "READY_TIMEOUT": "${TPUDEPLOY_READY_TIMEOUT:-2400}",
     }
-    found = settings(render_startup_script(own))
+    script = render_startup_script(own)
+    found = settings(script)
     assert {k: found.get(k) for k in expected} == expected
+    # Each [access] client and its key's secret id (issue 37), as bash arrays.
+    arrays = [ln for ln in script.splitlines() if ln.startswith("readonly CLIENT")]
+    said = subprocess.run(
+        ["bash", "-c", "\n".join([*arrays, 'echo "${CLIENTS[*]}/${CLIENT_SECRETS[*]}"'])],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert said == "default/agents-api-key\n"
 
 
 def docker_run(script: str) -> list[str]:

@@ -188,7 +188,12 @@ def test_cluster_and_pools(stacks: dict[str, dict[str, Any]]) -> None:
     (cluster,) = res["google_container_cluster"].values()
     assert cluster["location"] == CFG.zone and cluster["remove_default_node_pool"] is True
     assert cluster["deletion_protection"] == "${var.deletion_protection}"
-    assert cluster["secret_manager_config"] == {"enabled": True}
+    manager = cluster["secret_manager_config"]
+    assert manager["enabled"] is True and manager["rotation_config"]["enabled"] is True
+    # Issue 37: a rotated key reaches a running pod within a minute (the add-on's rotation,
+    # then the pod's key loop and nginx's reload watcher).
+    interval = int(manager["rotation_config"]["rotation_interval"].removesuffix("s"))
+    assert interval + pod.KEY_LOOP_S + pod.KEY_RELOAD_CHECK_S <= 60
     assert cluster["private_cluster_config"]["enable_private_nodes"] is True
     pools = res["google_container_node_pool"]
     spot, flex = pools["tpu-spot"], pools["tpu-flex"]
@@ -311,7 +316,7 @@ def test_the_cache_is_restored_before_vllm_and_saved_before_the_front_door_opens
     assert "gcsfuse" not in json.dumps(serving)
     # nginx waits for the gate the save opens after packing
     assert _container(objects, "frontdoor")["command"] == pod.nginx_version_checked(
-        CFG, cache.frontdoor_command()
+        CFG, pod.key_reload_watched(cache.frontdoor_command())
     )
     assert mounts["frontdoor"]["frontdoor-gate"]["readOnly"] is True
     assert "readOnly" not in mounts["cache-save"]["frontdoor-gate"]
@@ -384,11 +389,21 @@ def test_each_container_gets_only_its_own_secrets(objects: dict[str, dict[str, A
     """Issue 36: one secrets volume served all three to vLLM too, so whatever runs in the
     serving container (a model's code, a tokenizer's) could read the API key and the TLS private
     key. Now vLLM reads the Hugging Face token only, and the front door's init container the
-    key and the certificate only; nothing else mounts a secret."""
+    key and the certificate only; nothing else mounts a secret. Issue 37: every [access]
+    client's key, for the init container and the key loop that keeps the map current."""
     reads = _secret_files_by_container(objects)
     assert reads["vllm"] == {CFG.hf_token_secret_id}
-    assert reads["frontdoor-prep"] == {CFG.api_key_secret_id, CFG.tls_secret_id}
-    assert {name for name, secrets in reads.items() if secrets} == {"vllm", "frontdoor-prep"}
+    front = {*CFG.client_key_secret_ids.values(), CFG.tls_secret_id}
+    assert len(CFG.client_key_secret_ids) == 3  # deployments/gke.toml's [access] clients
+    assert reads["frontdoor-prep"] == front and reads[pod.KEYS_CONTAINER] == front
+    assert {name for name, secrets in reads.items() if secrets} == {
+        "vllm",
+        "frontdoor-prep",
+        pod.KEYS_CONTAINER,
+    }
+    # A removed (or added) client rolls the replicas: the pod template names the clients.
+    annotations = _deployment(objects)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[pod.CLIENTS_ANNOTATION].split(",") == list(CFG.access.clients)
 
 
 def _ingress_by_port(objects: dict[str, dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:

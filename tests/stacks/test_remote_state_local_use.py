@@ -41,7 +41,8 @@ def test_state_bucket_without_pipeline_declares_what_the_bootstrap_would(
     secrets = stacks[cfg.secrets_stack_name]
     assert cfg.service_account_id in _made(stacks, "google_service_account", "account_id")
     wanted_secrets = {secret_id for secret_id, _ in platform_for(cfg).secrets(cfg)}
-    assert wanted_secrets == {cfg.hf_token_secret_id, cfg.api_key_secret_id, cfg.tls_secret_id}
+    keys = set(cfg.client_key_secret_ids.values())  # one per [access] client (issue 37)
+    assert wanted_secrets == {cfg.hf_token_secret_id, *keys, cfg.tls_secret_id}
     assert wanted_secrets <= _made(stacks, "google_secret_manager_secret", "secret_id")
     assert set(REQUIRED_SERVICES) <= _made(stacks, "google_project_service", "service")
     roles = set(platform_for(cfg).node_project_roles)

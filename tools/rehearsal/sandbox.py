@@ -24,7 +24,17 @@ FAKE_VLLM = HERE / "fake_vllm.py"
 SHM = Path("/dev/shm")  # noqa: S108 - only ever a mkdtemp (0700, unique) below it
 
 
-SYSTEM_STAND_INS = ("docker", "iptables", "ip6tables", "mount", "mountpoint", "sshd", "systemctl")
+SYSTEM_STAND_INS = (
+    "docker",
+    "iptables",
+    "ip6tables",
+    "mount",
+    "mountpoint",
+    "sshd",
+    "systemctl",
+    # The key poller's transient service: never one on the machine running the rehearsal.
+    "systemd-run",
+)
 
 
 def nginx_binary() -> str | None:

@@ -424,8 +424,8 @@ class DeployConfig(Strict):
         return f"{self.name}-hf-token"
 
     @property
-    def api_key_secret_id(self) -> str:
-        return f"{self.name}-api-key"
+    def api_key_secret_id(self) -> str:  # the first [access] client's: make smoke's and bench's
+        return next(iter(self.client_key_secret_ids.values()))
 
     @property
     def client_key_secret_ids(self) -> dict[str, str]:

@@ -4,16 +4,20 @@ request and response bodies only, never in argv, logs or files."""
 from __future__ import annotations
 
 import base64
+import datetime
 import getpass
 import secrets
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.access import client_secret_id
 from tpudeploy.config.secretshape import API_KEY_RE, HF_TOKEN_RE
+from tpudeploy.durations import DurationError, parse_duration
 from tpudeploy.errors import UserError
 from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import SECRET_MANAGER
+from tpudeploy.node import keymap
 
 UNREACHABLE = "cannot reach Secret Manager ({error}); check the network"
 
@@ -23,7 +27,8 @@ class SecretStoreError(UserError):
 
 
 class SecretStore:
-    """Two calls of the v1 REST API: addVersion and access the latest version."""
+    """Calls of the v1 REST API: addVersion, access, a version's state, the version list and
+    versions:disable (rotation)."""
 
     def __init__(
         self, project: str, *, session: Any, base_url: str = SECRET_MANAGER.base_url
@@ -102,9 +107,44 @@ class SecretStore:
         return str(self._call("POST", url, secret_id, json=body).get("name", ""))
 
     def access_latest(self, secret_id: str) -> str:
-        url = f"{self._secret(secret_id)}/versions/latest:access"
+        return self.access(secret_id, "latest")
+
+    def access_current_key(self, secret_id: str) -> str:
+        """A client's current key: the first line of its latest version (after `make api-key
+        ROTATE=1` the second line is the previous key and when it stops, tpudeploy/node/keymap)."""
+        lines = self.access_latest(secret_id).strip().splitlines()
+        return lines[0].strip() if lines else ""
+
+    def access(self, secret_id: str, version: str) -> str:
+        """A version's payload; `version` is its number or "latest"."""
+        url = f"{self._secret(secret_id)}/versions/{version}:access"
         payload = self._call("GET", url, secret_id).get("payload", {})
         return base64.b64decode(payload.get("data", "")).decode()
+
+    def versions(self, secret_id: str) -> list[tuple[str, str]]:
+        """[(version number, state)] newest first, metadata only (projects.secrets.versions.list:
+        "This call does not return secret data"; secretmanager.versions.list on the secret)."""
+        out: list[tuple[str, str]] = []
+        token = ""
+        while True:
+            params = {"pageSize": "100", **({"pageToken": token} if token else {})}
+            url = f"{self._secret(secret_id)}/versions"
+            page = self._call("GET", url, secret_id, params=params)
+            for version in page.get("versions") or []:
+                out.append((str(version["name"]).rsplit("/", 1)[-1], str(version.get("state"))))
+            token = str(page.get("nextPageToken") or "")
+            if not token:
+                break
+        # Version ids count up from 1 ("SecretVersion IDs in a Secret start at 1 and are
+        # incremented for each subsequent version"): sort on them, whatever the page order.
+        return sorted(out, key=lambda v: int(v[0]) if v[0].isdigit() else 0, reverse=True)
+
+    def disable(self, secret_id: str, version: str) -> None:
+        """projects.secrets.versions.disable: the version can no longer be accessed (reversible
+        with :enable), so no node or pod reads a rotated-out payload again."""
+        self._call(
+            "POST", f"{self._secret(secret_id)}/versions/{version}:disable", secret_id, json={}
+        )
 
 
 def read_token(stdin: TextIO, *, prompt: str) -> str:
@@ -164,20 +204,108 @@ def store_hf_token(
     return 0
 
 
-def store_new_api_key(cfg: DeployConfig, store: SecretStore, out: TextIO) -> int:
+def _client(cfg: DeployConfig, client: str | None) -> str:
+    clients = list(cfg.access.clients)
+    if client is None or client == "":
+        return clients[0]
+    if client not in clients:
+        raise SecretStoreError(
+            f"CLIENT={client} is not a client of this deployment: [access] clients is "
+            f"{clients}. Add it to clients in the config and run `make deploy-secrets` (its "
+            "secret is declared there), or pick one of those"
+        )
+    return client
+
+
+def _overlap_seconds(cfg: DeployConfig, overlap: str | None) -> int:
+    if overlap is None or overlap == "":
+        return cfg.access.rotation_overlap_seconds
+    if overlap.strip() in ("0", "0s"):
+        return 0
+    try:
+        return parse_duration(overlap, name="OVERLAP")
+    except DurationError as exc:
+        raise SecretStoreError(f"{exc} (or OVERLAP=0 to stop the old key now)") from None
+
+
+def rotation_payload(
+    new_key: str, old_payload: str, client: str, until: datetime.datetime | None
+) -> str:
+    """The new version: the new key, then the old version's CURRENT key with when it stops (an
+    older previous line is dropped: at most two keys per client). No until: the new key alone."""
+    if until is None:
+        return new_key
+    try:
+        (old_key, _), *_ = keymap.parse_payload(client, old_payload)
+    except keymap.KeyMapError:
+        return new_key  # nothing servable to carry over (the node refuses it anyway)
+    return f"{new_key}\n{old_key} {until.strftime(keymap.UNTIL_FORMAT)}"
+
+
+def store_new_api_key(
+    cfg: DeployConfig,
+    store: SecretStore,
+    out: TextIO,
+    *,
+    client: str | None = None,
+    rotate: bool = False,
+    overlap: str | None = None,
+    show: bool = False,
+    now: datetime.datetime | None = None,
+) -> int:
+    """`make api-key CLIENT=name [ROTATE=1] [OVERLAP=30m] [SHOW=1]`: the client's first key, or
+    with ROTATE=1 a new key while the current one keeps working for the overlap. The key travels
+    in the request body only; it is printed only with SHOW=1."""
+    name = _client(cfg, client)
+    secret_id = client_secret_id(cfg.name, name)
+    seconds = _overlap_seconds(cfg, overlap)
+    enabled = [v for v, state in store.versions(secret_id) if state == "ENABLED"]
+    if enabled and not rotate:
+        print(
+            f"error: client {name} already has a key (version {enabled[0]} of {secret_id}). "
+            f"`make api-key CLIENT={name} ROTATE=1` rotates it: the old key keeps working for "
+            f"the configured overlap ({cfg.access.rotation_overlap}; OVERLAP=30m for another); "
+            f"`make api-key CLIENT={name} ROTATE=1 OVERLAP=0` stops the old key now (a leaked "
+            "key)",
+            file=out,
+        )
+        return 2
     # 32 random bytes, URL-safe: 43 characters, nothing to quote in a header.
     key = secrets.token_urlsafe(32)
     assert API_KEY_RE.match(key)  # the format the node accepts at boot
-    version = store.add_version(cfg.api_key_secret_id, key)
-    print(
-        f"stored a new vLLM API key as {version or 'a new version'} of {cfg.api_key_secret_id}.\n"
-        "Read it back (it is not printed here):\n"
-        f"  gcloud secrets versions access latest --secret={cfg.api_key_secret_id} "
-        f"--project={store.project}\n"
-        "The node's TLS proxy reads the key at boot and checks it on every path but /health: a "
-        "running node keeps the old key until its startup script runs again (a restart).\n"
-        "Clients reach the proxy through `make tunnel` or from [network] allowed_cidrs; "
-        "`make endpoint` prints the certificate to pin.",
-        file=out,
+    now = now or datetime.datetime.now(datetime.UTC)
+    until = now.replace(microsecond=0) + datetime.timedelta(seconds=seconds) if seconds else None
+    payload = key
+    if enabled:
+        payload = rotation_payload(key, store.access(secret_id, enabled[0]), name, until)
+    version = store.add_version(secret_id, payload)
+    # Every earlier version off: the new one carries the old key while it is still valid, and
+    # an earlier payload (with keys rotated out before) is never read again.
+    for old in enabled:
+        store.disable(secret_id, old)
+    where = f"--secret={secret_id} --project={store.project}"
+    lines = [f"stored a new key for client {name} as {version or 'a new version'} of {secret_id}."]
+    if enabled and "\n" in payload:
+        assert until is not None
+        lines.append(
+            f"The old key keeps working until {until.strftime('%Y-%m-%d %H:%M:%S')} UTC "
+            f"({seconds // 60} min): move {name}'s agents to the new key before then."
+        )
+    elif enabled:
+        lines.append("The old key stops now (OVERLAP=0): its agents get 401 until they move.")
+    if enabled:
+        lines.append(f"Disabled the earlier version(s) {', '.join(enabled)} of {secret_id}.")
+    lines.append(
+        "Read the new key (it is not printed here; the first line is the key):\n"
+        f"  gcloud secrets versions access latest {where} | head -n1"
     )
+    if show:
+        lines.append(f"The new key (SHOW=1): {key}")
+    lines.append(
+        "The front door picks it up within a minute, without dropping a connection (TPU VM: "
+        "the node polls every 30 s; GKE: the Secret Manager add-on's rotation, then the pod's "
+        "loop); it checks the key on every path but /health. `make endpoint` prints the "
+        "certificate to pin."
+    )
+    print("\n".join(lines), file=out)
     return 0

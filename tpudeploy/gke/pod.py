@@ -8,7 +8,6 @@ import shlex
 
 from tpudeploy import facts, render
 from tpudeploy.config import DeployConfig
-from tpudeploy.config.secretshape import API_KEY_ERE
 from tpudeploy.gke import replicaplan
 
 # The serving container's name: the probes, `make wait` and `make bench` (its exec) find it by it.
@@ -20,6 +19,7 @@ SECRETS_DIR = "/run/tpudeploy-secrets"
 # secret-manager-managed-csi-component: provider "gke", driver secrets-store-gke.csi.k8s.io).
 SECRETS_CSI_DRIVER = "secrets-store-gke.csi.k8s.io"
 HF_TOKEN_FILE = "hf_token"  # noqa: S105 - a file name; the token is in Secret Manager
+# Each [access] client's key file: "api_key.<client>" (a client name is [a-z][a-z0-9-]*).
 API_KEY_FILE = "api_key"
 # The front door's certificate then key (PEM), the same for every replica (tpudeploy/tlscert.py).
 TLS_BUNDLE_FILE = "tls_bundle"
@@ -30,6 +30,26 @@ NGINX_CONF = "nginx.conf"
 # The front door's usage counter (templates/frontdoor_usage.js): nginx reads it from the ConfigMap,
 # mounted read-only in its container too.
 USAGE_JS = render.PROXY_USAGE_JS
+# tpudeploy/node/keymap.py and the loop that re-renders the key map (templates/pod_keys.sh.j2).
+KEYMAP_PY = "keymap.py"
+KEYS_SCRIPT = "keys.sh"
+KEYS_CONTAINER = "frontdoor-keys"
+# The GKE Secret Manager add-on's rotation: how often it re-reads every mounted secret and
+# rewrites the pod's files (google_container_cluster secret_manager_config.rotation_config,
+# provider 6.50: "The interval between two consecutive rotations. Default rotation interval is 2
+# minutes", the Container API's SecretManagerConfig.RotationConfig reference). The bounds of the
+# interval are not in the stored corpus (cloud.google.com/secret-manager/docs/
+# secret-manager-managed-csi-component was not found with them): 30 s rests on issue 37's
+# reading (a rotated key reaches the front door within a minute); GKE refusing it fails the
+# cluster's apply, loudly.
+SECRET_ROTATION_INTERVAL_S = 30
+# How a rotated, added or expired key reaches a running pod (issue 37: within a minute): the
+# Secret Manager add-on re-reads every mounted secret each rotation interval and rewrites the
+# files (SECRET_ROTATION_INTERVAL_S); the key loop re-renders the map every
+# KEY_LOOP_S; the front door's watcher reloads nginx (`nginx -s reload`: new workers on the new
+# map, the old ones finish their requests) within KEY_RELOAD_CHECK_S of a change.
+KEY_LOOP_S = 10
+KEY_RELOAD_CHECK_S = 5
 # The build log's -v ~/.cache/vllm:/root/.cache/vllm: the XLA compile cache, node-local here.
 CACHE_DIR = "/root/.cache/vllm"
 # The front door's plain-HTTP listener for /metrics only (Managed Prometheus scrapes the pod IP;
@@ -136,17 +156,21 @@ def startup_probe() -> dict[str, int]:
 
 # Each container reads only its own secrets (issue 36): one SecretProviderClass and one CSI
 # volume per reader, as the add-on allows any number of them per pod. vLLM needs the Hugging
-# Face token only; the front door's init container the API key (whose digest it writes) and the
+# Face token only; the front door every [access] client's key (whose key map it writes) and the
 # certificate with its key. Each is mounted at SECRETS_DIR in its own container.
 SECRET_READERS = ("vllm", "frontdoor")
 
 
+def client_key_file(client: str) -> str:
+    return f"{API_KEY_FILE}.{client}"
+
+
 def secret_files(cfg: DeployConfig, reader: str) -> tuple[tuple[str, str], ...]:
     """(secret id, file name) of what `reader` (one of SECRET_READERS) may read."""
-    return {
-        "vllm": ((cfg.hf_token_secret_id, HF_TOKEN_FILE),),
-        "frontdoor": ((cfg.api_key_secret_id, API_KEY_FILE), (cfg.tls_secret_id, TLS_BUNDLE_FILE)),
-    }[reader]
+    if reader == "vllm":
+        return ((cfg.hf_token_secret_id, HF_TOKEN_FILE),)
+    keys = tuple((sid, client_key_file(c)) for c, sid in cfg.client_key_secret_ids.items())
+    return {"frontdoor": (*keys, (cfg.tls_secret_id, TLS_BUNDLE_FILE))}[reader]
 
 
 def secret_provider_class_name(cfg: DeployConfig, reader: str) -> str:
@@ -164,15 +188,48 @@ def secret_provider_parameters(cfg: DeployConfig, project: str, reader: str) -> 
     return "\n".join(lines) + "\n"
 
 
+# The pod template names the [access] clients: adding or removing one changes the template, so
+# the apply rolls the replicas (surge first, each old pod drained) onto the new client list. A
+# running pod cannot drop a removed client on its own: its secret is deleted, and the add-on's
+# rotation cannot refresh a file whose secret is gone.
+CLIENTS_ANNOTATION = "tpudeploy/access-clients"
+
+
+def template_annotations(cfg: DeployConfig) -> dict[str, str]:
+    return {CLIENTS_ANNOTATION: ",".join(cfg.client_key_secret_ids)}
+
+
+def key_propagation_worst_s() -> int:
+    """The longest a new, rotated or expired key takes to reach a running pod's nginx."""
+    return SECRET_ROTATION_INTERVAL_S + KEY_LOOP_S + KEY_RELOAD_CHECK_S
+
+
+def _client_files(cfg: DeployConfig) -> list[tuple[str, str]]:
+    return [(c, f"{SECRETS_DIR}/{client_key_file(c)}") for c in cfg.client_key_secret_ids]
+
+
+def render_keys_loop(cfg: DeployConfig) -> str:
+    return (
+        render._environment()
+        .get_template("pod_keys.sh.j2")
+        .render(
+            deployment=cfg.name,
+            client_files=_client_files(cfg),
+            keymap_py=f"{SCRIPTS_DIR}/{KEYMAP_PY}",
+            frontdoor_dir=FRONTDOOR_DIR,
+            period=KEY_LOOP_S,
+        )
+    )
+
+
 def render_frontdoor_prep(cfg: DeployConfig) -> str:
     return (
         render._environment()
         .get_template("pod_frontdoor.sh.j2")
         .render(
             deployment=cfg.name,
-            api_key_file=f"{SECRETS_DIR}/{API_KEY_FILE}",
-            # The TPU VM's boot checks the same secret against the same format (render.py).
-            api_key_format=API_KEY_ERE,
+            client_files=_client_files(cfg),
+            keymap_py=f"{SCRIPTS_DIR}/{KEYMAP_PY}",
             tls_bundle_file=f"{SECRETS_DIR}/{TLS_BUNDLE_FILE}",
             frontdoor_dir=FRONTDOOR_DIR,
             nginx_conf=f"{SCRIPTS_DIR}/{NGINX_CONF}",
@@ -211,7 +268,43 @@ def scripts(cfg: DeployConfig) -> dict[str, str]:
         ),
         PREP_SCRIPT: render_frontdoor_prep(cfg),
         USAGE_JS: render.usage_js_source(),
+        KEYMAP_PY: render.keymap_source(),
+        KEYS_SCRIPT: render_keys_loop(cfg),
     }
+
+
+def keys_command() -> list[str]:
+    return ["/bin/sh", shlex.quote(f"{SCRIPTS_DIR}/{KEYS_SCRIPT}")]
+
+
+# The front door's key-map watcher, started beside nginx in its container (the nginx image has
+# sh and cksum, no python): when the key loop changed the map, `nginx -s reload`. A reload that
+# fails (nginx not started yet) is tried again at the next check. $1 the map, $2 the period,
+# then the reload command up to "--", then the command exec'd (nginx).
+_KEY_RELOAD = (
+    'map="$1"; period="$2"; shift 2; reload=""; '
+    'while [ "$1" != "--" ]; do reload="$reload $1"; shift; done; shift; '
+    '( last=$(cksum < "$map"); while sleep "$period"; do '
+    'now=$(cksum < "$map") || continue; '
+    'if [ "$now" != "$last" ] && $reload; then last=$now; '
+    'echo "front door: key map changed, nginx reloaded" >&2; fi; done ) & '
+    'exec "$@"'
+)
+
+
+def key_reload_watched(then: list[str]) -> list[str]:
+    """`then` (the front door's nginx), with the key-map watcher beside it."""
+    return [
+        "/bin/sh",
+        "-c",
+        _KEY_RELOAD,
+        "key-reload",
+        f"{FRONTDOOR_DIR}/api_keys.conf",
+        str(KEY_RELOAD_CHECK_S),
+        *nginx_signal("reload"),
+        "--",
+        *then,
+    ]
 
 
 def prep_command() -> list[str]:

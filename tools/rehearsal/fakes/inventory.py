@@ -45,6 +45,16 @@ ROLE_PERMISSIONS = {
     "roles/secretmanager.admin": {"secretmanager.*"},
     "roles/secretmanager.secretAccessor": {"secretmanager.versions.access"},
     "roles/secretmanager.secretVersionAdder": {"secretmanager.versions.add"},
+    # What `make api-key ROTATE=1` needs beyond reading the old key (secretAccessor): the list
+    # and versions:disable (secret-manager/docs/disable-secret-version names this role).
+    "roles/secretmanager.secretVersionManager": {
+        "secretmanager.versions.add",
+        "secretmanager.versions.disable",
+        "secretmanager.versions.enable",
+        "secretmanager.versions.destroy",
+        "secretmanager.versions.get",
+        "secretmanager.versions.list",
+    },
     "roles/storage.admin": {"storage.*"},
     "roles/storage.objectAdmin": {
         "storage.objects.get",

@@ -20,6 +20,28 @@ _COLLECTION = r"/v1/projects/(?P<project>[^/]+)/secrets"
 _SECRET = _COLLECTION + r"/(?P<secret>[^/:]+)"
 _SECRET_ID = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
 
+# The version rules `make api-key ROTATE=1` relies on, as data with their sources.
+VERSION_RULES: dict[str, str] = {
+    # "projects/*/secrets/*/versions/latest is an alias to the most recently created
+    # SecretVersion" (reference/rest/v1/projects.secrets.versions/access): the newest version,
+    # whatever its state, so a disabled newest version makes `latest` unreadable.
+    "latest": "the most recently created version",
+    # "DISABLED: The SecretVersion may not be accessed, but the secret data is still available
+    # and can be placed back into the ENABLED state" (reference/rest/v1/projects.secrets.versions,
+    # State). Access answers FAILED_PRECONDITION (400); the status is the issue's reading (the
+    # stored pages do not quote the error).
+    "access_disabled": "400 FAILED_PRECONDITION",
+    # "Authorization requires the following IAM permission on the specified resource parent:
+    # secretmanager.versions.list" (reference/rest/v1/projects.secrets.versions/list); "This call
+    # does not return secret data".
+    "list_permission": "secretmanager.versions.list",
+    # versions.disable: "Sets the state of the SecretVersion to DISABLED"; the page names the
+    # permission "secretmanager.secrets.disable", the how-to page (secret-manager/docs/
+    # disable-secret-version) the role roles/secretmanager.secretVersionManager, whose
+    # permission is secretmanager.versions.disable (the versions.* family of that role).
+    "disable_permission": "secretmanager.versions.disable",
+}
+
 
 class FakeSecretManager(ApiFake):
     api = "secretmanager"
@@ -31,6 +53,8 @@ class FakeSecretManager(ApiFake):
         self.route("PATCH", _SECRET, self._patch, (sm + "update",))
         self.route("DELETE", _SECRET, self._delete, (sm + "delete",))
         self.route("POST", _SECRET + r":addVersion", self._add_version)
+        self.route("GET", _SECRET + r"/versions", self._list_versions)
+        self.route("POST", _SECRET + r"/versions/(?P<version>[^/:]+):disable", self._disable)
         self.route("GET", _SECRET + r"/versions/(?P<version>[^/:]+):access", self._access)
         # versions.get: a version's metadata (its state), never its value; `make preflight`
         # reads the latest one's before a deploy.
@@ -116,6 +140,9 @@ class FakeSecretManager(ApiFake):
         except (KeyError, TypeError, ValueError):
             return api_error(400, "payload.data must be base64")
         secret["versions"].append(data)
+        secret.setdefault("states", []).extend(
+            ["ENABLED"] * (len(secret["versions"]) - len(secret.get("states", [])))
+        )
         return 200, {
             "name": f"{name}/versions/{len(secret['versions'])}",
             "state": "ENABLED",
@@ -135,9 +162,43 @@ class FakeSecretManager(ApiFake):
             return api_error(404, f"Secret Version [{name}/versions/{wanted}] not found.")
         return 200, {
             "name": f"{name}/versions/{index}",
-            "state": "ENABLED",
+            "state": _state(secret, index),
             "createTime": "2026-08-09T16:00:00.000000Z",
         }
+
+    def _list_versions(
+        self, m: re.Match[str], query: dict[str, str], body: Any, who: str
+    ) -> Answer:
+        name, secret, error = self._secret(m)
+        if error or secret is None:
+            return error or api_error(404, "no secret")
+        permission = VERSION_RULES["list_permission"]
+        if not self.inventory.allowed(who, self.api, name, permission):
+            return api_error(403, f"Permission '{permission}' denied for {name}")
+        count = len(secret["versions"])
+        # Newest first, metadata only: never a payload.
+        versions = [
+            {"name": f"{name}/versions/{i}", "state": _state(secret, i)}
+            for i in range(count, 0, -1)
+        ]
+        return 200, {"versions": versions, "totalSize": count} if versions else {}
+
+    def _disable(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
+        name, secret, error = self._secret(m)
+        if error or secret is None:
+            return error or api_error(404, "no secret")
+        permission = VERSION_RULES["disable_permission"]
+        if not self.inventory.allowed(who, self.api, name, permission):
+            return api_error(403, f"Permission '{permission}' denied for {name}")
+        count = len(secret["versions"])
+        wanted = m["version"]
+        index = count if wanted == "latest" else int(wanted) if wanted.isdigit() else 0
+        if not 1 <= index <= count:
+            return api_error(404, f"Secret Version [{name}/versions/{wanted}] not found.")
+        states = secret.setdefault("states", ["ENABLED"] * count)
+        states.extend(["ENABLED"] * (count - len(states)))
+        states[index - 1] = "DISABLED"
+        return 200, {"name": f"{name}/versions/{index}", "state": "DISABLED"}
 
     def _access(self, m: re.Match[str], query: dict[str, str], body: Any, who: str) -> Answer:
         name, secret, error = self._secret(m)
@@ -154,6 +215,12 @@ class FakeSecretManager(ApiFake):
         index = len(versions) if wanted == "latest" else int(wanted) if wanted.isdigit() else 0
         if not 1 <= index <= len(versions):
             return api_error(404, f"Secret Version [{name}/versions/{wanted}] not found.")
+        if _state(secret or {}, index) != "ENABLED":
+            code, status = VERSION_RULES["access_disabled"].split()
+            return api_error(
+                int(code),
+                f"{status}: Secret Version [{name}/versions/{index}] is in DISABLED state.",
+            )
         return 200, {
             "name": f"{name}/versions/{index}",
             "payload": {"data": base64.b64encode(versions[index - 1]).decode()},
@@ -179,6 +246,12 @@ class FakeSecretManager(ApiFake):
 
     # ---- for the rehearsal's checks
 
+    def states(self, project: str, secret_id: str) -> list[str]:
+        """Each version's state, oldest first."""
+        with self.inventory.locked() as inv:
+            secret = inv.get(self.api, f"projects/{project}/secrets/{secret_id}") or {}
+            return [_state(secret, i) for i in range(1, len(secret.get("versions", [])) + 1)]
+
     def values(self, project: str, secret_id: str) -> list[bytes]:
         """The versions of one secret (what `make secret` stored), oldest first."""
         with self.inventory.locked() as inv:
@@ -187,7 +260,13 @@ class FakeSecretManager(ApiFake):
 
 
 def _public(secret: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in secret.items() if k != "versions"}
+    return {k: v for k, v in secret.items() if k not in ("versions", "states")}
+
+
+def _state(secret: dict[str, Any], index: int) -> str:
+    """Version `index`'s state (1-based): ENABLED unless disabled."""
+    states = secret.get("states") or []
+    return str(states[index - 1]) if index <= len(states) else "ENABLED"
 
 
 def _policy(bindings: list[dict[str, Any]]) -> dict[str, Any]:

@@ -299,6 +299,20 @@ def docker(args: list[str]) -> int:
         sys.stdout.write(answer.get("stdout", ""))
         sys.stderr.write(answer.get("stderr", ""))
         return int(answer.get("rc", 0))
+    if sub == "kill":
+        # `docker kill --signal=HUP NAME`: the signal goes to the container's main process (a
+        # served nginx's master: HUP is its graceful reload).
+        name = args[-1]
+        if containers.get(name) != "running":
+            print(f"Error response from daemon: container {name} is not running", file=sys.stderr)
+            return 1
+        wanted = next((a.split("=", 1)[1] for a in args if a.startswith("--signal=")), "KILL")
+        pid = STATE.get("pids", {}).get(name)
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, getattr(signal, f"SIG{wanted}"))
+        print(name)
+        return 0
     if sub == "rm":
         name = args[-1]
         if containers.get(name):
@@ -713,6 +727,28 @@ def main() -> int:
         return 0 if args[-1] in STATE.get("mounts", {}) else 32
     if cmd == "systemctl":
         record(cmd)
+        if args[:1] == ["stop"] and len(args) > 1:
+            stop(f"unit:{args[1]}")
+            save_state()
+        return 0
+    if cmd == "systemd-run":
+        # A transient service (the TPU VM's key poller): recorded; started as a process of its
+        # own only when the test or rehearsal asks (run_units), and stopped with `systemctl stop`.
+        record(cmd)
+        options = [a for a in args if a.startswith("--")]
+        command = args[len(options) :]
+        unit = next((o.split("=", 1)[1] for o in options if o.startswith("--unit=")), "")
+        if CONFIG.get("run_units") and command:
+            with open(STUB_DIR / f"unit-{unit}.log", "ab") as log:
+                proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            STATE.setdefault("pids", {})[f"unit:{unit}"] = proc.pid
+            save_state()
         return 0
     record(cmd)
     if cmd == "sleep":
