@@ -68,6 +68,12 @@ def proxy_key_line(key: str, client: str = "default") -> str:
     return f'"{key[:11]}" "{client} {base64.urlsafe_b64encode(digest).decode().rstrip("=")}";\n'
 
 
+def key_map_entries(text: str) -> list[str]:
+    """A key map's entries (keymap.render's lines but its leading comment), each with its
+    newline: what nginx's map reads from api_keys.conf."""
+    return [line for line in text.splitlines(keepends=True) if not line.startswith("#")]
+
+
 def filesystem_type(path: Path) -> str:
     """What `stat -f -c %T` says, as the startup script's tmpfs check reads it."""
     done = subprocess.run(

@@ -152,6 +152,8 @@ class Door:
     prefix: Path
     log: Path
     keys: dict[str, str] = field(default_factory=dict)
+    # Requests answered through request(): each gets one access-log line.
+    answered: int = 0
 
     def request(
         self, key: str | None, body: Any = None, path: str = "/v1/chat/completions"
@@ -168,12 +170,21 @@ class Door:
                 headers,
             )
             response = conn.getresponse()
-            return response.status, dict(response.getheaders()), response.read()
+            answer = response.status, dict(response.getheaders()), response.read()
+            self.answered += 1
+            return answer
         finally:
             conn.close()
 
     def log_lines(self) -> list[dict[str, object]]:
-        return [frontdoor_log.parse_line(line) for line in self.log.read_text().splitlines()]
+        """Every line so far, once there is one per answered request: nginx writes a request's
+        line after its last byte is sent, so the client can read the answer first."""
+        deadline = time.monotonic() + 10
+        while True:
+            lines = self.log.read_text().splitlines()
+            if len(lines) >= self.answered or time.monotonic() > deadline:
+                return [frontdoor_log.parse_line(line) for line in lines]
+            time.sleep(0.02)
 
     def reload(self) -> None:
         """What the key poller does when the map changes: `nginx -s reload`, not a restart."""

@@ -428,8 +428,7 @@ class DeployConfig(Strict):
         return next(iter(self.client_key_secret_ids.values()))
 
     @property
-    def client_key_secret_ids(self) -> dict[str, str]:
-        """Each [access] client's key secret, in the config's order."""
+    def client_key_secret_ids(self) -> dict[str, str]:  # each [access] client's, in order
         return self.access.client_secret_ids(self.name)
 
     @property
