@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tpudeploy import errors, planner, policy, terraform
 from tpudeploy.config import DeployConfig, config_path, require_project
@@ -19,6 +20,9 @@ from tpudeploy.platform import (
     summary_lines,
 )
 from tpudeploy.tpuvm import queued_resource as qr
+
+if TYPE_CHECKING:
+    from tpudeploy.endpoint import Endpoint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -276,40 +280,36 @@ def _pin(cfg: DeployConfig, args: argparse.Namespace) -> int:
     return pin.pin(cfg, attributes, config_path(), out=sys.stdout)
 
 
-def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
+def _endpoint_and_key(cfg: DeployConfig, command: str) -> tuple[Endpoint, str]:
+    """The front door and a key, as `make smoke` and `make accept` reach them: the platform's
+    endpoint (TPU VM: the node; GKE: the Service's load balancer) and the first client's key,
+    each unless ENDPOINT/TLS_SHA256 or VLLM_API_KEY say otherwise."""
     from tpudeploy import smoke
 
     project = require_project(cfg, source=str(config_path()))
     try:
-        endpoint = platform_for(cfg).endpoint(cfg, project)
-        key = smoke.resolve_api_key(cfg, project)
+        return platform_for(cfg).endpoint(cfg, project), smoke.resolve_api_key(cfg, project)
     except Exception as exc:
         if not errors.is_no_credentials(exc):
             raise
         # Each lookup that needed credentials has an environment variable that skips it.
         raise errors.UserError(
             f"{errors.no_credentials(exc)}; or run without them: ENDPOINT=https://HOST:PORT "
-            "TLS_SHA256=<fingerprint, from make endpoint> VLLM_API_KEY=<key> make smoke"
+            f"TLS_SHA256=<fingerprint, from make endpoint> VLLM_API_KEY=<key> make {command}"
         ) from None
+
+
+def _smoke(cfg: DeployConfig, args: argparse.Namespace) -> int:
+    from tpudeploy import smoke
+
+    endpoint, key = _endpoint_and_key(cfg, "smoke")
     return smoke.run(endpoint, key, cfg.vllm.served_model_name)
 
 
 def _accept(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy import accept, smoke
+    from tpudeploy import accept
 
-    project = require_project(cfg, source=str(config_path()))
-    try:
-        # What smoke resolves, the same way: the platform's endpoint (TPU VM: the node; GKE: the
-        # Service's load balancer) unless ENDPOINT/TLS_SHA256 say otherwise, smoke's key.
-        endpoint = platform_for(cfg).endpoint(cfg, project)
-        key = smoke.resolve_api_key(cfg, project)
-    except Exception as exc:
-        if not errors.is_no_credentials(exc):
-            raise
-        raise errors.UserError(
-            f"{errors.no_credentials(exc)}; or run without them: ENDPOINT=https://HOST:PORT "
-            "TLS_SHA256=<fingerprint, from make endpoint> VLLM_API_KEY=<key> make accept"
-        ) from None
+    endpoint, key = _endpoint_and_key(cfg, "accept")
     return accept.run(endpoint, key, accept.Limits.of(cfg))
 
 
