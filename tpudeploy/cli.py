@@ -237,32 +237,18 @@ def _api_key(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _usage(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    import datetime
-
     from tpudeploy import usage
-    from tpudeploy.durations import parse_duration
-    from tpudeploy.planner import price_table
 
-    since_s = parse_duration(args.since, name="SINCE")
-    if args.client and args.client not in cfg.access.clients:
-        raise errors.UserError(
-            f"CLIENT={args.client!r} is not one of [access] clients {list(cfg.access.clients)}"
-        )
     platform = platform_for(cfg)
-    model = platform.usage_model(cfg)
-    rate = price_table(cfg).rate(model)
     project = require_project(cfg, source=str(config_path()))
-    now = datetime.datetime.now(datetime.UTC)
-    replicas = platform.access_logs(cfg, project, since_s)
-    found = usage.tally(
-        replicas,
-        since=now - datetime.timedelta(seconds=since_s),
-        now=now,
-        rate=rate,
-        client=args.client or None,
+    return usage.command(
+        cfg,
+        since=args.since,
+        client=args.client,
+        model=platform.usage_model(cfg),
+        read_logs=lambda seconds: platform.access_logs(cfg, project, seconds),
+        out=sys.stdout,
     )
-    print(usage.report(found, pricing=f"{model} $/chip-hour, {cfg.effective_region}"))
-    return 0
 
 
 def _wait(cfg: DeployConfig, args: argparse.Namespace) -> int:

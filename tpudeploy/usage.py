@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import datetime
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from tpudeploy import frontdoor_log
+from tpudeploy.config import DeployConfig
+from tpudeploy.durations import DurationError, parse_duration
+from tpudeploy.errors import UserError
+from tpudeploy.planner import price_table
 from tpudeploy.planner.tables import _table as table
 
 NO_KEY = "(no key)"
@@ -209,3 +214,40 @@ def report(usage: Usage, *, pricing: str) -> str:
     if usage.unparsed:
         lines.append(f"{usage.unparsed} log line(s) were not access-log requests (skipped).")
     return "\n".join(lines)
+
+
+class UsageError(UserError, ValueError):
+    """A window or client `make usage` cannot answer for; the message says the fix."""
+
+
+def command(
+    cfg: DeployConfig,
+    *,
+    since: str,
+    client: str,
+    model: str,
+    read_logs: Callable[[int], Sequence[ReplicaLog]],
+    out: TextIO,
+) -> int:
+    """`make usage SINCE=... CLIENT=...`: `read_logs(seconds)` is the platform's
+    (Platform.access_logs), `model` the provisioning model its chip-hours are priced at."""
+    try:
+        since_s = parse_duration(since, name="SINCE")
+    except DurationError as exc:
+        raise UsageError(str(exc)) from None
+    if client and client not in cfg.access.clients:
+        raise UsageError(
+            f"CLIENT={client!r} is not one of [access] clients {list(cfg.access.clients)}: "
+            "name one of them, or leave CLIENT out for all"
+        )
+    rate = price_table(cfg).rate(model)
+    now = datetime.datetime.now(datetime.UTC)
+    found = tally(
+        read_logs(since_s),
+        since=now - datetime.timedelta(seconds=since_s),
+        now=now,
+        rate=rate,
+        client=client or None,
+    )
+    print(report(found, pricing=f"{model} $/chip-hour, {cfg.effective_region}"), file=out)
+    return 0

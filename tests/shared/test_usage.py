@@ -103,3 +103,34 @@ def test_percentiles_are_nearest_rank() -> None:
     assert usage.percentile(values, 50) == 50.0
     assert usage.percentile(values, 95) == 95.0
     assert usage.percentile([3.0], 95) == 3.0
+
+
+def test_the_command_prices_the_window_and_refuses_a_bad_window_or_client() -> None:
+    import io
+
+    from tpudeploy.planner import price_table
+    from tpudeploy.platform import parse_config
+
+    cfg = parse_config({"access": {"clients": ["planner", "ci"]}}, source="test")
+    asked: list[int] = []
+
+    def read_logs(seconds: int) -> list[usage.ReplicaLog]:
+        asked.append(seconds)
+        now = datetime.datetime.now(datetime.UTC)
+        start = now - datetime.timedelta(hours=2)
+        at = now - datetime.timedelta(minutes=1)
+        return [usage.ReplicaLog("n", start, [_line("ci", 200, 2.0, at=at, out=40)], 1)]
+
+    out = io.StringIO()
+    assert (
+        usage.command(cfg, since="1h", client="", model="spot", read_logs=read_logs, out=out) == 0
+    )
+    assert asked == [3600]
+    rate = price_table(cfg).rate("spot")
+    text = out.getvalue()
+    assert f"1.00 chip-hours x ${rate:.4f} (spot $/chip-hour, us-west4)" in text
+    assert "| ci " in text and "100.0%" in text
+    with pytest.raises(usage.UsageError, match="SINCE"):
+        usage.command(cfg, since="soon", client="", model="spot", read_logs=read_logs, out=out)
+    with pytest.raises(usage.UsageError, match=r"CLIENT='coder' is not one of .*'planner', 'ci'"):
+        usage.command(cfg, since="1h", client="coder", model="spot", read_logs=read_logs, out=out)

@@ -183,6 +183,9 @@ def test_propagation_is_one_poll_period_plus_a_fetch(tmp_path: Path) -> None:
             assert time.monotonic() - start < 10, "the rotation never reached the map"
             time.sleep(0.05)
         took = time.monotonic() - start
+        # The poller writes the map, then signals nginx: the HUP follows the map by a moment.
+        while hups(node, cfg) == 0 and time.monotonic() - start < 10:
+            time.sleep(0.05)
     finally:
         proc.kill()
         proc.wait()

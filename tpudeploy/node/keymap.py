@@ -124,6 +124,10 @@ def write_if_changed(path: str, text: str) -> bool:
         pass
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+    # 0444 whatever the umask, before the rename: the GKE front door's nginx reads it as another
+    # user, and a reader must never see the new map with a narrower mode (the folder, 0700 on
+    # the TPU VM and a memory volume of the pod's own, is what keeps others out).
+    os.fchmod(fd, 0o444)
     with os.fdopen(fd, "w", encoding="ascii") as fh:
         fh.write(text)
     os.replace(tmp, path)
