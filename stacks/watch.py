@@ -1,0 +1,101 @@
+"""The deployment's dashboard, alert policies and email channels (tpudeploy/dashboard.py and
+tpudeploy/alertpolicies.py hold their JSON; this declares it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdktf import TerraformOutput
+from cdktf_cdktf_provider_google_beta.google_monitoring_alert_policy import (
+    GoogleMonitoringAlertPolicy,
+    GoogleMonitoringAlertPolicyConditions,
+    GoogleMonitoringAlertPolicyConditionsConditionPrometheusQueryLanguage,
+    GoogleMonitoringAlertPolicyDocumentation,
+)
+from cdktf_cdktf_provider_google_beta.google_monitoring_dashboard import GoogleMonitoringDashboard
+from cdktf_cdktf_provider_google_beta.google_monitoring_notification_channel import (
+    GoogleMonitoringNotificationChannel,
+)
+from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
+from constructs import Construct
+
+from tpudeploy.alertpolicies import alert_policies, email_channel
+from tpudeploy.config import DeployConfig
+from tpudeploy.dashboard import dashboard_json
+from tpudeploy.platform import platform_for
+
+
+def dashboard(
+    scope: Construct, cfg: DeployConfig, project: str, services: list[GoogleProjectService]
+) -> None:
+    """The dashboard, in the long-lived stack: it costs nothing to keep, and its tiles show the
+    history of every node the deployment has had, across re-creations. The Monitoring API
+    (dashboards v1, alert policies v3) is enabled with the others (secrets.REQUIRED_SERVICES)."""
+    board = GoogleMonitoringDashboard(
+        scope,
+        "dashboard",
+        project=project,
+        dashboard_json=dashboard_json(cfg, selector=platform_for(cfg).metrics_selector(cfg)),
+        depends_on=services,
+    )
+    # projects/P/dashboards/ID: `make dashboard` prints the console URL from it.
+    TerraformOutput(scope, "dashboard_id", value=board.id)
+
+
+def _policy_args(policy: dict[str, Any]) -> dict[str, Any]:
+    """The v3 AlertPolicy's JSON as the provider's arguments (one PromQL condition each)."""
+    condition = policy["conditions"][0]
+    promql = condition["conditionPrometheusQueryLanguage"]
+    doc = policy["documentation"]
+    return {
+        "display_name": policy["displayName"],
+        "combiner": policy["combiner"],
+        "user_labels": policy["userLabels"],
+        "conditions": [
+            GoogleMonitoringAlertPolicyConditions(
+                display_name=condition["displayName"],
+                condition_prometheus_query_language=(
+                    GoogleMonitoringAlertPolicyConditionsConditionPrometheusQueryLanguage(
+                        query=promql["query"],
+                        duration=promql["duration"],
+                        evaluation_interval=promql["evaluationInterval"],
+                    )
+                ),
+            )
+        ],
+        "documentation": GoogleMonitoringAlertPolicyDocumentation(
+            content=doc["content"], mime_type=doc["mimeType"], subject=doc["subject"]
+        ),
+    }
+
+
+def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
+    """The alert policies and their email channels, in the billing stack: the no-server policy
+    fires on absence, so it must end with the node or cluster it watches (make destroy)."""
+    channels = [
+        GoogleMonitoringNotificationChannel(
+            scope,
+            f"email-{i}",
+            project=project,
+            type=channel["type"],
+            display_name=channel["displayName"],
+            labels=channel["labels"],
+            user_labels=channel["userLabels"],
+        )
+        for i, channel in enumerate(email_channel(cfg, a) for a in cfg.alerts.emails)
+    ]
+    platform = platform_for(cfg)
+    policies = alert_policies(
+        cfg,
+        selector=platform.metrics_selector(cfg),
+        channels=[c.name for c in channels],
+        metrics_flow=platform.metrics_gap is None,
+    )
+    for key, policy in policies.items():
+        GoogleMonitoringAlertPolicy(
+            scope,
+            f"alert-{key}",
+            project=project,
+            notification_channels=policy["notificationChannels"],
+            **_policy_args(policy),
+        )
