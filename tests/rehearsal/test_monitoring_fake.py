@@ -23,9 +23,8 @@ def test_the_api_must_be_enabled_then_takes_the_dashboard_and_gives_it_a_name() 
         fake.inventory.enable(PROJECT, "monitoring.googleapis.com")
         status, body = call(fake.host, "POST", path, board)
         assert status == 200 and body["name"].startswith(f"projects/{PROJECT}/dashboards/")
-        assert call(fake.host, "GET", f"/v1/{body['name']}")[1]["displayName"] == (
-            board["displayName"]
-        )
+        stored = call(fake.host, "GET", f"/v1/{body['name']}")[1]
+        assert stored["displayName"] == board["displayName"]
         assert call(fake.host, "DELETE", f"/v1/{body['name']}")[0] == 200
         assert call(fake.host, "GET", f"/v1/{body['name']}")[0] == 404
 
