@@ -70,8 +70,9 @@ def _policy_args(policy: dict[str, Any]) -> dict[str, Any]:
 
 
 def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
-    """The alert policies and their email channels, in the billing stack: the no-server policy
-    fires on absence, so it must end with the node or cluster it watches (make destroy)."""
+    """The alert policies and their email channels, in the billing stack `make destroy` removes
+    (the node; GKE's serving stack): the no-server policy fires on absence, so it must end with
+    the node or replicas it watches."""
     channels = [
         GoogleMonitoringNotificationChannel(
             scope,

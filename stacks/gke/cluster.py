@@ -72,7 +72,6 @@ from constructs import Construct
 from stacks.common import configure, service_account_email
 from stacks.deadline_job import declare_deadline
 from stacks.nat import cloud_nat
-from stacks.watch import alerts
 from tpudeploy import facts, names
 from tpudeploy.config import DeployConfig
 from tpudeploy.config.gke import version_tuple
@@ -236,8 +235,6 @@ class GkeStack(TerraformStack):
         }
         self._serving_access(cfg, project)
         self._deadline(cfg, project)
-        if not cfg.gitops_managed:  # its deploy identity holds no Monitoring permissions
-            alerts(self, cfg, project)
         TerraformOutput(self, "cluster_name", value=self.cluster.name)
         TerraformOutput(self, "cluster_location", value=self.cluster.location)
         TerraformOutput(self, "tpu_pools", value=[p.name for p in self.pools.values()])

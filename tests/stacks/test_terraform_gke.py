@@ -81,7 +81,7 @@ def _validate(terraform: str, root: Path, work: Path) -> subprocess.CompletedPro
     return _run(terraform, root, work, "validate", "-no-color")
 
 
-@pytest.mark.parametrize("kind", ["gke", "serving", "gke-local", "secrets-local"])
+@pytest.mark.parametrize("kind", ["gke", "serving", "serving-local", "secrets-local"])
 def test_terraform_validates_the_gke_stacks_against_both_generated_schemas(
     terraform: str, synth: Synthesizer, stand_ins: Path, kind: str
 ) -> None:
@@ -91,11 +91,11 @@ def test_terraform_validates_the_gke_stacks_against_both_generated_schemas(
     name = {
         "gke": CFG.gke_stack_name,
         "serving": CFG.serving_stack_name,
-        "gke-local": CFG.gke_stack_name,
+        "serving-local": CFG.serving_stack_name,
         "secrets-local": CFG.secrets_stack_name,
     }[kind]
     doc = synth(raw)[name]
-    if kind == "gke-local":
+    if kind == "serving-local":
         assert "google_monitoring_alert_policy" in doc["resource"]
     if kind == "secrets-local":
         assert "google_monitoring_dashboard" in doc["resource"]

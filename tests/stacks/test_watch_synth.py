@@ -61,7 +61,8 @@ def test_gke_pair_each_its_own_dashboard_policies_and_series(
         cfg = parse_config(raw)
         (board,) = _dashboards(stacks[cfg.secrets_stack_name])
         assert problems(board, "Dashboard") == []
-        policies = _policies(stacks[cfg.gke_stack_name])
+        policies = _policies(stacks[cfg.serving_stack_name])
+        assert not _policies(stacks[cfg.gke_stack_name])
         assert set(policies) == {"alert-kv-wall", "alert-waiting", "alert-no-server"}
         for policy in policies.values():
             body = _api_body(policy)
