@@ -19,6 +19,7 @@ from cdktf_cdktf_provider_google_beta.google_monitoring_notification_channel imp
 from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
 from constructs import Construct
 
+from stacks.common import terraform_literal
 from tpudeploy.alertpolicies import alert_policies, email_channel
 from tpudeploy.config import DeployConfig
 from tpudeploy.dashboard import dashboard_json
@@ -35,15 +36,31 @@ def dashboard(
         scope,
         "dashboard",
         project=project,
-        dashboard_json=dashboard_json(cfg, selector=platform_for(cfg).metrics_selector(cfg)),
+        # Config strings (the served model name in its title) reach the API as written, never
+        # as a Terraform expression (tests/stacks/test_terraform.py's hostile config).
+        dashboard_json=terraform_literal(
+            dashboard_json(cfg, selector=platform_for(cfg).metrics_selector(cfg))
+        ),
         depends_on=services,
     )
     # projects/P/dashboards/ID: `make dashboard` prints the console URL from it.
     TerraformOutput(scope, "dashboard_id", value=board.id)
 
 
-def _policy_args(policy: dict[str, Any]) -> dict[str, Any]:
+def _literal(value: Any) -> Any:
+    """Every string in `value` escaped for Terraform (an address may hold `${`)."""
+    if isinstance(value, str):
+        return terraform_literal(value)
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return value
+
+
+def _policy_args(api_policy: dict[str, Any]) -> dict[str, Any]:
     """The v3 AlertPolicy's JSON as the provider's arguments (one PromQL condition each)."""
+    policy = _literal(api_policy)
     condition = policy["conditions"][0]
     promql = condition["conditionPrometheusQueryLanguage"]
     doc = policy["documentation"]
@@ -83,7 +100,7 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
             labels=channel["labels"],
             user_labels=channel["userLabels"],
         )
-        for i, channel in enumerate(email_channel(cfg, a) for a in cfg.alerts.emails)
+        for i, channel in enumerate(_literal(email_channel(cfg, a)) for a in cfg.alerts.emails)
     ]
     platform = platform_for(cfg)
     policies = alert_policies(
@@ -97,6 +114,7 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
             scope,
             f"alert-{key}",
             project=project,
+            # Terraform references to the channels above: never escaped.
             notification_channels=policy["notificationChannels"],
             **_policy_args(policy),
         )
