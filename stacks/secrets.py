@@ -37,6 +37,7 @@ from cdktf_cdktf_provider_google_beta.google_storage_bucket_iam_member import (
 from constructs import Construct
 
 from stacks.common import TERRAFORM_REQUIRED_VERSION, configure, service_account_email
+from stacks.watch import dashboard
 from tpudeploy.config import DeployConfig
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
@@ -45,6 +46,7 @@ REQUIRED_SERVICES = (
     "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
     "iam.googleapis.com",
+    "monitoring.googleapis.com",  # the dashboard and alert policies (stacks/watch.py)
     "secretmanager.googleapis.com",
     "storage.googleapis.com",
     "tpu.googleapis.com",
@@ -262,6 +264,8 @@ class SecretsStack(TerraformStack):
 
         if cfg.deadline_seconds is not None and not cfg.gitops_managed:
             self._stop_identity(cfg, project, services)
+        if not cfg.gitops_managed:  # its deploy identity holds no Monitoring permissions
+            dashboard(self, cfg, project, services)
 
         TerraformOutput(self, "service_account_email", value=self.service_account_email)
         TerraformOutput(self, "hf_token_secret", value=read["hf-token"])

@@ -23,6 +23,16 @@ REWRITE = f"{WRITE_ENV}=1 .venv/bin/python -m pytest -q tests/stacks/test_invent
 # cdktf metadata) is left to the focused tests.
 KEYS: dict[str, tuple[str, ...]] = {
     "google_project_service": ("service", "disable_on_destroy"),
+    # The dashboard's JSON is judged by tests/shared/test_dashboard.py (schema, metrics); the
+    # contract is that it exists, per deployment. A policy's name, query, window and channels.
+    "google_monitoring_dashboard": ("project",),
+    "google_monitoring_alert_policy": (
+        "display_name",
+        "combiner",
+        "conditions",
+        "notification_channels",
+    ),
+    "google_monitoring_notification_channel": ("type", "labels"),
     "google_service_account": ("account_id",),
     "google_secret_manager_secret": ("secret_id", "labels"),
     "google_secret_manager_secret_iam_member": ("secret_id", "role", "member", "condition"),

@@ -80,6 +80,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # make accept's probes and verdict rules (standard library only); the runner that
             # sends them is a command beside smoke, whose request path it reuses.
             "tpudeploy.acceptprobes",
+            # The dashboard and the alert policies, as Monitoring API JSON (the stacks declare
+            # them; the platform gives the label selector).
+            "tpudeploy.dashboard",
+            "tpudeploy.alertpolicies",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),
@@ -90,6 +94,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.__main__",
             "tpudeploy.cli",
             "tpudeploy.benchcli",
+            "tpudeploy.dashboardcli",
             "tpudeploy.tune",
             "tpudeploy.gitops",
             "tpudeploy.preflight",

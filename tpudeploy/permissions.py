@@ -89,6 +89,26 @@ NEEDS: dict[str, Need] = {
         "roles/compute.networkAdmin",
         "https://cloud.google.com/nat/docs/set-up-manage-network-address-translation",
     ),
+    # The dashboard (Monitoring API v1) and the alert policies and their email channels (v3):
+    # "This method requires the monitoring.dashboards.create permission on the specified
+    # project" (monitoring.v1 discovery document, projects.dashboards.create); the roles'
+    # lowest grantable resource is the project (cloud.google.com/iam/docs/roles-permissions/
+    # monitoring).
+    "google_monitoring_dashboard": Need(
+        _crud("monitoring.dashboards"),
+        "roles/monitoring.dashboardEditor",
+        "https://cloud.google.com/iam/docs/roles-permissions/monitoring",
+    ),
+    "google_monitoring_alert_policy": Need(
+        _crud("monitoring.alertPolicies"),
+        "roles/monitoring.alertPolicyEditor",
+        "https://cloud.google.com/iam/docs/roles-permissions/monitoring",
+    ),
+    "google_monitoring_notification_channel": Need(
+        _crud("monitoring.notificationChannels"),
+        "roles/monitoring.notificationChannelEditor",
+        "https://cloud.google.com/iam/docs/roles-permissions/monitoring",
+    ),
     "google_tpu_v2_vm": Need(
         ("tpu.nodes.create", "tpu.nodes.get", "tpu.nodes.delete", "tpu.operations.get"),
         "roles/tpu.admin",
@@ -268,6 +288,11 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "google_service_account",
         "google_project_iam_custom_role",
     ),
+    # The dashboard is the long-lived stack's; the alert policies end with the billing stack
+    # (stacks/watch.py). Not declared for a pipeline deployment.
+    "secrets (the dashboard)": ("google_monitoring_dashboard",),
+    "billing (the alert policies)": ("google_monitoring_alert_policy",),
+    "billing ([alerts] emails: their channels)": ("google_monitoring_notification_channel",),
     "node (all models)": ("google_compute_firewall",),
     "node (flex-start)": ("terraform_data", QUEUED_RESOURCE),
     "node (spot, on-demand)": (

@@ -61,6 +61,7 @@ from constructs import Construct
 from stacks.common import configure, terraform_literal
 from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
+from stacks.watch import alerts
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cache, identifiers, pod, reach
 from tpudeploy.gke.manifests import (
@@ -107,6 +108,10 @@ class ServingStack(TerraformStack):
         )
         # The HPA's signal: nothing serves the custom metrics API until the adapter runs.
         declare_adapter(self)
+        # Here, not with the cluster: make destroy removes this stack and keeps the cluster, and
+        # the no-server policy must end with the replicas it watches.
+        if not cfg.gitops_managed:  # its deploy identity holds no Monitoring permissions
+            alerts(self, cfg, project)
         ns = NamespaceV1(
             self, "namespace", metadata=NamespaceV1Metadata(name=identifiers.namespace(cfg))
         )

@@ -24,6 +24,7 @@ from constructs import Construct
 from stacks.common import configure, service_account_email, terraform_literal
 from stacks.deadline_job import declare_deadline
 from stacks.nat import cloud_nat
+from stacks.watch import alerts
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 from tpudeploy.platform import platform_for
@@ -79,6 +80,8 @@ class TpuNodeStack(TerraformStack):
         if platform_for(cfg).declares_nat(cfg) and not cfg.gitops_managed:
             # A pipeline deployment's router and NAT are the GitOps bootstrap's.
             cloud_nat(self, cfg)
+        if not cfg.gitops_managed:  # its deploy identity holds no Monitoring permissions
+            alerts(self, cfg, project)
         TerraformOutput(self, "node_name", value=cfg.node_id)
         TerraformOutput(self, "zone", value=cfg.zone)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Synthesizer, terraform_env, without_backend
+from tests.conftest import REPO_ROOT, Synthesizer, gke_local_raw, terraform_env, without_backend
 from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, KUBERNETES
 from tools.rehearsal.mirror import lock_file, write_mirror
@@ -81,12 +81,25 @@ def _validate(terraform: str, root: Path, work: Path) -> subprocess.CompletedPro
     return _run(terraform, root, work, "validate", "-no-color")
 
 
-@pytest.mark.parametrize("kind", ["gke", "serving"])
+@pytest.mark.parametrize("kind", ["gke", "serving", "serving-local", "secrets-local"])
 def test_terraform_validates_the_gke_stacks_against_both_generated_schemas(
     terraform: str, synth: Synthesizer, stand_ins: Path, kind: str
 ) -> None:
-    name = {"gke": CFG.gke_stack_name, "serving": CFG.serving_stack_name}[kind]
-    work = _folder(stand_ins, name, synth(RAW)[name])
+    """The shipped file (a pipeline deployment), and the same file run locally (the session's
+    gke_pair synthesis: its stacks declare the dashboard and the alert policies too)."""
+    raw = gke_local_raw() if kind.endswith("-local") else RAW
+    name = {
+        "gke": CFG.gke_stack_name,
+        "serving": CFG.serving_stack_name,
+        "serving-local": CFG.serving_stack_name,
+        "secrets-local": CFG.secrets_stack_name,
+    }[kind]
+    doc = synth(raw)[name]
+    if kind == "serving-local":
+        assert "google_monitoring_alert_policy" in doc["resource"]
+    if kind == "secrets-local":
+        assert "google_monitoring_dashboard" in doc["resource"]
+    work = _folder(stand_ins, f"{name}-{kind}", doc)
     done = _validate(terraform, stand_ins, work)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "The configuration is valid" in done.stdout

@@ -54,6 +54,12 @@ DEFAULT_ENABLED = ("logging.googleapis.com", "monitoring.googleapis.com")
 # one VPC must not touch each other): another name, the same shipped settings otherwise.
 NEIGHBOUR = "gemma4-gke-b"
 
+# Each GKE deployment's dashboard (secrets stack) and alert policies (serving stack: KV wall,
+# waiting, no server; no email channel in the rehearsal's config), labelled with its name. The
+# neighbour deploys no serving stack: its dashboard only.
+WATCHING = {"dashboards": 1, "alertPolicies": 3}
+NEIGHBOUR_WATCHING = {"dashboards": 1}
+
 
 def write_gke_config(
     dest: Path,
@@ -357,11 +363,28 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             for k in clusters
         }
         nats = self._nats()
+        watching = {name: self._watching(name) for name in (self.cfg.name, cfg.name)}
+        if watching != {self.cfg.name: WATCHING, cfg.name: NEIGHBOUR_WATCHING}:
+            raise StageFailure(f"expected {WATCHING} and {NEIGHBOUR_WATCHING}; found {watching}")
         return (
             f"{NEIGHBOUR}: secrets and cluster stacks beside {self.cfg.name} in network "
             f"{cfg.network.network}, {cfg.effective_region}; control planes "
-            f"{', '.join(sorted(str(r) for r in ranges.values()))}; NATs {', '.join(nats)}"
+            f"{', '.join(sorted(str(r) for r in ranges.values()))}; NATs {', '.join(nats)}; "
+            f"{self.cfg.name}'s dashboard and 3 alert policies, {cfg.name}'s own dashboard"
         )
+
+    def _watching(self, deployment: str) -> dict[str, int]:
+        """The Monitoring objects labelled with `deployment`, by collection."""
+        inv = self.cloud.inventory
+        found: dict[str, int] = {}
+        for key in inv.names("monitoring", f"projects/{REHEARSAL_PROJECT}/"):
+            obj = inv.get("monitoring", key) or {}
+            if {**obj.get("labels", {}), **obj.get("userLabels", {})}.get("deployment") == (
+                deployment
+            ):
+                collection = key.split("/")[2]
+                found[collection] = found.get(collection, 0) + 1
+        return found
 
     def _make_argv(self, target: str) -> list[str]:
         return [*MAKE, target, "AUTO_APPROVE=1"]
@@ -396,4 +419,9 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             )
         if len(self.cloud.kubernetes.objects()) != before:
             raise StageFailure(f"the neighbour's destroy changed {self.cfg.name}'s cluster objects")
+        if self._watching(cfg.name) or self._watching(self.cfg.name) != WATCHING:
+            raise StageFailure(
+                f"after the neighbour's destroy: its Monitoring objects "
+                f"{self._watching(cfg.name)}, {self.cfg.name}'s {self._watching(self.cfg.name)}"
+            )
         return f"{NEIGHBOUR} destroyed; {self.cfg.name}'s cluster, NAT and {before} objects intact"

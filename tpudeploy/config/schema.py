@@ -17,6 +17,7 @@ from tpudeploy import facts, names
 from tpudeploy.config import checks
 from tpudeploy.config import prices as prices_config
 from tpudeploy.config.access import AccessConfig
+from tpudeploy.config.alerts_table import AlertsConfig
 from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.containers import check_container_name, check_image, check_shm_size
@@ -259,6 +260,8 @@ class DeployConfig(Strict):
     """[proxy] table: the TLS proxy in front of vLLM"""
     access: AccessConfig = Field(default_factory=AccessConfig)
     """[access] table: the clients (agents), one key and one set of limits each"""
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    """[alerts] table: who the deployment's alert policies notify"""
     deadline: DeadlineConfig = Field(default_factory=DeadlineConfig)
     """[deadline] table: where a spot or on-demand node's deadline job runs"""
     load: LoadConfig = Field(default_factory=LoadConfig)

@@ -56,6 +56,8 @@ CONTAINER: Final = Api("CONTAINER_EMULATOR_HOST", "https://container.googleapis.
 # (tools/rehearsal/resources/base.py), the project's own code never does.
 COMPUTE: Final = Api("COMPUTE_EMULATOR_HOST", "https://compute.googleapis.com/compute/v1")
 IAM: Final = Api("IAM_EMULATOR_HOST", "https://iam.googleapis.com/v1")
+# Dashboards are v1 and alert policies v3 of one host: every call names its version.
+MONITORING: Final = Api("MONITORING_EMULATOR_HOST", "https://monitoring.googleapis.com")
 
 ALL: Final = (
     TPU,
@@ -67,4 +69,5 @@ ALL: Final = (
     CLOUD_SCHEDULER,
     RESOURCE_MANAGER,
     CONTAINER,
+    MONITORING,
 )

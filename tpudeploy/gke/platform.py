@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
+from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.gke import deadline_target, pipeline
+from tpudeploy.gke import deadline_target, identifiers, pipeline
 from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
 from tpudeploy.grants import PipelinePart
 
@@ -112,6 +113,15 @@ class Gke:
             "themselves; nothing to recover"
         )
 
+    metrics_gap: str | None = None
+
+    def metrics_selector(self, cfg: DeployConfig) -> str:
+        # Managed Prometheus writes each scraped series to the prometheus_target resource with
+        # the cluster's name and the PodMonitoring's namespace as labels (cloud.google.com/
+        # stackdriver/docs/managed-prometheus/query: "cluster", "namespace", "job"): the
+        # deployment's own cluster and namespace (tpudeploy/gke/manifests.pod_monitoring).
+        return f'cluster="{identifiers.cluster_name(cfg)}",namespace="{identifiers.namespace(cfg)}"'
+
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         from tpudeploy.gke.cache import cache_findings
         from tpudeploy.gke.scaleplan import configured
@@ -145,16 +155,17 @@ class Gke:
                 keys.append("cluster (gke: the deadline job)")
             if cfg.routing.gateway:
                 keys.append("serving (gke, [routing] gateway: the endpoint picker)")
-        return keys
+        return keys + watching_parts(cfg, purpose)
 
     def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
         return (
             # The cluster stack enables it (google_project_service) before the cluster.
             ("container.googleapis.com", True, "the GKE cluster"),
             # Managed Prometheus stores vLLM's metrics in Cloud Monitoring, and the HPA reads
-            # vllm:num_requests_waiting from there; no stack enables it
-            # (cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed).
-            ("monitoring.googleapis.com", False, "Managed Prometheus and the HPA's metric"),
+            # vllm:num_requests_waiting from there
+            # (cloud.google.com/stackdriver/docs/managed-prometheus/setup-managed); the secrets
+            # stack enables it now, for the dashboard and the alert policies (stacks/watch.py).
+            ("monitoring.googleapis.com", True, "Managed Prometheus, the HPA, the dashboard"),
             # GKE Inference Gateway: "Enable the Compute Engine API, the Network Services API
             # ..." (cloud.google.com/kubernetes-engine/docs/how-to/deploy-gke-inference-gateway,
             # Before you begin); its certificate is a Certificate Manager one (tpudeploy.gke.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tpudeploy import planner, policy, replicasecrets
+from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.grants import PipelinePart
@@ -74,6 +75,18 @@ class TpuVm:
     def recover_note(self, cfg: DeployConfig) -> str | None:
         return None
 
+    metrics_gap: str | None = (
+        "its tiles stay empty on the TPU VM, and the no-server alert is left out, until the Ops "
+        "Agent ships vLLM's metrics (issue 38's later slice: nothing scrapes the node's /metrics "
+        "yet)"
+    )
+
+    def metrics_selector(self, cfg: DeployConfig) -> str:
+        # The Ops Agent's Prometheus receiver (issue 38's later slice) labels each series with
+        # its scrape job's job_name; that config must name the job after the deployment. Rests
+        # on the issue's reading: the agent's label page was not in the stored corpus.
+        return f'job="{cfg.name}"'
+
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         return planner.synth_summary(cfg, today=today)
 
@@ -92,7 +105,7 @@ class TpuVm:
             keys += ["node (all models)", "node (spot, on-demand)" if vm else "node (flex-start)"]
             if cfg.declares_nat:
                 keys.append("node (no external address)")
-        return keys
+        return keys + watching_parts(cfg, purpose)
 
     def apis(self, cfg: DeployConfig) -> tuple[tuple[str, bool, str], ...]:
         # The secrets stack enables every API the TPU VM uses (stacks/secrets.py).

@@ -11,6 +11,7 @@ from tools.rehearsal.fakes.container import FakeContainer
 from tools.rehearsal.fakes.iam import FakeIam
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.k8s import FakeKubernetes
+from tools.rehearsal.fakes.monitoring import FakeMonitoring
 from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tools.rehearsal.fakes.secretmanager import FakeSecretManager
 from tools.rehearsal.fakes.serviceusage import FakeServiceUsage
@@ -38,6 +39,7 @@ class FakeCloud:
         self.iam = FakeIam(inv)
         self.serviceusage = FakeServiceUsage(inv)
         self.resourcemanager = FakeResourceManager(inv)
+        self.monitoring = FakeMonitoring(inv)
         # platform = "gke": the GKE API, and the Kubernetes API of the cluster it creates.
         self.kubernetes = FakeKubernetes(inv)
         self.container = FakeContainer(inv, self.kubernetes)
@@ -60,6 +62,7 @@ class FakeCloud:
             self.serviceusage,
             self.cloudscheduler,
             self.resourcemanager,
+            self.monitoring,
         ]
 
     def __enter__(self) -> FakeCloud:
@@ -83,6 +86,7 @@ class FakeCloud:
             EMULATOR_ENV["cloudscheduler"]: self.cloudscheduler.host,
             EMULATOR_ENV["cloudresourcemanager"]: self.resourcemanager.host,
             EMULATOR_ENV["container"]: self.container.host,
+            EMULATOR_ENV["monitoring"]: self.monitoring.host,
         }
 
     def billing(self) -> list[str]:

@@ -37,6 +37,7 @@ API_TITLES = {
     "storage.googleapis.com": "Cloud Storage JSON API",
     "tpu.googleapis.com": "Cloud TPU API",
     "cloudscheduler.googleapis.com": "Cloud Scheduler API",
+    "monitoring.googleapis.com": "Cloud Monitoring API",
 }
 
 # Roles that carry a permission the fakes check, as the predefined roles grant them.

@@ -25,6 +25,11 @@ from tools.rehearsal.resources.container import (
     ProjectData,
 )
 from tools.rehearsal.resources.iam import ServiceAccount
+from tools.rehearsal.resources.monitoring import (
+    MonitoringAlertPolicy,
+    MonitoringDashboard,
+    MonitoringNotificationChannel,
+)
 from tools.rehearsal.resources.resourcemanager import ProjectIamCustomRole, ProjectIamMember
 from tools.rehearsal.resources.secretmanager import (
     SecretManagerSecret,
@@ -61,6 +66,9 @@ RESOURCES: dict[str, type[Resource]] = {
         CloudSchedulerJob,
         ProjectIamCustomRole,
         ProjectIamMember,
+        MonitoringDashboard,
+        MonitoringAlertPolicy,
+        MonitoringNotificationChannel,
         # platform = "gke"
         ContainerCluster,
         ContainerNodePool,

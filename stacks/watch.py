@@ -1,0 +1,120 @@
+"""The deployment's dashboard, alert policies and email channels (tpudeploy/dashboard.py and
+tpudeploy/alertpolicies.py hold their JSON; this declares it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdktf import TerraformOutput
+from cdktf_cdktf_provider_google_beta.google_monitoring_alert_policy import (
+    GoogleMonitoringAlertPolicy,
+    GoogleMonitoringAlertPolicyConditions,
+    GoogleMonitoringAlertPolicyConditionsConditionPrometheusQueryLanguage,
+    GoogleMonitoringAlertPolicyDocumentation,
+)
+from cdktf_cdktf_provider_google_beta.google_monitoring_dashboard import GoogleMonitoringDashboard
+from cdktf_cdktf_provider_google_beta.google_monitoring_notification_channel import (
+    GoogleMonitoringNotificationChannel,
+)
+from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
+from constructs import Construct
+
+from stacks.common import terraform_literal
+from tpudeploy.alertpolicies import alert_policies, email_channel
+from tpudeploy.config import DeployConfig
+from tpudeploy.dashboard import dashboard_json
+from tpudeploy.platform import platform_for
+
+
+def dashboard(
+    scope: Construct, cfg: DeployConfig, project: str, services: list[GoogleProjectService]
+) -> None:
+    """The dashboard, in the long-lived stack: it costs nothing to keep, and its tiles show the
+    history of every node the deployment has had, across re-creations. The Monitoring API
+    (dashboards v1, alert policies v3) is enabled with the others (secrets.REQUIRED_SERVICES)."""
+    board = GoogleMonitoringDashboard(
+        scope,
+        "dashboard",
+        project=project,
+        # Config strings (the served model name in its title) reach the API as written, never
+        # as a Terraform expression (tests/stacks/test_terraform.py's hostile config).
+        dashboard_json=terraform_literal(
+            dashboard_json(cfg, selector=platform_for(cfg).metrics_selector(cfg))
+        ),
+        depends_on=services,
+    )
+    # projects/P/dashboards/ID: `make dashboard` prints the console URL from it.
+    TerraformOutput(scope, "dashboard_id", value=board.id)
+
+
+def _literal(value: Any) -> Any:
+    """Every string in `value` escaped for Terraform (an address may hold `${`)."""
+    if isinstance(value, str):
+        return terraform_literal(value)
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return value
+
+
+def _policy_args(api_policy: dict[str, Any]) -> dict[str, Any]:
+    """The v3 AlertPolicy's JSON as the provider's arguments (one PromQL condition each)."""
+    policy = _literal(api_policy)
+    condition = policy["conditions"][0]
+    promql = condition["conditionPrometheusQueryLanguage"]
+    doc = policy["documentation"]
+    return {
+        "display_name": policy["displayName"],
+        "combiner": policy["combiner"],
+        "user_labels": policy["userLabels"],
+        "conditions": [
+            GoogleMonitoringAlertPolicyConditions(
+                display_name=condition["displayName"],
+                condition_prometheus_query_language=(
+                    GoogleMonitoringAlertPolicyConditionsConditionPrometheusQueryLanguage(
+                        query=promql["query"],
+                        duration=promql["duration"],
+                        evaluation_interval=promql["evaluationInterval"],
+                    )
+                ),
+            )
+        ],
+        "documentation": GoogleMonitoringAlertPolicyDocumentation(
+            content=doc["content"], mime_type=doc["mimeType"], subject=doc["subject"]
+        ),
+    }
+
+
+def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
+    """The alert policies and their email channels, in the billing stack `make destroy` removes
+    (the node; GKE's serving stack): the no-server policy fires on absence, so it must end with
+    the node or replicas it watches."""
+    channels = [
+        GoogleMonitoringNotificationChannel(
+            scope,
+            f"email-{i}",
+            project=project,
+            type=channel["type"],
+            display_name=channel["displayName"],
+            labels=channel["labels"],
+            user_labels=channel["userLabels"],
+        )
+        for i, channel in enumerate(_literal(email_channel(cfg, a)) for a in cfg.alerts.emails)
+    ]
+    platform = platform_for(cfg)
+    policies = alert_policies(
+        cfg,
+        selector=platform.metrics_selector(cfg),
+        channels=[c.name for c in channels],
+        metrics_flow=platform.metrics_gap is None,
+    )
+    for key, policy in policies.items():
+        GoogleMonitoringAlertPolicy(
+            scope,
+            f"alert-{key}",
+            project=project,
+            # Terraform references to the channels above: never escaped.
+            notification_channels=policy["notificationChannels"],
+            **_policy_args(policy),
+        )

@@ -1,0 +1,161 @@
+"""What Cloud Monitoring refuses in a dashboard or an alert policy, as data with its source.
+
+The shapes are the Monitoring API's own discovery documents (v1: Dashboard; v3: AlertPolicy,
+NotificationChannel), vendored in schemas/discovery/ (tools/discovery_subset.py wrote them from
+google-api-python-client's discovery cache). The fake Monitoring API (fakes/monitoring.py) and
+the tests (tests/shared/test_dashboard.py) judge every document with `problems`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_SCHEMAS = Path(__file__).resolve().parents[3] / "schemas" / "discovery"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    what: str
+    source: str
+    quote: str
+
+
+RULES = (
+    Rule(
+        "a field the message does not have is refused (400), never ignored",
+        "https://github.com/GoogleCloudPlatform/monitoring-dashboard-samples/pull/694",
+        'Invalid JSON payload received. Unknown name "legacyRows" at '
+        "'dashboard.mosaic_layout': Cannot find field.",
+    ),
+    Rule(
+        "an enum field takes only the values its discovery document lists",
+        "schemas/discovery/monitoring.v1.Dashboard.json (enum of each field)",
+        "enum",
+    ),
+    Rule(
+        "MosaicLayout: a tile lies within the grid's columns",
+        "schemas/discovery/monitoring.v1.Dashboard.json, MosaicLayout.columns",
+        "The number of columns in the mosaic grid. The number of columns must be between 1 "
+        "and 48, inclusive.",
+    ),
+    Rule(
+        "a Widget holds exactly one content (xyChart, scorecard, text, ...)",
+        "google/monitoring/dashboard/v1/widget.proto, as generated into Rust bindings (prost) "
+        "found in the stored code corpus; the discovery document does not say oneof",
+        "Content defines the component used to populate the widget. "
+        '#[prost(oneof = "widget::Content", ...)]',
+    ),
+    Rule(
+        "an AlertPolicy has between 1 and 6 conditions",
+        "schemas/discovery/monitoring.v3.AlertPolicy.json, AlertPolicy.conditions",
+        "A policy can have from one to six conditions.",
+    ),
+    Rule(
+        "a Duration is a number of seconds with an s suffix (proto3 JSON)",
+        "https://protobuf.dev/programming-guides/json/ (Duration)",
+        "Generated output always contains 0, 3, 6, or 9 fractional digits ... followed by the "
+        'suffix "s"',
+    ),
+)
+MAX_COLUMNS = 48
+MAX_CONDITIONS = 6
+_DURATION = re.compile(r"-?\d+(\.\d{1,9})?s")
+# The Widget fields that are its content (one of them): every property but title and the
+# layout helpers the schema lists beside them.
+_WIDGET_NOT_CONTENT = frozenset({"title", "id", "visibilityCondition"})
+
+
+def load(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((_SCHEMAS / name).read_text(encoding="utf-8"))
+    return document
+
+
+DASHBOARD = load("monitoring.v1.Dashboard.json")
+ALERT_POLICY = load("monitoring.v3.AlertPolicy.json")
+
+
+def _check(schemas: dict[str, Any], schema: dict[str, Any], value: Any, at: str) -> list[str]:
+    if "$ref" in schema:
+        name = schema["$ref"]
+        return _check(schemas, schemas[name], value, at) + _extra(name, value, at)
+    kind = schema.get("type")
+    if kind == "object":
+        if not isinstance(value, dict):
+            return [f"{at}: an object expected, got {value!r}"]
+        out = []
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            if props is not None and key in props:
+                out += _check(schemas, props[key], item, f"{at}.{key}")
+            elif extra is not None:
+                out += _check(schemas, extra, item, f"{at}.{key}")
+            else:
+                out.append(f'{at}: Unknown name "{key}": Cannot find field')
+        return out
+    if kind == "array":
+        if not isinstance(value, list):
+            return [f"{at}: a list expected, got {value!r}"]
+        out = []
+        for i, item in enumerate(value):
+            out += _check(schemas, schema["items"], item, f"{at}[{i}]")
+        return out
+    if kind == "string":
+        if not isinstance(value, str):
+            # int64 and uint64 travel as strings in proto3 JSON, and are accepted as numbers too.
+            if schema.get("format") in ("int64", "uint64") and isinstance(value, int):
+                return []
+            return [f"{at}: a string expected, got {value!r}"]
+        if "enum" in schema and value not in schema["enum"]:
+            return [f"{at}: {value!r} is not one of {schema['enum']}"]
+        if schema.get("format") == "google-duration" and not _DURATION.fullmatch(value):
+            return [f"{at}: {value!r} is not a duration (e.g. 300s)"]
+        return []
+    if kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return [] if ok else [f"{at}: an integer expected, got {value!r}"]
+    if kind == "number":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return [] if ok else [f"{at}: a number expected, got {value!r}"]
+    if kind == "boolean":
+        return [] if isinstance(value, bool) else [f"{at}: true or false expected, got {value!r}"]
+    if kind == "any":
+        return []
+    return [f"{at}: the schema has type {kind!r}, which this checker does not know"]
+
+
+def _extra(name: str, value: Any, at: str) -> list[str]:
+    """The rules a discovery document states in prose, for the messages that carry them."""
+    if not isinstance(value, dict):
+        return []
+    out: list[str] = []
+    if name == "MosaicLayout":
+        columns = value.get("columns", MAX_COLUMNS)
+        if not isinstance(columns, int):
+            return out  # the type check says so
+        if not 1 <= columns <= MAX_COLUMNS:
+            out.append(f"{at}.columns: {columns} is not between 1 and {MAX_COLUMNS}")
+        for i, tile in enumerate(value.get("tiles", [])):
+            x, width = tile.get("xPos", 0), tile.get("width", 0)
+            if isinstance(x, int) and isinstance(width, int) and x + width > columns:
+                out.append(f"{at}.tiles[{i}]: reaches column {x + width}, past the {columns}")
+    if name == "Widget":
+        content = [k for k in value if k not in _WIDGET_NOT_CONTENT]
+        if len(content) != 1:
+            out.append(f"{at}: a widget holds one content, this one {content}")
+    if name == "AlertPolicy":
+        count = len(value.get("conditions", []))
+        if not 1 <= count <= MAX_CONDITIONS:
+            out.append(f"{at}.conditions: {count}, not between 1 and {MAX_CONDITIONS}")
+    return out
+
+
+def problems(document: Any, root: str) -> list[str]:
+    """What the Monitoring API would refuse in `document`, a `root` (Dashboard, AlertPolicy,
+    NotificationChannel) as JSON; [] when it would take it."""
+    source = DASHBOARD if root in DASHBOARD["schemas"] else ALERT_POLICY
+    return _check(source["schemas"], {"$ref": root}, document, root)
