@@ -29,9 +29,9 @@ from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.schema import (
     PROVISIONING_MODELS,
     DeployConfig,
-    VllmConfig,
 )
 from tpudeploy.config.serveflags import DENIED_SERVE_FLAGS, MODELLED_SERVE_FLAGS
+from tpudeploy.config.vllm_table import VllmConfig
 from tpudeploy.config.workload import BenchConfig, BenchTable, LoadConfig
 from tpudeploy.facts import IAP_SSH_RANGE
 
