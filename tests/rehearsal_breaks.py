@@ -76,6 +76,27 @@ def unescape_boot_script(outdir: Path) -> None:
     _edit(outdir, "-node", change)
 
 
+def poller_never_reloads_nginx(outdir: Path) -> None:
+    """The node's key poller rewrites the key map but signals nginx with CONT, not HUP: the
+    running front door never loads a rotated key (the rehearsal's keys stage, issue 37)."""
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace("docker kill --signal=HUP", "docker kill --signal=CONT")
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        return value
+
+    def change(stack: Stack) -> None:
+        for resources in stack["resource"].values():
+            for name, resource in resources.items():
+                resources[name] = swap(resource)
+
+    _edit(outdir, "-node", change)
+
+
 def add_a_queued_resource_without_its_delete(outdir: Path) -> None:
     """A second flex-start queued resource declared with its create provisioner only: nothing
     on the destroy path deletes it (`make destroy`'s clean-up deletes the configured one by name,

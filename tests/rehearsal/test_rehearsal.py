@@ -33,6 +33,8 @@ STAGES = [
     "wait",
     "smoke",
     "accept",
+    # Issue 37: keys rotated and revoked under a running stream, the node's poller for real.
+    "keys",
     "status",
     "deploy-again",
     "destroy",
@@ -53,6 +55,8 @@ BREAKS = {
     ),
     "no-op": ("label_every_synth_differently", "deploy-again", "not a no-op"),
     "grant": ("grant_viewer_instead_of_accessor", "boot", "may not read secret"),
+    # Issue 37: a poller that never reloads nginx; the rotated key is never served.
+    "no-reload": ("poller_never_reloads_nginx", "keys", "new key: after"),
 }
 
 

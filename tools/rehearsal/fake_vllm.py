@@ -7,7 +7,9 @@ given --hf-token-sha256, the right one), binds 127.0.0.1 only once loaded, answe
 guards /v1 with VLLM_API_KEY only when that is set (behind the node's proxy it is not). The chat
 answers follow the request as far as `make accept` needs (the image's colours, a needle, the
 usage's prompt tokens, vLLM's 400 past --max-model-len): the rehearsal proves the deployment's
-wiring (the front door passes what accept sends), not the model.
+wiring (the front door passes what accept sends), not the model. A streamed chat completion
+(`"stream": true`) comes as server-sent events, one token every STREAM_SECONDS_PER_TOKEN, ending
+`data: [DONE]`: slow on purpose, so the rehearsal can rotate keys and reload nginx while it runs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import re
 import struct
 import sys
+import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -135,6 +138,50 @@ def _answer(model: str, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The pace of a streamed answer: one token every 0.2 s (the chip streams Gemma's tokens in
+# milliseconds; slow here so one stream outlives a key rotation and two nginx reloads), and at
+# most STREAM_MAX_TOKENS of them (max_tokens, else STREAM_DEFAULT_TOKENS).
+STREAM_SECONDS_PER_TOKEN = 0.2
+STREAM_DEFAULT_TOKENS = 16
+STREAM_MAX_TOKENS = 600
+
+
+def stream_events(model: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks of a streamed chat completion, as vLLM's OpenAI server sends them: the role,
+    one token per chunk cycling through the answer's words, the finish reason, and the usage
+    when the client asked for it (stream_options.include_usage: choices empty)."""
+    words = str(_answer(model, body)["choices"][0]["message"].get("content") or "ok").split()
+    tokens = min(STREAM_MAX_TOKENS, max(1, int(body.get("max_tokens") or STREAM_DEFAULT_TOKENS)))
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-rehearsal-stream",
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": words[i % len(words)] + " "}) for i in range(tokens)]
+    events.append(chunk({}, "stop"))
+    options = body.get("stream_options") or {}
+    if isinstance(options, dict) and options.get("include_usage"):
+        events.append(
+            {
+                "id": "chatcmpl-rehearsal-stream",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": prompt_tokens(body),
+                    "completion_tokens": tokens,
+                    "total_tokens": prompt_tokens(body) + tokens,
+                },
+            }
+        )
+    return events
+
+
 def prompt_tokens(body: dict[str, Any]) -> int:
     messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
     images = sum(
@@ -192,6 +239,21 @@ def main(argv: list[str]) -> int:
             self.end_headers()
             self.wfile.write(data)
 
+        def _stream(self, body: dict[str, Any]) -> None:
+            # HTTP/1.0 without a Content-Length: the body ends when the connection closes, as
+            # the proxy (proxy_buffering off) passes each event on when it arrives.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            for event in stream_events(model, body):
+                if event["choices"] and event["choices"][0]["delta"].get("content"):
+                    time.sleep(STREAM_SECONDS_PER_TOKEN)
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
         def _authorized(self) -> bool:
             # vLLM's --api-key guards /v1 routes only; /health stays open.
             return not api_key or self.headers.get("Authorization") == f"Bearer {api_key}"
@@ -224,6 +286,8 @@ def main(argv: list[str]) -> int:
                 self._send(404, {"error": f"The model `{body.get('model')}` does not exist."})
             elif (refusal := too_long(body, max_model_len)) is not None:
                 self._send(400, refusal)
+            elif body.get("stream"):
+                self._stream(body)
             else:
                 self._send(200, _answer(model, body))
 

@@ -23,6 +23,7 @@ from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, Binding
 from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.metadata import FakeMetadata
+from tools.rehearsal.keys_stage import KeysStages
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_override
 from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
@@ -57,7 +58,7 @@ _DROPPED_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GOOGLE_CLOUD_PROJECT", "DEP
 
 
 @dataclass
-class Rehearsal(ScenarioStages, PipelineStages):
+class Rehearsal(ScenarioStages, PipelineStages, KeysStages):
     provisioning: str
     workdir: Path
     out: TextIO = sys.stdout
@@ -176,6 +177,7 @@ class Rehearsal(ScenarioStages, PipelineStages):
             Stage("wait", lambda: self._make("wait")),
             Stage("smoke", lambda: self._make("smoke")),
             Stage("accept", lambda: self._make("accept")),
+            Stage("keys", self._keys),
             Stage("status", self._status),
             Stage("deploy-again", self._deploy_again),
             # A VM's metadata is patched in place and its startup script runs at boot only: a
@@ -332,7 +334,11 @@ class Rehearsal(ScenarioStages, PipelineStages):
         expected = [
             ("iam", f"projects/{REHEARSAL_PROJECT}/serviceAccounts/{self._account()}"),
             ("secretmanager", f"projects/{REHEARSAL_PROJECT}/secrets/{cfg.hf_token_secret_id}"),
-            ("secretmanager", f"projects/{REHEARSAL_PROJECT}/secrets/{cfg.api_key_secret_id}"),
+            # Every [access] client's key secret, not only the first's.
+            *(
+                ("secretmanager", f"projects/{REHEARSAL_PROJECT}/secrets/{secret}")
+                for secret in cfg.client_key_secret_ids.values()
+            ),
             ("storage", f"b/{cfg.compile_cache_bucket(REHEARSAL_PROJECT)}"),
         ]
         missing = [f"{api}/{name}" for api, name in expected if inv.get(api, name) is None]
@@ -349,15 +355,6 @@ class Rehearsal(ScenarioStages, PipelineStages):
         if stored[-1:] != [self._token.encode()]:
             raise StageFailure(f"`{shown}` did not store the token piped to it")
         return f"{shown} (token on stdin)"
-
-    def _api_key(self) -> str:
-        shown = self._make("api-key")
-        self._api_keys = self.cloud.secretmanager.values(
-            REHEARSAL_PROJECT, self.cfg.api_key_secret_id
-        )
-        if not self._api_keys:
-            raise StageFailure(f"`{shown}` stored no API key version")
-        return shown
 
     def _tls_cert(self) -> str:
         """`make tls-cert`: the deployment's one front-door certificate, stored before the first
@@ -441,18 +438,19 @@ class Rehearsal(ScenarioStages, PipelineStages):
         if self._sandbox is not None:
             self._sandbox.stop()  # the previous VM is gone, and its processes with it
         self._sandbox = BootSandbox(self.workdir / disk)
-        with FakeMetadata(
+        # The node's metadata server lives as long as the VM: its key poller gets its token there.
+        metadata = FakeMetadata(
             inventory=self.cloud.inventory, tpu=self.cloud.tpu, node_name=self._node_name()
-        ) as metadata:
-            assert isinstance(metadata, FakeMetadata)
-            result = self._sandbox.boot(
-                script,
-                metadata_url=metadata.url,
-                secretmanager_host=self.cloud.secretmanager.host,
-                storage_host=self.cloud.storage.host,
-                hf_token_sha256=sha256(self._token),
-                internet=self._internet(node),
-            )
+        ).start()
+        self._sandbox.companions.append(metadata)
+        result = self._sandbox.boot(
+            script,
+            metadata_url=metadata.url,
+            secretmanager_host=self.cloud.secretmanager.host,
+            storage_host=self.cloud.storage.host,
+            hf_token_sha256=sha256(self._token),
+            internet=self._internet(node),
+        )
         if result.returncode != 0:
             raise StageFailure(
                 f"the node's startup script exited {result.returncode}; log: {result.log}\n"
@@ -503,8 +501,10 @@ class Rehearsal(ScenarioStages, PipelineStages):
 
     def _destroy(self) -> str:
         shown = self._make("destroy", approve=True)
-        if self._sandbox is not None:
-            self._sandbox.stop()  # the VM is gone, and its container with it
+        # The VM is gone, and its containers and key poller with it: none may outlive SIGTERM.
+        left = self._sandbox.stop() if self._sandbox is not None else []
+        if left:
+            raise StageFailure(f"the node's {left} still ran after SIGTERM (killed)")
         left = self.cloud.billing()
         if left:
             raise StageFailure(f"`{shown}` passed but these still bill: {left}")

@@ -51,9 +51,10 @@ _PROVIDER_APIS = (
     "cloudresourcemanager",
     "serviceusage",
 )
-# The person's own calls in between (make secret / api-key; make wait's guest-attribute read,
-# a POST that changes nothing).
-_NOT_TERRAFORMS = (":addVersion", ":getGuestAttributes")
+# The person's own calls in between (make secret / api-key, whose ROTATE=1 disables the earlier
+# versions: the stacks declare no secret version, so Terraform never does; make wait's
+# guest-attribute read, a POST that changes nothing).
+_NOT_TERRAFORMS = (":addVersion", ":disable", ":getGuestAttributes")
 
 
 def local_state_override(stack_dir: Path, repo: Path) -> None:

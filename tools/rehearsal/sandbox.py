@@ -14,12 +14,18 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STAND_IN = HERE / "stubs" / "stand_in.py"
 FAKE_VLLM = HERE / "fake_vllm.py"
+# The key poller's period in the rehearsal (the node's is 30 s, tpudeploy/render.py): one second,
+# so the keys stage measures a rotation's propagation in seconds.
+KEY_POLL_SECONDS = 1
+# How long a stopped process group may take to exit on SIGTERM before stop() kills it.
+STOP_GRACE_SECONDS = 5.0
 # A real tmpfs for the node's /run: the startup script refuses to write its secrets elsewhere.
 SHM = Path("/dev/shm")  # noqa: S108 - only ever a mkdtemp (0700, unique) below it
 
@@ -52,6 +58,9 @@ class BootSandbox:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # What else lives as long as this VM (the metadata server its key poller reads its
+        # token from): stopped by stop().
+        self.companions: list[contextlib.AbstractContextManager[object]] = []
         self.home = root / "home"
         self.stub_dir = root / "stub"
         self.bin = root / "bin"
@@ -97,6 +106,9 @@ class BootSandbox:
                         "nginx": nginx,
                     },
                     "internet": internet,
+                    # The key poller (a transient systemd unit on the node) runs for real: the
+                    # keys stage rotates keys under it.
+                    "run_units": True,
                 }
             )
         )
@@ -116,6 +128,7 @@ class BootSandbox:
             "TPUDEPLOY_BACKOFF_SECONDS": "1",
             "TPUDEPLOY_READY_TIMEOUT": "60",
             "TPUDEPLOY_POLL_SECONDS": "1",
+            "TPUDEPLOY_KEY_POLL_SECONDS": str(KEY_POLL_SECONDS),
             "TPUDEPLOY_PULL_TIMEOUT": "60",
             "TPUDEPLOY_SSHD_CONFIG": str(self.sshd_config),
             "TPUDEPLOY_LOGIN_GATE": str(self.root / "sbin" / "tpudeploy-login"),
@@ -141,14 +154,51 @@ class BootSandbox:
             )
         return BootResult(proc.returncode, log)
 
-    def stop(self) -> None:
-        """The VM is gone: stop what its containers started, and its memory with it."""
+    def pids(self) -> dict[str, int]:
+        """What the stand-ins started and this VM still runs: container or unit -> pid (the
+        leader of its own process group)."""
         state_path = self.stub_dir / "state.json"
-        if state_path.exists():
-            for pid in json.loads(state_path.read_text()).get("pids", {}).values():
-                with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGTERM)
+        if not state_path.exists():
+            return {}
+        return dict(json.loads(state_path.read_text()).get("pids", {}))
+
+    def stop(self) -> list[str]:
+        """The VM is gone: stop what its containers and units started, and its memory with it.
+        Returns what was still running STOP_GRACE_SECONDS after SIGTERM (then killed): empty
+        when nothing was left behind."""
+        groups = self.pids()
+        for pid in groups.values():
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        left = [name for name, pid in groups.items() if _group_alive(pid)]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = [name for name in left if _group_alive(groups[name])]
+        for name in left:
+            with contextlib.suppress(OSError):
+                os.killpg(groups[name], signal.SIGKILL)
+        for companion in self.companions:
+            companion.__exit__(None, None, None)
+        self.companions = []
         shutil.rmtree(self.run_root, ignore_errors=True)
+        return left
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (a zombie nobody reaped does not)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def sha256(value: str) -> str:

@@ -19,6 +19,9 @@ from pathlib import Path
 _SKIP_NAMES = {"deploy.toml"}
 _SKIP_DIRS = {".git", ".venv", "node_modules", "cdktf.out", "build", "bench-results"}
 REHEARSAL_PROJECT = "tpudeploy-rehearsal"
+# The TPU VM rehearsal's [access] clients (issue 37): the keys stage rotates the first with an
+# overlap and revokes the second's old key at once, while a stream of the first runs.
+REHEARSAL_CLIENTS = ("default", "ci")
 
 
 def _tracked(repo: Path) -> list[str]:
@@ -78,8 +81,8 @@ def write_config(
 ) -> Path:
     """The rehearsed deployment: the seed's defaults, this provisioning model, a fake project,
     vLLM and its proxy on free loopback ports and the firewall opened to loopback (the smoke
-    test's caller). With `state_bucket`, remote state; with `pipeline` as well, a pipeline
-    deployment (SCENARIO=pipeline)."""
+    test's caller), two [access] clients. With `state_bucket`, remote state; with `pipeline` as
+    well, a pipeline deployment (SCENARIO=pipeline)."""
     path = dest / "deploy.toml"
     path.write_text(
         "# Written by `make rehearse` for its scratch copy: the build log's deployment with\n"
@@ -95,6 +98,14 @@ def write_config(
         f"port = {port}\n"
         "\n[proxy]\n"
         f"port = {proxy_port}\n"
+        "\n[access]\n"
+        f"clients = {json.dumps(list(REHEARSAL_CLIENTS))}\n"
+        # ci capped small, as a CI client would be: default keeps the planner's share of the
+        # rest (14 streams, 840 requests a minute, a burst of 14). With an even split (8, burst
+        # 8) `make accept`'s 17 requests in about a second against the instant fake engine
+        # meet the rate limit (429 at its determinism row); on the chip they take seconds.
+        f"\n[access.limits.{REHEARSAL_CLIENTS[1]}]\n"
+        "streams = 2\n"
         # The fake Cloud Scheduler has only the locations its page confirms (not us-west4).
          + ("" if provisioning == "flex-start" else '\n[deadline]\nregion = "us-central1"\n')
     )
