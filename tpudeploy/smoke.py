@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
@@ -39,10 +40,40 @@ class SmokeError(UserError):
     """The endpoint is unreachable, untrusted, open, refuses the key, or answers wrong."""
 
 
+# A client over its [access] limits gets 429 with Retry-After (templates/nginx.conf.j2): the
+# checks wait as an agent should, at most this many times and this long each, then report it.
+LIMIT_RETRIES = 3
+LIMIT_WAIT_MAX_S = 30
+
+
 def _request(
-    endpoint: Endpoint, method: str, path: str, body: Any = None, api_key: str = ""
+    endpoint: Endpoint,
+    method: str,
+    path: str,
+    body: Any = None,
+    api_key: str = "",
+    *,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[int, bytes, float]:
-    """(status, body, seconds) of one request on a fresh pinned connection."""
+    """(status, body, seconds) of one request on a fresh pinned connection; a 429 with a
+    Retry-After the front door's limits give is waited out and retried (LIMIT_RETRIES)."""
+    for _ in range(LIMIT_RETRIES):
+        status, raw, seconds, retry_after = _once(endpoint, method, path, body, api_key)
+        if status != 429 or retry_after is None or retry_after > LIMIT_WAIT_MAX_S:
+            return status, raw, seconds
+        print(
+            f"  {path}: 429, this client is over its [access] limits; retrying after "
+            f"{retry_after} s (Retry-After)",
+            flush=True,
+        )
+        sleep(retry_after)
+    status, raw, seconds, _ = _once(endpoint, method, path, body, api_key)
+    return status, raw, seconds
+
+
+def _once(
+    endpoint: Endpoint, method: str, path: str, body: Any, api_key: str
+) -> tuple[int, bytes, float, int | None]:
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -60,7 +91,8 @@ def _request(
         raise SmokeError(f"{endpoint.url}{path}: the connection failed ({exc})") from None
     finally:
         conn.close()
-    return response.status, raw, time.monotonic() - start
+    retry = (response.getheader("Retry-After") or "").strip()
+    return response.status, raw, time.monotonic() - start, int(retry) if retry.isdigit() else None
 
 
 def check_front_door(endpoint: Endpoint) -> list[str]:

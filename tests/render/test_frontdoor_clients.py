@@ -321,6 +321,45 @@ def test_a_client_over_its_stream_cap_gets_429_while_another_is_served(door: Doo
     assert door.request(door.keys["ci"], _chat())[0] == 200
 
 
+def test_make_smoke_and_accept_wait_out_a_429_as_its_retry_after_says(door: Door) -> None:
+    """The checks' request path (tpudeploy/smoke.py _request, which make accept shares) is an
+    agent over its limit: ci holds its one stream, so the check's request gets 429 with
+    Retry-After 1; it waits that long and retries, and is served once the stream has ended."""
+    from tpudeploy import smoke
+    from tpudeploy.endpoint import Endpoint
+
+    endpoint = Endpoint(
+        f"https://127.0.0.1:{door.port}", tlscert.fingerprints(BUNDLE.cert_pem)["sha256"]
+    )
+    slow = threading.Thread(
+        target=lambda: door.request(door.keys["ci"], _chat(stream=True, events=4, delay=0.4))
+    )
+    slow.start()
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    try:
+        deadline = time.monotonic() + 10
+        while len(door.vllm.bodies) == 0 or not door.vllm.bodies[-1].get("stream"):
+            assert time.monotonic() < deadline, "the stream did not reach vLLM"
+            time.sleep(0.02)
+        status, body, _ = smoke._request(
+            endpoint,
+            "POST",
+            "/v1/chat/completions",
+            _chat(),
+            door.keys["ci"],
+            sleep=sleep,
+        )
+    finally:
+        slow.join(timeout=30)
+    assert status == 200, body
+    assert waits and set(waits) == {render.PROXY_STREAMS_RETRY_AFTER_S}
+
+
 def test_a_client_over_its_rate_gets_429_with_its_retry_after(door: Door) -> None:
     """batch-jobs starts three requests a minute, two at once (burst = its streams): the fourth in a
     row is refused with Retry-After 20 (nginx's leaky bucket admits one every 60/3 s); coder is
