@@ -19,7 +19,7 @@ from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.lifecycle import _plain, stack_output
 from tools.rehearsal.pipeline import TOKEN_ENV, bootstrap, bootstrap_plan
 from tools.rehearsal.scenarios import StageFailure
-from tools.rehearsal.scratch import REHEARSAL_PROJECT
+from tools.rehearsal.scratch import REHEARSAL_PROJECT, write_gke_config
 from tpudeploy.config import DeployConfig, load_config, parse_config
 from tpudeploy.gke import identifiers
 from tpudeploy.platform import platform_for
@@ -128,8 +128,6 @@ class GkePipelineStages:
         base = load_config(self.scratch / "deploy.toml")
         # The shipped GKE deployment's settings under another name (no NAT of its own: one per
         # subnetwork, and this one's serves it).
-        from tools.rehearsal.gke import write_gke_config
-
         path = write_gke_config(
             self.scratch,
             name=GKE_NEIGHBOUR,

@@ -137,3 +137,43 @@ def write_user_credentials(workdir: Path) -> Path:
     )
     path.chmod(0o600)
     return path
+
+
+def write_gke_config(
+    dest: Path,
+    *,
+    name: str = "gemma4-gke",
+    file: str = "deploy.toml",
+    nat: bool = True,
+    state_bucket: str = "",
+    pipeline: bool = False,
+) -> Path:
+    """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
+    path = dest / file
+    shipped = dest / "deployments" / "gke.toml"
+    if name == "gemma4-gke" and path != shipped:
+        # This file is that deployment: the scratch copy keeps one file per name, as `make check`
+        # and `make deploy` require (tpudeploy.stateinit.refuse_same_name).
+        shipped.unlink(missing_ok=True)
+    path.write_text(
+        "# Written by `make rehearse PLATFORM=gke` for its scratch copy: deployments/gke.toml's\n"
+        "# deployment in the fake cloud's project.\n"
+        f'project = "{REHEARSAL_PROJECT}"\n'
+        f'name = "{name}"\n'
+        'platform = "gke"\n'
+        'zone = "us-west4-a"\n'
+        # A pipeline deployment (SCENARIO=pipeline): remote state, the bootstrap's objects.
+        + (f'state_bucket = "{state_bucket}"\n' if state_bucket else "")
+        + ("pipeline = true\n" if pipeline else "")
+        + "\n[network]\n"
+        'allowed_cidrs = ["127.0.0.1/32"]\n' + ("" if nat else "nat = false\n") + "\n[gke]\n"
+        # One NAT per subnetwork: a second deployment on the same one uses the first's.
+        "min_replicas = 1\n"
+        "max_replicas = 4\n"
+        'capacity = "spot,flex-start"\n'
+        'max_run_duration = "1d"\n'
+        'min_version = "1.33.0-gke.1712000"\n'
+        # As deployments/gke.toml: the fake Cloud Scheduler lists no us-west4, as its page.
+        '\n[deadline]\nregion = "us-central1"\n'
+    )
+    return path
