@@ -56,7 +56,7 @@ $(VENV_STAMP): $(REQUIREMENTS) requirements-nodeps.txt
 	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	@echo "installing the cdktf CLI into node_modules: $$(grep -c '"resolved"' package-lock.json) npm packages pinned by package-lock.json (a minute or two on a fresh clone)"
+	@echo "installing the cdktf CLI into node_modules: $$(grep -c '"integrity"' package-lock.json) npm packages pinned by package-lock.json, each checked against its hash (a minute or two on a fresh clone)"
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
