@@ -15,10 +15,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.lifecycle import _plain, stack_output
 from tools.rehearsal.pipeline import TOKEN_ENV, bootstrap, bootstrap_plan
-from tools.rehearsal.scenarios import StageFailure
+from tools.rehearsal.scenarios import StageFailure, StageHost
 from tools.rehearsal.scratch import REHEARSAL_PROJECT, write_gke_config
 from tpudeploy.config import DeployConfig, load_config, parse_config
 from tpudeploy.gke import identifiers
@@ -46,7 +45,7 @@ def _as(token: str, host: str, method: str, path: str, body: Any = None) -> int:
         return int(exc.code)
 
 
-class GkePipelineStages:
+class GkePipelineStages(StageHost):
     """The GKE pipeline's own stage; the rest are the TPU VM pipeline's and the GKE lifecycle's."""
 
     scratch: Path
@@ -56,25 +55,7 @@ class GkePipelineStages:
     _bootstrapped: list[str]
     _owner_spans: list[tuple[int, int]]
 
-    @property
-    def cloud(self) -> FakeCloud:
-        raise NotImplementedError
-
-    @property
-    def cfg(self) -> DeployConfig:
-        raise NotImplementedError
-
     def _cluster_key(self) -> str:
-        raise NotImplementedError
-
-    def _make(
-        self,
-        target: str,
-        *,
-        stdin: str | None = None,
-        approve: bool = False,
-        args: tuple[str, ...] = (),
-    ) -> str:
         raise NotImplementedError
 
     _env: dict[str, str]

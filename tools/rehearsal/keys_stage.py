@@ -17,13 +17,11 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from tools.rehearsal.fake_vllm import STREAM_SECONDS_PER_TOKEN
 from tools.rehearsal.sandbox import KEY_POLL_SECONDS, BootSandbox
-from tools.rehearsal.scenarios import StageFailure
+from tools.rehearsal.scenarios import StageFailure, StageHost
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
-from tpudeploy.config import DeployConfig
 from tpudeploy.endpoint import Endpoint, FrontDoorError, connect
 from tpudeploy.node.keymap import KeyMapError, parse_payload
 
@@ -102,31 +100,12 @@ class Stream:
         return self._thread is not None and self._thread.is_alive()
 
 
-class KeysStages:
+class KeysStages(StageHost):
     """The api-key and keys stages the Rehearsal (tools/rehearsal/lifecycle.py) runs."""
 
     _api_keys: list[bytes]
     _sandbox: BootSandbox | None
     _tls_sha256: str
-
-    # Provided by the Rehearsal.
-    @property
-    def cloud(self) -> Any:
-        raise NotImplementedError
-
-    @property
-    def cfg(self) -> DeployConfig:
-        raise NotImplementedError
-
-    def _make(
-        self,
-        target: str,
-        *,
-        stdin: str | None = None,
-        approve: bool = False,
-        args: tuple[str, ...] = (),
-    ) -> str:
-        raise NotImplementedError
 
     def _client_payloads(self, client: str) -> list[bytes]:
         secret_id = self.cfg.client_key_secret_ids[client]

@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.inventory import API_TITLES
-from tools.rehearsal.scenarios import Stage, StageFailure
+from tools.rehearsal.scenarios import Stage, StageFailure, StageHost
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import identities
 from tpudeploy.config import DeployConfig
@@ -285,7 +285,7 @@ def bootstrap_plan(cloud: FakeCloud) -> str:
     return email
 
 
-class PipelineStages:
+class PipelineStages(StageHost):
     """Stages the Rehearsal runs for SCENARIO=pipeline (tools/rehearsal/lifecycle.py)."""
 
     _env: dict[str, str]
@@ -295,25 +295,7 @@ class PipelineStages:
     _owner_spans: list[tuple[int, int]]
     _since: int
 
-    # Provided by the Rehearsal.
-    @property
-    def cloud(self) -> FakeCloud:
-        raise NotImplementedError
-
-    @property
-    def cfg(self) -> DeployConfig:
-        raise NotImplementedError
-
-    def _make(
-        self,
-        target: str,
-        *,
-        stdin: str | None = None,
-        approve: bool = False,
-        args: tuple[str, ...] = (),
-    ) -> str:
-        raise NotImplementedError
-
+    # Provided by the Rehearsal, besides StageHost's.
     def _deploy_secrets(self) -> str:
         raise NotImplementedError
 

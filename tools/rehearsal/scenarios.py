@@ -50,19 +50,10 @@ def _time(value: object) -> datetime:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
-class ScenarioStages:
-    """Stages the Rehearsal runs for SCENARIO=preemption and SCENARIO=deadline."""
+class StageHost:
+    """What every stage mixin asks of the Rehearsal (tools/rehearsal/lifecycle.py), which
+    provides it: the fake cloud, the deployment's config and a make target's run."""
 
-    workdir: Path
-    logs: Path
-    _step: int
-    _sandbox: BootSandbox | None
-    _before_spec: dict[str, Any]
-    _before_deadline: object
-    _config_path: Path
-    _cfg: DeployConfig | None
-
-    # Provided by the Rehearsal (tools/rehearsal/lifecycle.py).
     @property
     def cloud(self) -> FakeCloud:
         raise NotImplementedError
@@ -81,6 +72,20 @@ class ScenarioStages:
     ) -> str:
         raise NotImplementedError
 
+
+class ScenarioStages(StageHost):
+    """Stages the Rehearsal runs for SCENARIO=preemption and SCENARIO=deadline."""
+
+    workdir: Path
+    logs: Path
+    _step: int
+    _sandbox: BootSandbox | None
+    _before_spec: dict[str, Any]
+    _before_deadline: object
+    _config_path: Path
+    _cfg: DeployConfig | None
+
+    # Provided by the Rehearsal (tools/rehearsal/lifecycle.py), besides StageHost's.
     def _node_name(self) -> str:
         raise NotImplementedError
 
