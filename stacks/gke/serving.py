@@ -349,15 +349,18 @@ class ServingStack(TerraformStack):
             },
             "lifecycle": {"pre_stop": {"exec": {"command": pod.frontdoor_pre_stop()}}},
         }
+        # The front door's secrets (read-only), its memory volume (written) and the scripts: what
+        # both the init container and the key loop need, and nothing else.
+        frontdoor_mounts = [
+            {"name": _FRONTDOOR_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
+            {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
+            {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
+        ]
         prep: dict[str, Any] = {
             "name": "frontdoor-prep",
             "image": cfg.vllm.image,
             "command": pod.prep_command(),
-            "volume_mount": [
-                {"name": _FRONTDOOR_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
-                {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
-                {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
-            ],
+            "volume_mount": frontdoor_mounts,
             "resources": {
                 "requests": {"cpu": "100m", "memory": "64Mi"},
                 "limits": {"cpu": "500m", "memory": "128Mi"},
@@ -370,11 +373,7 @@ class ServingStack(TerraformStack):
             "name": pod.KEYS_CONTAINER,
             "image": cfg.vllm.image,
             "command": pod.keys_command(),
-            "volume_mount": [
-                {"name": _FRONTDOOR_SECRETS, "mount_path": pod.SECRETS_DIR, "read_only": True},
-                {"name": _FRONTDOOR, "mount_path": pod.FRONTDOOR_DIR},
-                {"name": _SCRIPTS, "mount_path": pod.SCRIPTS_DIR, "read_only": True},
-            ],
+            "volume_mount": frontdoor_mounts,
             "resources": {
                 "requests": {"cpu": "50m", "memory": "64Mi"},
                 "limits": {"cpu": "250m", "memory": "128Mi"},
