@@ -27,6 +27,14 @@ CLIENT_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,23}")
 DEFAULT_ROTATION_OVERLAP = "1h"
 
 
+def overlap_seconds(value: str | int, *, name: str) -> int:
+    """A rotation overlap in seconds: 0 ("0", "0s": the old key stops now) or a duration
+    (tpudeploy/durations.py, which refuses 0); raises DurationError naming `name`."""
+    if value in (0, "0", "0s"):
+        return 0
+    return parse_duration(value, name=name)
+
+
 def client_secret_id(deployment: str, client: str) -> str:
     """The Secret Manager secret holding `client`'s key."""
     if client == DEFAULT_CLIENT:
@@ -81,10 +89,8 @@ class AccessConfig(Strict):
     @field_validator("rotation_overlap")
     @classmethod
     def _overlap(cls, v: str | int) -> str | int:
-        if v in (0, "0", "0s"):
-            return v
         try:
-            parse_duration(v, name="rotation_overlap")
+            overlap_seconds(v, name="rotation_overlap")
         except DurationError as exc:
             if "maximum" in exc.reason:  # durations caps every duration at 7 days
                 raise ValueError(
@@ -106,9 +112,7 @@ class AccessConfig(Strict):
 
     @property
     def rotation_overlap_seconds(self) -> int:
-        if self.rotation_overlap in (0, "0", "0s"):
-            return 0
-        return parse_duration(self.rotation_overlap, name="rotation_overlap")
+        return overlap_seconds(self.rotation_overlap, name="rotation_overlap")
 
     def client_secret_ids(self, deployment: str) -> dict[str, str]:
         """client -> its key's secret id, in the config's order."""

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from tpudeploy.config import DeployConfig
-from tpudeploy.config.access import client_secret_id
+from tpudeploy.config.access import client_secret_id, overlap_seconds
 from tpudeploy.config.secretshape import API_KEY_RE, HF_TOKEN_RE
-from tpudeploy.durations import DurationError, parse_duration
+from tpudeploy.durations import DurationError
 from tpudeploy.errors import UserError
 from tpudeploy.gcp import session as gcp_session
 from tpudeploy.gcp.apis import SECRET_MANAGER
@@ -220,10 +220,8 @@ def _client(cfg: DeployConfig, client: str | None) -> str:
 def _overlap_seconds(cfg: DeployConfig, overlap: str | None) -> int:
     if overlap is None or overlap == "":
         return cfg.access.rotation_overlap_seconds
-    if overlap.strip() in ("0", "0s"):
-        return 0
     try:
-        return parse_duration(overlap, name="OVERLAP")
+        return overlap_seconds(overlap.strip(), name="OVERLAP")
     except DurationError as exc:
         raise SecretStoreError(f"{exc} (or OVERLAP=0 to stop the old key now)") from None
 
