@@ -98,8 +98,10 @@ def test_a_second_key_without_rotate_is_refused_and_says_both_ways(
     assert cli.main(["api-key", "--client", "planner"]) == 0
     capsys.readouterr()
     assert cli.main(["api-key", "--client", "planner"]) == 2
-    out = capsys.readouterr().out
-    assert "ROTATE=1` rotates it" in out and "ROTATE=1 OVERLAP=0` stops the old key now" in out
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "ROTATE=1` rotates it" in err and "ROTATE=1 OVERLAP=0` stops the old key now" in err
+    assert captured.out == ""
     assert len(_payloads(sm, "gemma4-v5e-api-key-planner")) == 1
 
 

@@ -7,6 +7,7 @@ import base64
 import datetime
 import getpass
 import secrets
+import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -265,7 +266,7 @@ def store_new_api_key(
             f"the configured overlap ({cfg.access.rotation_overlap}; OVERLAP=30m for another); "
             f"`make api-key CLIENT={name} ROTATE=1 OVERLAP=0` stops the old key now (a leaked "
             "key)",
-            file=out,
+            file=sys.stderr,  # a refusal, like every other: stdout is for what was done
         )
         return 2
     # 32 random bytes, URL-safe: 43 characters, nothing to quote in a header.
