@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from tpudeploy import facts, names
+from tpudeploy.config import speculative
 from tpudeploy.durations import DurationError, parse_duration
 
 # The explicit opt-out of max_run_duration: a spot or on-demand node with no deadline (billing
@@ -53,39 +54,9 @@ def check_mm_limits(v: dict[str, int]) -> dict[str, int]:
     return v
 
 
-# vLLM's SpeculativeConfig keys that the n-gram method reads (docs.vllm.ai, features/
-# speculative_decoding/n_gram: method, num_speculative_tokens, prompt_lookup_max; vllm/config/
-# speculative.py adds prompt_lookup_min). Only "ngram" is offered: it needs no draft checkpoint
-# (build log), while every other method downloads and runs a second model.
-SPECULATIVE_METHODS = ("ngram",)
-SPECULATIVE_INT_KEYS = ("num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min")
-
-
 def check_speculative_config(v: dict[str, str | int] | None) -> dict[str, str | int] | None:
-    if v is None:
-        return v
-    method = v.get("method")
-    if method not in SPECULATIVE_METHODS:
-        raise ValueError(
-            f'method {method!r} is not offered; use method = "ngram" (no draft checkpoint: '
-            "other methods download and run a second model)"
-        )
-    unknown = sorted(set(v) - {"method", *SPECULATIVE_INT_KEYS})
-    if unknown:
-        raise ValueError(
-            f"unknown key {unknown[0]!r}; the n-gram method takes {', '.join(SPECULATIVE_INT_KEYS)}"
-        )
-    for key in SPECULATIVE_INT_KEYS:
-        if key in v:
-            value = v[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{key} = {value!r} must be a whole number of at least 1")
-    if "num_speculative_tokens" not in v:
-        raise ValueError("num_speculative_tokens is required; e.g. 5 (vLLM's n-gram example)")
-    low, high = v.get("prompt_lookup_min"), v.get("prompt_lookup_max")
-    if isinstance(low, int) and isinstance(high, int) and low > high:
-        raise ValueError(f"prompt_lookup_min {low} is above prompt_lookup_max {high}; swap them")
-    return v
+    # The methods and drafts are data with their sources (tpudeploy/config/speculative.py).
+    return speculative.check_speculative_config(v)
 
 
 def check_distinct(v: list[int] | None) -> list[int] | None:

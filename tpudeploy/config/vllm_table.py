@@ -67,13 +67,14 @@ class VllmConfig(Strict):
     force_tensor_parallel_size: bool = False
     """override the tensor-parallel guard rail"""
     # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
-    # n-gram speculative decoding (build log, untested ideas: "needs no draft checkpoint and is
-    # marked fully passing on TPU"); rendered as --speculative-config JSON. Off by default.
+    # Speculative decoding, rendered as --speculative-config JSON, off by default: n-gram (build
+    # log, untested ideas: "needs no draft checkpoint and is marked fully passing on TPU"), or
+    # mtp with a draft checkpoint sized in tpudeploy/config/speculative.py (issue 40).
     speculative_config: dict[str, str | int] | None = Field(
         default=None,
         examples=[{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}],
     )
-    """n-gram speculative decoding (method = "ngram"); unset: off"""
+    """speculative decoding: method "ngram", or "mtp" with a sized draft model; unset: off"""
     extra_args: tuple[str, ...] = Field(default=(), examples=[["--max-num-seqs", "128"]])
     """more `vllm serve` flags: allow-listed ones only, checked against vLLM 0.33.0's CLI"""
     # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
