@@ -331,14 +331,22 @@ def test_the_docs_example_is_what_the_code_reports(tmp_path: Path) -> None:
 
 
 class FakeMake:
-    """Stands in for `make destroy/deploy/wait/bench`: records every call, writes the sweep's
-    results from known effects, fails `make wait` for the arms in `dies`."""
+    """Stands in for `make destroy/deploy/wait/accept/bench`: records every call, writes the
+    sweep's results from known effects, fails `make wait` for the arms whose effect fails and
+    `make accept` with the output given in `rejects` (arm -> what make accept printed)."""
 
-    def __init__(self, effects: Mapping[str, Effect], *, stop_at: int | None = None) -> None:
+    def __init__(
+        self,
+        effects: Mapping[str, Effect],
+        *,
+        stop_at: int | None = None,
+        rejects: Mapping[str, str] | None = None,
+    ) -> None:
         self.effects = effects
         self.calls: list[tuple[str, str]] = []
         self.stop_at = stop_at
         self.deployed: str | None = None
+        self.rejects = rejects or {}
 
     def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> StepResult:
         target = argv[1]
@@ -352,6 +360,8 @@ class FakeMake:
             self.deployed = None
         if target == "wait" and self.effects[arm].fails:
             return StepResult(1, "boot failed: RuntimeProgramAllocationFailure (fake)")
+        if target == "accept" and arm in self.rejects:
+            return StepResult(1, self.rejects[arm])
         if target == "bench":
             out = Path(next(a for a in argv if a.startswith("OUT="))[4:])
             round_ = int(out.name.removeprefix("round-"))
@@ -379,11 +389,14 @@ def test_every_unit_boots_from_scratch_and_billing_stops_at_the_end(tmp_path: Pa
     make = FakeMake(EFFECTS)
     outcomes = run_tune(plan, tmp_path, step=make, log=open("/dev/null", "w"))  # noqa: SIM115
     units = [c for c in make.calls]
-    # Each unit: destroy (never patched in place), deploy, wait, bench; a failed wait skips bench.
-    assert units[:4] == [
+    # Each unit: destroy (never patched in place), deploy, wait, the boot check's record,
+    # accept, bench; a failed wait skips the rest.
+    assert units[:6] == [
         ("destroy", BASELINE),
         ("deploy", BASELINE),
         ("wait", BASELINE),
+        ("boot-record", BASELINE),
+        ("accept", BASELINE),
         ("bench", BASELINE),
     ]
     assert units[-1][0] == "destroy" and make.deployed is None
@@ -398,7 +411,7 @@ def test_every_unit_boots_from_scratch_and_billing_stops_at_the_end(tmp_path: Pa
 
 def test_a_stopped_tune_resumes_where_it_stopped(tmp_path: Path) -> None:
     plan = small_plan()
-    first = FakeMake(EFFECTS, stop_at=6)  # the second unit's deploy: a stop between arms
+    first = FakeMake(EFFECTS, stop_at=8)  # the second unit's deploy: a stop between arms
     with pytest.raises(KeyboardInterrupt):
         run_tune(plan, tmp_path, step=first, log=open("/dev/null", "w"))  # noqa: SIM115
     done_first = {(r, n) for r, n in plan.order if status_path(tmp_path, n, r).exists()}
@@ -417,7 +430,7 @@ def test_a_stopped_tune_resumes_where_it_stopped(tmp_path: Path) -> None:
 def test_an_interrupted_units_partial_results_are_set_aside(tmp_path: Path) -> None:
     plan = small_plan(rounds=1)
     first_round, first_arm = plan.order[0]
-    make = FakeMake(EFFECTS, stop_at=4)  # inside the first unit's bench, before its status
+    make = FakeMake(EFFECTS, stop_at=6)  # inside the first unit's bench, before its status
     with pytest.raises(KeyboardInterrupt):
         run_tune(plan, tmp_path, step=make, log=open("/dev/null", "w"))  # noqa: SIM115
     partial = tmp_path / first_arm / f"round-{first_round}"

@@ -17,6 +17,7 @@ from tpudeploy.bench.stats import CV_LIMIT, METRICS
 from tpudeploy.tune.verdict import BETTER, NOISY, WORSE, ArmVerdict, CellVerdict, compare
 
 STATUS_SUFFIX = ".status.json"  # beside each boot: {"status": "done" | "failed", "step", "reason"}
+BOOT_SUFFIX = ".boot.json"  # beside each boot: the node's boot check (tpudeploy/bootcheck.py)
 REPORT_FILE = "tune-report.md"
 
 
@@ -26,6 +27,7 @@ class Failure:
     round: int | None
     step: str
     reason: str
+    rows: tuple[str, ...] = ()  # step "accept": the acceptance rows that failed
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,20 @@ class Collected:
     runs: Mapping[str, tuple[RunResult, ...]]
     failures: tuple[Failure, ...]
     images: Mapping[str, tuple[str, ...]]  # arm -> the image(s) its runs were served by
+
+    @property
+    def ranked_out(self) -> dict[str, tuple[str, ...]]:
+        """Arms that failed `make accept` in any round -> the rows that failed: a build that
+        answers wrongly is out of the ranking, however fast (issue 42)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for f in self.failures:
+            if f.step == "accept":
+                out[f.arm] = tuple(dict.fromkeys((*out.get(f.arm, ()), *f.rows)))
+        return out
+
+    def ranked(self) -> dict[str, tuple[RunResult, ...]]:
+        """The runs the verdict ranks: every arm's but those ranked out by acceptance."""
+        return {arm: runs for arm, runs in self.runs.items() if arm not in self.ranked_out}
 
 
 def _status(path: Path) -> Mapping[str, object]:
@@ -45,11 +61,13 @@ def _status(path: Path) -> Mapping[str, object]:
 
 def _failure(arm: str, status: Mapping[str, object]) -> Failure:
     round_ = status.get("round")
+    rows = status.get("rows")
     return Failure(
         arm,
         round_ if isinstance(round_, int) else None,
         str(status.get("step", "?")),
         str(status.get("reason") or "no reason recorded"),
+        tuple(str(r) for r in rows) if isinstance(rows, list) else (),
     )
 
 
@@ -135,8 +153,12 @@ def markdown(
     failed: dict[str, list[Failure]] = {}
     for f in collected.failures:
         failed.setdefault(f.arm, []).append(f)
+    out_of_ranking = collected.ranked_out
+    for name, rows in out_of_ranking.items():
+        named = ", ".join(rows) or "see below"
+        lines.append(f"| - | {name} | ranked out: make accept failed ({named}) | | | | | |")
     for name in failed:
-        if name not in collected.runs:
+        if name not in collected.runs and name not in out_of_ranking:
             lines.append(f"| - | {name} | failed to boot | | | | | |")
     if failed:
         lines += [
@@ -146,7 +168,14 @@ def markdown(
         ]
         for name, fails in failed.items():
             rounds = ", ".join(str(f.round) for f in fails if f.round) or "?"
-            reasons = sorted({f"make {f.step}: {f.reason}" for f in fails})
+            reasons = sorted(
+                {
+                    f"make {f.step}: "
+                    + (f"failed rows {', '.join(f.rows)}; " if f.rows else "")
+                    + f.reason
+                    for f in fails
+                }
+            )
             lines.append(f"- **{name}**, round(s) {rounds}: " + "; ".join(reasons))
     served = {image for images in collected.images.values() for image in images}
     if len(served) > 1:
@@ -198,7 +227,14 @@ def write_report(
             "make tune again (it resumes) or add the baseline's results as "
             f"{results}/{baseline}/<dir>"
         )
-    verdicts = compare(collected.runs, baseline=baseline, price_per_hour=price_per_hour)
+    if baseline in collected.ranked_out:
+        raise ReportError(
+            f"{results}: the baseline ({baseline!r}) failed make accept ("
+            + ", ".join(collected.ranked_out[baseline])
+            + "): no arm is judged against a build that answers wrongly. Fix the baseline's "
+            "config or image, then tune again"
+        )
+    verdicts = compare(collected.ranked(), baseline=baseline, price_per_hour=price_per_hour)
     target = out or results
     target.mkdir(parents=True, exist_ok=True)
     contexts = sorted({c.context for v in verdicts for c in v.cells})
