@@ -28,8 +28,9 @@ from typing import TextIO
 from tpudeploy.accept import failed_rows_in
 from tpudeploy.tune import tomlwrite
 from tpudeploy.tune.arms import Arm
+from tpudeploy.tune.bootverdict import BOOT_SUFFIX
 from tpudeploy.tune.plan import TunePlan
-from tpudeploy.tune.ranking import BOOT_SUFFIX, STATUS_SUFFIX
+from tpudeploy.tune.ranking import STATUS_SUFFIX
 
 STATE_FILE = "tune.json"
 ARM_CONFIGS = "arms"
