@@ -59,6 +59,36 @@ def check_speculative_config(v: dict[str, str | int] | None) -> dict[str, str | 
     return speculative.check_speculative_config(v)
 
 
+MEASURED_POOL_KEYS = ("tokens", "kv_cache_groups", "source")
+
+
+def check_measured_kv_pool(v: dict[str, int | str] | None) -> dict[str, int | str] | None:
+    """A build's measured KV pool (make tune-report prints it from a boot's log): tokens, the
+    KV cache groups it had, and where it was read."""
+    if v is None:
+        return v
+    unknown = sorted(set(v) - set(MEASURED_POOL_KEYS))
+    missing = [k for k in MEASURED_POOL_KEYS if k not in v]
+    if unknown or missing:
+        raise ValueError(
+            f"takes exactly {', '.join(MEASURED_POOL_KEYS)} "
+            f"({'unknown ' + repr(unknown[0]) if unknown else 'missing ' + repr(missing[0])}); "
+            "copy the line make tune-report prints"
+        )
+    for key in ("tokens", "kv_cache_groups"):
+        value = v[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key} = {value!r} must be a whole number of at least 1")
+    if v["kv_cache_groups"] == 1:
+        raise ValueError(
+            "kv_cache_groups = 1: sliding windows off, the pool the planner computes (the build "
+            "log's, within 1%, which every boot check verifies); remove measured_kv_pool"
+        )
+    if not isinstance(v["source"], str) or not v["source"].strip():
+        raise ValueError("source must say which boot measured it (a boot record's path)")
+    return v
+
+
 def check_distinct(v: list[int] | None) -> list[int] | None:
     if v is not None and len(set(v)) != len(v):
         raise ValueError(f"{v!r} repeats a value; list each once")

@@ -136,9 +136,20 @@ def markdown(boots: Mapping[str, Sequence[Boot]], *, baseline: str) -> list[str]
         "| KV cache groups | KV pool tokens | KV dtype | weights dtype |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    windowed: list[str] = []
     for arm, arm_boots in boots.items():
         if not arm_boots:
             continue
+        for b in arm_boots:
+            seen = b.capabilities
+            if seen.sliding_windows and seen.kv_tokens and b.round is not None:
+                windowed.append(
+                    f"- **{arm}** (round {b.round}) windows its sliding layers: to plan and guard "
+                    "with the pool it allocated, not the build log's, add to its config "
+                    f"`[vllm] measured_kv_pool = {{ tokens = {seen.kv_tokens}, kv_cache_groups = "
+                    f'{seen.kv_cache_groups}, source = "{arm}/round-{b.round}{BOOT_SUFFIX}" }}`'
+                )
+                break
         cold = _median([b.ready_s for b in arm_boots if not b.warm])
         warm = _median([b.ready_s for b in arm_boots if b.warm])
         compile_s = _median([b.compile_s for b in arm_boots if not b.warm])
@@ -166,4 +177,4 @@ def markdown(boots: Mapping[str, Sequence[Boot]], *, baseline: str) -> list[str]
             f"| {_seconds(compile_s)} | {_seconds(warm_compile)} | {versus} | {groups} | {pool} "
             f"| {_one([c.kv_dtype for c in caps])} | {weights} |"
         )
-    return lines
+    return lines + (["", *windowed] if windowed else [])
