@@ -75,6 +75,13 @@ def test_the_plan_and_the_boot_check_use_the_measured_pool() -> None:
         ),
         ({"tokens": 900_000, "kv_cache_groups": 2}, "missing 'source'"),
         ({"tokens": 0, "kv_cache_groups": 2, "source": "a"}, "tokens = 0 must be"),
+        ({"tokens": 900_000, "kv_cache_groups": 0, "source": "a"}, "kv_cache_groups = 0 must"),
+        (
+            {"tokens": 900_000, "kv_cache_groups": 2, "source": "a", "image": "x"},
+            "takes exactly tokens, kv_cache_groups, source (unknown 'image')",
+        ),
+        ({"tokens": 900_000, "kv_cache_groups": 2, "source": " "}, "source must say which boot"),
+        ({"tokens": 900_000, "kv_cache_groups": 2, "source": 3}, "source must say which boot"),
     ],
 )
 def test_a_measurement_that_is_not_one_is_refused_naming_the_key(
@@ -84,6 +91,15 @@ def test_a_measurement_that_is_not_one_is_refused_naming_the_key(
         parse_config({"vllm": {"measured_kv_pool": table}})
     text = str(info.value)
     assert "vllm.measured_kv_pool" in text and needle in text and "Fix:" in text
+
+
+def test_a_measured_pool_is_kept_and_said_as_written() -> None:
+    cfg = parse_config(windowed())
+    assert cfg.vllm.measured_pool == (
+        MEASURED["kv_tokens"],
+        f"2 KV cache groups, sliding windows on: {SOURCE}",
+    )
+    assert parse_config({}).vllm.measured_pool is None
 
 
 def test_the_tune_report_prints_the_line_that_plans_with_a_windowed_build(tmp_path: Path) -> None:
