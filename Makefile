@@ -198,6 +198,11 @@ usage: $(VENV_STAMP) ## Per client: requests, errors, p50/p95, output tokens, sh
 wait: $(VENV_STAMP) ## Follow the boot (GKE: the rollout, each replica) until vLLM is ready
 	@$(PY) -m tpudeploy wait
 
+# make tune's own step (no ## : not a command for people): the node's boot check into OUT.
+boot-record: $(VENV_STAMP)
+	@test -n "$(OUT)" || { echo "usage: make boot-record OUT=<file.json>" >&2; exit 2; }
+	@$(PY) -m tpudeploy.tpuvm.bootrecord $(OUT)
+
 # The node publishes the RepoDigest it pulled (never the config-blob image ID) and the versions
 # the image reports; this writes them into DEPLOY_CONFIG, comments and layout kept.
 pin: $(VENV_STAMP) ## TPU VM only: hold the build, writing the ready node's image digests into the config

@@ -74,6 +74,9 @@ def vllm_log(
     boot_s: float = COLD_BOOT_S,
     compile_s: float = COMPILE_S,
     non_default_args: str = NON_DEFAULT_ARGS,
+    weights_dtype: str = "bfloat16",
+    quantization: str = "None",
+    speculative_config: str = "None",
 ) -> str:
     """The boot's log as `docker logs` shows it; the defaults are the build log's boot."""
     memory_at = boot_s - compile_s
@@ -81,6 +84,18 @@ def vllm_log(
     lines = [
         (0, "api_server.py:1825", f"vLLM API server version {VERSION}"),
         (0, "utils.py:233", f"non-default args: {non_default_args}"),
+        # vLLM's engine line (vllm/v1/engine/core.py logs VllmConfig.__str__), its first fields.
+        (
+            0,
+            "core.py:93",
+            f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{facts.MODEL}', "
+            f"speculative_config={speculative_config}, tokenizer='{facts.MODEL}', "
+            "skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, "
+            f"trust_remote_code=False, dtype=torch.{weights_dtype}, max_seq_len=32768, "
+            "download_dir=None, load_format=auto, tensor_parallel_size=1, "
+            f"pipeline_parallel_size=1, data_parallel_size=1, quantization={quantization}, "
+            "enforce_eager=False, kv_cache_dtype=auto, device_config=None",
+        ),
         (
             memory_at,
             "tpu_worker.py:291",

@@ -12,11 +12,13 @@ import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpudeploy import facts
 from tpudeploy.bench.commands import META_CLIENTS, META_CONFIG, META_CONTEXT, META_IMAGE, META_REP
+from tpudeploy.bench.specmetrics import SPEC_KEYS
+from tpudeploy.tune.bootverdict import BOOT_SUFFIX
 from tpudeploy.tune.ranking import STATUS_SUFFIX, write_report
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tuning.md"
@@ -33,6 +35,18 @@ class Effect:
     factor: float  # throughput x, TTFT and TPOT / (the arm is this much faster)
     cv: float
     fails: bool = False  # the arm dies at boot (make wait fails), as the build log's 0.95 did
+    # At these client counts the factor is this instead (a speculative arm: faster alone,
+    # slower when the batch is full).
+    by_clients: Mapping[int, float] = field(default_factory=dict)
+    # A speculative arm's acceptance rate per client count: the spec-decode counters written.
+    acceptance: Mapping[int, float] = field(default_factory=dict)
+    # The boot check's figures for each boot: (seconds to ready, compile seconds); None: no
+    # boot record (results measured by hand).
+    boot: tuple[float, float] | None = None
+    kv_cache_groups: int = 1
+
+    def at(self, clients: int) -> float:
+        return self.by_clients.get(clients, self.factor)
 
 
 def record(
@@ -40,11 +54,20 @@ def record(
 ) -> dict[str, object]:
     """One run as `vllm bench serve --save-result` saves it (the keys the report reads)."""
     jitter = 1 + effect.cv * OFFSETS[(rep + round_) % 3]
-    tok_s = facts.AGGREGATE_TOK_S[(context, clients)] * effect.factor * jitter
-    ttft = facts.MEDIAN_TTFT_MS[(context, clients)] / (effect.factor * jitter)
-    tpot = 1000.0 / (facts.PER_STREAM_TOK_S[(context, clients)] * effect.factor * jitter)
+    factor = effect.at(clients)
+    tok_s = facts.AGGREGATE_TOK_S[(context, clients)] * factor * jitter
+    ttft = facts.MEDIAN_TTFT_MS[(context, clients)] / (factor * jitter)
+    tpot = 1000.0 / (facts.PER_STREAM_TOK_S[(context, clients)] * factor * jitter)
     prompts = max(clients * 8, 32)
+    spec = {}
+    if clients in effect.acceptance:
+        drafted = prompts * 256  # what the counters grew by: 256 output tokens a request
+        spec = {
+            SPEC_KEYS["spec_drafted"]: drafted,
+            SPEC_KEYS["spec_accepted"]: round(drafted * effect.acceptance[clients]),
+        }
     return {
+        **spec,
         "date": f"20261201-{round_:02d}{clients % 60:02d}{context % 60:02d}",
         "backend": "openai-chat",
         "model_id": facts.MODEL,
@@ -91,16 +114,40 @@ def write(
                     rec = record(context, clients, 1, effect, arm, r)
                     name = f"ctx{context}-c{clients}-r1.json"
                     (boot / name).write_text(json.dumps(rec), encoding="utf-8")
+            if effect.boot is not None and not effect.fails:
+                write_boot(boot.with_name(boot.name + BOOT_SUFFIX), effect, warm=r > 1)
             status_file = boot.with_name(boot.name + STATUS_SUFFIX)
             status_file.write_text(json.dumps(status), encoding="utf-8")
     return out
 
 
+def write_boot(path: Path, effect: Effect, *, warm: bool) -> None:
+    """A boot record as `make boot-record` keeps it: the node's boot check of a boot whose log
+    says `effect.boot` (tpudeploy/bootcheck.py parses the log; this is its output's shape)."""
+    assert effect.boot is not None
+    ready, compile_s = effect.boot
+    measured = {
+        "compile_s": compile_s,
+        "kv_cache_groups": effect.kv_cache_groups,
+        "num_blocks": facts.KV_POOL_TOKENS // 64,
+        "block_size": 64,
+        "kv_tokens": facts.KV_POOL_TOKENS,
+        "kv_dtype": "bfloat16",
+        "weights_dtype": "bfloat16",
+    }
+    if warm:  # the compile cache kept: the build log's warm boot against its cold one
+        ready, compile_s = (x * facts.WARM_BOOT_S / facts.COLD_BOOT_S for x in (ready, compile_s))
+        measured["compile_s"] = compile_s
+    timings = {"vllm_s": ready, "cache": "hit" if warm else "miss"}
+    path.write_text(json.dumps({"measured": measured, "timings": timings}), encoding="utf-8")
+
+
+COLD = (facts.COLD_BOOT_S, facts.COMPILE_S)
 EXAMPLE: Mapping[str, Effect] = {
-    "baseline": Effect(1.0, 0.01),
-    "batched-tokens-8192": Effect(1.05, 0.01),
-    "bucket-padding-128": Effect(1.05, 0.20),
-    "max-model-len-65536": Effect(1.005, 0.02),
+    "baseline": Effect(1.0, 0.01, boot=COLD),
+    "batched-tokens-8192": Effect(1.05, 0.01, boot=(facts.COLD_BOOT_S + 43, facts.COMPILE_S + 43)),
+    "bucket-padding-128": Effect(1.05, 0.20, boot=COLD),
+    "max-model-len-65536": Effect(1.005, 0.02, boot=COLD),
     "gpu-0.95": Effect(1.0, 0.0, fails=True),
 }
 

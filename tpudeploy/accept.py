@@ -349,6 +349,18 @@ def verdicts(
     return results
 
 
+FAILED_ROWS = "acceptance rows failed: "
+
+
+def failed_rows_in(output: str) -> list[str]:
+    """The rows `make accept`'s output names as failed (its closing error, "N of M acceptance
+    rows failed: row: reason; ..."), in table order: what `make tune` records for an arm."""
+    said = output.rpartition(FAILED_ROWS)[2] if FAILED_ROWS in output else ""
+    starts = {part.partition(": ")[0].strip() for part in said.split("; ")}
+    names = [row.name for row in rows(Limits("", 10**6, 1))]
+    return [name for name in names if name in starts]
+
+
 def run(endpoint: Endpoint, api_key: str, limits: Limits, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     print(
@@ -364,7 +376,7 @@ def run(endpoint: Endpoint, api_key: str, limits: Limits, out: TextIO | None = N
     passed = sum(v.status == "pass" for v in results)
     if failed:
         raise AcceptError(
-            f"{len(failed)} of {len(results)} acceptance rows failed: "
+            f"{len(failed)} of {len(results)} {FAILED_ROWS}"
             + "; ".join(f"{v.row}: {v.detail}" for v in failed)
         )
     print(f"acceptance passed: {passed} rows", file=out)

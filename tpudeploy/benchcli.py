@@ -79,6 +79,8 @@ def _settings(args: argparse.Namespace) -> tuple[str, SweepSettings, Any]:
     if cfg is not None:
         # Recorded in every result (--metadata) so the report never averages two servers.
         settings = replace(settings, config_hash=compile_cache_key(cfg))
+        if cfg.vllm.speculative_config is not None:
+            settings = replace(settings, spec_metrics=True)
         served = cfg.vllm.served_model_name
         if served != settings.model:
             settings = replace(settings, served_model_name=served)

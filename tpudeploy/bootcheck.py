@@ -54,6 +54,8 @@ _KV_SIZE = re.compile(r"GPU KV cache size: ([0-9,]+) tokens")
 _NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$", re.M)
 _VERSION = re.compile(r"vLLM API server version (\S+)")
 _READY = re.compile(r"Application startup complete")
+# vLLM's "Initializing a V1 LLM engine (v%s) with config: %s" (v1/engine/core.py, VllmConfig)
+_ENGINE = re.compile(r"with config: .*?\bdtype=(?:torch\.)?(\w+).*?\bquantization=(\w+)")
 
 
 def top_level_keys(text: str) -> list[str]:
@@ -135,6 +137,10 @@ def parse_log(text: str) -> dict[str, object]:
     version = _VERSION.search(text)
     if version:
         out["vllm_version"] = version.group(1)
+    engine = _ENGINE.search(text)  # the weights' dtype and quantization, as the engine resolved
+    if engine:
+        out["weights_dtype"], quant = engine.groups()
+        out.update({"quantization": quant} if quant != "None" else {})
     # Timings from the log's own stamps: weights load before the memory profile, compilation
     # after it (build log: 685 s of the 857 s cold boot is XLA compilation).
     first = _STAMP.search(text)

@@ -62,6 +62,8 @@ def boot_expectations(cfg: DeployConfig, serve_args: list[str]) -> dict[str, obj
         kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
         model=model,
         chip=accel.chip,
+        # A measured pool is what this build allocated: every boot checks it still does.
+        measured=cfg.vllm.measured_pool,
     )
     context = min(facts.SLIDING_WINDOW_WIN_CONTEXT, cfg.vllm.max_model_len)
     windowed = pool.pool_bytes // planner.kv_bytes_per_request(context, windowed=True, model=model)

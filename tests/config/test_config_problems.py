@@ -730,14 +730,14 @@ def test_a_refused_key_does_not_hide_the_rest_of_the_file(
 SPECULATIVE_REFUSALS = [
     pytest.param(
         {"method": "eagle", "num_speculative_tokens": 3},
-        "method 'eagle' is not offered. Fix: use method = \"ngram\" (no draft checkpoint: other "
-        "methods download and run a second model)",
+        'method \'eagle\' is not offered. Fix: use method = "ngram", "mtp" (each is vLLM\'s '
+        "SpeculativeConfig method with a source in tpudeploy/config/speculative.py)",
         id="a-method-with-a-draft-model",
     ),
     pytest.param({"num_speculative_tokens": 3}, "method None is not offered", id="no-method"),
     pytest.param(
         {"method": "ngram", "num_speculative_tokens": 2, "model": "x/y"},
-        "unknown key 'model'. Fix: the n-gram method takes num_speculative_tokens, "
+        "unknown key 'model'. Fix: the ngram method takes num_speculative_tokens, "
         "prompt_lookup_max, prompt_lookup_min",
         id="a-draft-model",
     ),
@@ -771,13 +771,32 @@ SPECULATIVE_REFUSALS = [
         "prompt_lookup_min 5 is above prompt_lookup_max 2. Fix: swap them",
         id="min-above-max",
     ),
+    pytest.param(
+        {"method": "mtp", "num_speculative_tokens": 4},
+        "the mtp method needs model = a draft checkpoint sized here, not None. Fix: use one of: "
+        "google/gemma-4-E2B-it-assistant",
+        id="mtp-without-its-draft",
+    ),
+    pytest.param(
+        {"method": "mtp", "num_speculative_tokens": 4, "model": "x/unsized-draft"},
+        "the mtp method needs model = a draft checkpoint sized here, not 'x/unsized-draft'",
+        id="mtp-with-an-unsized-draft",
+    ),
+    pytest.param(
+        {
+            "method": "mtp",
+            "model": "google/gemma-4-E2B-it-assistant",
+            "prompt_lookup_max": 4,
+            "num_speculative_tokens": 4,
+        },
+        "unknown key 'prompt_lookup_max'. Fix: the mtp method takes model, num_speculative_tokens",
+        id="mtp-with-ngram-keys",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("spec", "reason"), SPECULATIVE_REFUSALS)
-def test_speculative_decoding_is_ngram_with_whole_numbers(
-    spec: dict[str, Any], reason: str
-) -> None:
+def test_speculative_decoding_methods_keys_and_drafts(spec: dict[str, Any], reason: str) -> None:
     (found,) = problems({"vllm": {"speculative_config": spec}})
     assert found.startswith(f"vllm.speculative_config = {toml_value(spec)}: {reason}"), found
 
@@ -800,9 +819,10 @@ def test_a_speculative_flag_written_true_is_refused_by_its_kind() -> None:
             "prompt_lookup_max": 4,
         },
         {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 1},
+        {"method": "mtp", "model": "google/gemma-4-E2B-it-assistant", "num_speculative_tokens": 4},
     ],
 )
-def test_an_ngram_spec_vllm_takes_is_kept_as_written(spec: dict[str, Any]) -> None:
+def test_a_speculative_spec_vllm_takes_is_kept_as_written(spec: dict[str, Any]) -> None:
     assert parse_config({"vllm": {"speculative_config": spec}}).vllm.speculative_config == spec
     assert parse_config({}).vllm.speculative_config is None
 

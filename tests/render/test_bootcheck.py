@@ -202,3 +202,35 @@ def test_the_rendered_metadata_fits_compute_engines_limits() -> None:
     sizes = {key: len(value.encode()) for key, value in md.items()}
     assert max(sizes.values()) <= 262_144, sizes
     assert sum(len(k.encode()) for k in md) + sum(sizes.values()) < 512 * 1000
+
+
+def test_the_weights_dtype_is_read_from_the_engines_config_line() -> None:
+    """vLLM logs its whole config once ("Initializing a V1 LLM engine (v...) with config: ...
+    dtype=torch.bfloat16, ... quantization=None, ..."): the weights as the engine resolved
+    them, whatever the flags asked."""
+    m = bootcheck.parse_log(boot_logs.vllm_log())
+    assert m["weights_dtype"] == "bfloat16" and "quantization" not in m
+    fp8 = bootcheck.parse_log(boot_logs.vllm_log(weights_dtype="bfloat16", quantization="fp8"))
+    assert fp8["quantization"] == "fp8"
+    # The speculative config printed before dtype= does not confuse it (its own fields differ).
+    spec = (
+        "SpeculativeConfig(method='mtp', model='google/gemma-4-E2B-it-assistant', "
+        "num_spec_tokens=4)"
+    )
+    assert bootcheck.parse_log(boot_logs.vllm_log(speculative_config=spec))["weights_dtype"] == (
+        "bfloat16"
+    )
+    # kv_cache_dtype= later on the line is not the weights' dtype.
+    assert bootcheck.parse_log(boot_logs.vllm_log(weights_dtype="float32"))["weights_dtype"] == (
+        "float32"
+    )
+
+
+def test_the_kv_cache_groups_say_whether_sliding_windows_are_on() -> None:
+    from tpudeploy.tune.bootverdict import Capabilities
+
+    off = Capabilities.of(bootcheck.parse_log(boot_logs.vllm_log()))
+    assert off.kv_cache_groups == 1 and off.sliding_windows is False
+    assert off.kv_tokens == facts.KV_POOL_TOKENS and off.kv_dtype == "bfloat16"
+    on = Capabilities.of(bootcheck.parse_log(boot_logs.vllm_log(groups=2, blocks=14_000)))
+    assert on.sliding_windows is True and on.kv_tokens == 14_000 * 64

@@ -27,12 +27,16 @@ from tpudeploy.tune.verdict import BETTER, NOISY, UNCLEAR, WORSE, compare, judge
 AGGREGATE = next(m for m in METRICS if m.key == "aggregate")
 TTFT = next(m for m in METRICS if m.key == "ttft")
 # What each shipped arm must change in the `vllm serve` line or the environment, and nothing
-# else: the build log's four untested ideas, spelled as vLLM and tpu-inference read them.
+# else: the build log's four untested ideas and issue 40's two, spelled as vLLM and
+# tpu-inference read them.
 SHIPPED: dict[str, dict[str, object]] = {
     "max-model-len-65536": {"--max-model-len": ("65536",)},
     "batched-tokens-8192": {"--max-num-batched-tokens": ("8192",)},
     "bucket-padding-128": {"env:VLLM_TPU_BUCKET_PADDING_GAP": "128"},
     "ngram-speculative": {"--speculative-config": None},
+    # Issue 40's arms: upstream's Gemma 4 MTP draft, and parallel precompilation.
+    "mtp-assistant": {"--speculative-config": None},
+    "precompile-workers": {"env:NUM_PRECOMPILE_WORKERS": "24"},
 }
 
 
@@ -48,7 +52,7 @@ def write_arm(directory: Path, name: str, text: str) -> None:
 # ---- arms ---------------------------------------------------------------------------------
 
 
-def test_every_shipped_arm_is_the_build_logs_idea_and_nothing_else() -> None:
+def test_every_shipped_arm_is_its_idea_and_nothing_else() -> None:
     loaded = {arm.name: arm for arm in arms()}
     assert set(loaded) == {BASELINE, *SHIPPED}
     base = loaded[BASELINE].config
@@ -219,14 +223,15 @@ def test_the_plan_prices_the_planners_boots_and_the_sweeps_at_the_configured_rat
     quick = [(128, 1), (128, 16), (1024, 1), (1024, 16)]
     sweep = sum(max(c * 8, 32) * 256 / facts.AGGREGATE_TOK_S[(ctx, c)] for ctx, c in quick)
     per_arm = facts.COLD_BOOT_S + 2 * facts.WARM_BOOT_S + 3 * sweep
-    assert plan.tpu_vm.seconds == pytest.approx(5 * per_arm)
+    every = len(SHIPPED) + 1  # the shipped arms and the baseline
+    assert plan.tpu_vm.seconds == pytest.approx(every * per_arm)
     rate = facts.PRICES["us-west4"].per_chip_hour["flex-start"]
-    assert plan.tpu_vm.dollars == pytest.approx(5 * per_arm / 3600 * rate)
+    assert plan.tpu_vm.dollars == pytest.approx(every * per_arm / 3600 * rate)
     assert hourly_cost("flex-start", prices=price_table(cfg)) == rate
-    # Side by side: one boot sequence and one sweep per round, five chips.
+    # Side by side: one boot sequence and one sweep per round, one chip per arm.
     assert plan.gke.seconds == pytest.approx(per_arm)
     spot = facts.PRICES["us-west4"].per_chip_hour["spot"]
-    assert plan.gke.dollars == pytest.approx(5 * per_arm / 3600 * spot)
+    assert plan.gke.dollars == pytest.approx(every * per_arm / 3600 * spot)
     text = plan_text(plan)
     assert "~ --max-model-len 32768 -> 65536" in text
     assert "+ VLLM_TPU_BUCKET_PADDING_GAP 128" in text
@@ -326,14 +331,22 @@ def test_the_docs_example_is_what_the_code_reports(tmp_path: Path) -> None:
 
 
 class FakeMake:
-    """Stands in for `make destroy/deploy/wait/bench`: records every call, writes the sweep's
-    results from known effects, fails `make wait` for the arms in `dies`."""
+    """Stands in for `make destroy/deploy/wait/accept/bench`: records every call, writes the
+    sweep's results from known effects, fails `make wait` for the arms whose effect fails and
+    `make accept` with the output given in `rejects` (arm -> what make accept printed)."""
 
-    def __init__(self, effects: Mapping[str, Effect], *, stop_at: int | None = None) -> None:
+    def __init__(
+        self,
+        effects: Mapping[str, Effect],
+        *,
+        stop_at: int | None = None,
+        rejects: Mapping[str, str] | None = None,
+    ) -> None:
         self.effects = effects
         self.calls: list[tuple[str, str]] = []
         self.stop_at = stop_at
         self.deployed: str | None = None
+        self.rejects = rejects or {}
 
     def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> StepResult:
         target = argv[1]
@@ -347,6 +360,8 @@ class FakeMake:
             self.deployed = None
         if target == "wait" and self.effects[arm].fails:
             return StepResult(1, "boot failed: RuntimeProgramAllocationFailure (fake)")
+        if target == "accept" and arm in self.rejects:
+            return StepResult(1, self.rejects[arm])
         if target == "bench":
             out = Path(next(a for a in argv if a.startswith("OUT="))[4:])
             round_ = int(out.name.removeprefix("round-"))
@@ -374,11 +389,14 @@ def test_every_unit_boots_from_scratch_and_billing_stops_at_the_end(tmp_path: Pa
     make = FakeMake(EFFECTS)
     outcomes = run_tune(plan, tmp_path, step=make, log=open("/dev/null", "w"))  # noqa: SIM115
     units = [c for c in make.calls]
-    # Each unit: destroy (never patched in place), deploy, wait, bench; a failed wait skips bench.
-    assert units[:4] == [
+    # Each unit: destroy (never patched in place), deploy, wait, the boot check's record,
+    # accept, bench; a failed wait skips the rest.
+    assert units[:6] == [
         ("destroy", BASELINE),
         ("deploy", BASELINE),
         ("wait", BASELINE),
+        ("boot-record", BASELINE),
+        ("accept", BASELINE),
         ("bench", BASELINE),
     ]
     assert units[-1][0] == "destroy" and make.deployed is None
@@ -393,7 +411,7 @@ def test_every_unit_boots_from_scratch_and_billing_stops_at_the_end(tmp_path: Pa
 
 def test_a_stopped_tune_resumes_where_it_stopped(tmp_path: Path) -> None:
     plan = small_plan()
-    first = FakeMake(EFFECTS, stop_at=6)  # the second unit's deploy: a stop between arms
+    first = FakeMake(EFFECTS, stop_at=8)  # the second unit's deploy: a stop between arms
     with pytest.raises(KeyboardInterrupt):
         run_tune(plan, tmp_path, step=first, log=open("/dev/null", "w"))  # noqa: SIM115
     done_first = {(r, n) for r, n in plan.order if status_path(tmp_path, n, r).exists()}
@@ -412,7 +430,7 @@ def test_a_stopped_tune_resumes_where_it_stopped(tmp_path: Path) -> None:
 def test_an_interrupted_units_partial_results_are_set_aside(tmp_path: Path) -> None:
     plan = small_plan(rounds=1)
     first_round, first_arm = plan.order[0]
-    make = FakeMake(EFFECTS, stop_at=4)  # inside the first unit's bench, before its status
+    make = FakeMake(EFFECTS, stop_at=6)  # inside the first unit's bench, before its status
     with pytest.raises(KeyboardInterrupt):
         run_tune(plan, tmp_path, step=make, log=open("/dev/null", "w"))  # noqa: SIM115
     partial = tmp_path / first_arm / f"round-{first_round}"

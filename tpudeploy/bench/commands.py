@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tpudeploy.bench import specmetrics
 from tpudeploy.bench.settings import SweepSettings
 from tpudeploy.iapssh import ssh_argv
 
@@ -40,6 +41,14 @@ META_REPLICAS = "tpudeploy_replicas"
 _IN_CONTAINER_SCRIPT = (
     'result="$1"; shift; IFS= read -r OPENAI_API_KEY; export OPENAI_API_KEY; '
     '"$@" >&2 && cat "$result"'
+)
+# The same, with the server's spec-decode counters read before and after the run and their
+# growth merged into the result (tpudeploy/bench/specmetrics.py); a failed read merges nothing.
+_SPEC_SCRIPT = (
+    'result="$1"; url="$2"; py="$3"; shift 3; IFS= read -r OPENAI_API_KEY; export OPENAI_API_KEY; '
+    'before=$(python3 -c "$py" scrape "$url"); '
+    '"$@" >&2 && { python3 -c "$py" merge "$result" "$url" "$before" >&2 || true; } && '
+    'cat "$result"'
 )
 
 
@@ -196,7 +205,11 @@ def cell_command(
         digest=digest,
         vllm_version=vllm_version,
     )
-    in_container = ["sh", "-c", _IN_CONTAINER_SCRIPT, "sh", f"{result_dir}/{cell.filename}", *inner]
+    result = f"{result_dir}/{cell.filename}"
+    in_container = ["sh", "-c", _IN_CONTAINER_SCRIPT, "sh", result, *inner]
+    if settings.spec_metrics and not settings.base_url:
+        url = specmetrics.metrics_url(settings.host, settings.port)
+        in_container = ["sh", "-c", _SPEC_SCRIPT, "sh", result, url, specmetrics.SNIPPET, *inner]
     if isinstance(target, PodTarget):
         return in_container
     return over_ssh(["sudo", "docker", "exec", "-i", settings.container, *in_container], target)

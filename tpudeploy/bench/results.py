@@ -52,6 +52,18 @@ CONTEXT_TOLERANCE = 0.10
 DEFAULT_CONTEXTS = tuple(sorted({c for s in PROFILES.values() for c in s.contexts}))
 
 
+def spec_counts(data: dict[str, Any]) -> dict[str, int]:
+    """The spec-decode counters the sweep merged into a result (SPEC_KEYS), when it did."""
+    from tpudeploy.bench.specmetrics import SPEC_KEYS
+
+    out = {}
+    for field_name, key in SPEC_KEYS.items():
+        value = data.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            out[field_name] = value
+    return out
+
+
 class ReportError(ValueError):
     """The results cannot be reported; the message names the directory and the fix."""
 
@@ -118,6 +130,17 @@ class RunResult:
     total_input_tokens: int | None
     saved_rep: int | None  # the sweep's tpudeploy_rep, a tie-break for equal dates
     replicas: int | None = None  # through the Gateway: the replicas ready when the sweep began
+    # Speculative decoding during this run: vLLM's spec-decode counters' growth (draft tokens
+    # proposed, accepted), read from its /metrics before and after (tpudeploy/bench/specmetrics.py).
+    spec_drafted: int | None = None
+    spec_accepted: int | None = None
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted over proposed draft tokens in this run; None without speculative decoding."""
+        if not self.spec_drafted or self.spec_accepted is None:
+            return None
+        return self.spec_accepted / self.spec_drafted
 
     @property
     def has_failures(self) -> bool:
@@ -307,6 +330,7 @@ def parse_run(data: Any, label: str, grid: Sequence[int]) -> RunResult:
         total_input_tokens=int(total_input) if isinstance(total_input, int | float) else None,
         saved_rep=int(saved_rep) if isinstance(saved_rep, str) and saved_rep.isdigit() else None,
         replicas=int(replicas) if isinstance(replicas, str) and replicas.isdigit() else None,
+        **spec_counts(data),
     )
 
 

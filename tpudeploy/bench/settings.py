@@ -69,6 +69,9 @@ class SweepSettings:
     # replicas were ready when the sweep started (the HPA may change it during the sweep).
     scoring: str | None = None
     replicas: int | None = None
+    # The server decodes speculatively: each cell also records vLLM's spec-decode counters'
+    # growth (tpudeploy/bench/specmetrics.py), its acceptance rate.
+    spec_metrics: bool = False
 
     def shared_prefix_len(self, context: int) -> int:
         return context * self.shared_prefix_percent // 100

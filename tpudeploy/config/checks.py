@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from tpudeploy import facts, names
+from tpudeploy.config import speculative
 from tpudeploy.durations import DurationError, parse_duration
 
 # The explicit opt-out of max_run_duration: a spot or on-demand node with no deadline (billing
@@ -53,38 +54,38 @@ def check_mm_limits(v: dict[str, int]) -> dict[str, int]:
     return v
 
 
-# vLLM's SpeculativeConfig keys that the n-gram method reads (docs.vllm.ai, features/
-# speculative_decoding/n_gram: method, num_speculative_tokens, prompt_lookup_max; vllm/config/
-# speculative.py adds prompt_lookup_min). Only "ngram" is offered: it needs no draft checkpoint
-# (build log), while every other method downloads and runs a second model.
-SPECULATIVE_METHODS = ("ngram",)
-SPECULATIVE_INT_KEYS = ("num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min")
-
-
 def check_speculative_config(v: dict[str, str | int] | None) -> dict[str, str | int] | None:
+    # The methods and drafts are data with their sources (tpudeploy/config/speculative.py).
+    return speculative.check_speculative_config(v)
+
+
+MEASURED_POOL_KEYS = ("tokens", "kv_cache_groups", "source")
+
+
+def check_measured_kv_pool(v: dict[str, int | str] | None) -> dict[str, int | str] | None:
+    """A build's measured KV pool (make tune-report prints it from a boot's log): tokens, the
+    KV cache groups it had, and where it was read."""
     if v is None:
         return v
-    method = v.get("method")
-    if method not in SPECULATIVE_METHODS:
+    unknown = sorted(set(v) - set(MEASURED_POOL_KEYS))
+    missing = [k for k in MEASURED_POOL_KEYS if k not in v]
+    if unknown or missing:
         raise ValueError(
-            f'method {method!r} is not offered; use method = "ngram" (no draft checkpoint: '
-            "other methods download and run a second model)"
+            f"takes exactly {', '.join(MEASURED_POOL_KEYS)} "
+            f"({'unknown ' + repr(unknown[0]) if unknown else 'missing ' + repr(missing[0])}); "
+            "copy the line make tune-report prints"
         )
-    unknown = sorted(set(v) - {"method", *SPECULATIVE_INT_KEYS})
-    if unknown:
+    for key in ("tokens", "kv_cache_groups"):
+        value = v[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key} = {value!r} must be a whole number of at least 1")
+    if v["kv_cache_groups"] == 1:
         raise ValueError(
-            f"unknown key {unknown[0]!r}; the n-gram method takes {', '.join(SPECULATIVE_INT_KEYS)}"
+            "kv_cache_groups = 1: sliding windows off, the pool the planner computes (the build "
+            "log's, within 1%, which every boot check verifies); remove measured_kv_pool"
         )
-    for key in SPECULATIVE_INT_KEYS:
-        if key in v:
-            value = v[key]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{key} = {value!r} must be a whole number of at least 1")
-    if "num_speculative_tokens" not in v:
-        raise ValueError("num_speculative_tokens is required; e.g. 5 (vLLM's n-gram example)")
-    low, high = v.get("prompt_lookup_min"), v.get("prompt_lookup_max")
-    if isinstance(low, int) and isinstance(high, int) and low > high:
-        raise ValueError(f"prompt_lookup_min {low} is above prompt_lookup_max {high}; swap them")
+    if not isinstance(v["source"], str) or not v["source"].strip():
+        raise ValueError("source must say which boot measured it (a boot record's path)")
     return v
 
 

@@ -67,13 +67,22 @@ class VllmConfig(Strict):
     force_tensor_parallel_size: bool = False
     """override the tensor-parallel guard rail"""
     # Extra `vllm serve` arguments passed verbatim (each one shell-quoted), for flags not modelled.
-    # n-gram speculative decoding (build log, untested ideas: "needs no draft checkpoint and is
-    # marked fully passing on TPU"); rendered as --speculative-config JSON. Off by default.
+    # Speculative decoding, rendered as --speculative-config JSON, off by default: n-gram (build
+    # log, untested ideas: "needs no draft checkpoint and is marked fully passing on TPU"), or
+    # mtp with a draft checkpoint sized in tpudeploy/config/speculative.py (issue 40).
     speculative_config: dict[str, str | int] | None = Field(
         default=None,
         examples=[{"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_max": 4}],
     )
-    """n-gram speculative decoding (method = "ngram"); unset: off"""
+    """speculative decoding: method "ngram", or "mtp" with a sized draft model; unset: off"""
+    # A build that windows its sliding layers (num_kv_cache_groups > 1 in its boot log) holds a
+    # pool the planner's one-group arithmetic does not predict: the KV wall and every guard rail
+    # on it follow this measurement, and say so (issue 40; make tune-report prints the line).
+    measured_kv_pool: dict[str, int | str] | None = Field(
+        default=None,
+        examples=[{"tokens": 900_000, "kv_cache_groups": 2, "source": "OUT/arm/round-1.boot.json"}],
+    )
+    """a sliding-window build's measured KV pool (tokens, kv_cache_groups, source)"""
     extra_args: tuple[str, ...] = Field(default=(), examples=[["--max-num-seqs", "128"]])
     """more `vllm serve` flags: allow-listed ones only, checked against vLLM 0.33.0's CLI"""
     # Hosts vLLM may fetch image/audio URLs from. With --net=host a URL on the metadata server
@@ -145,6 +154,20 @@ class VllmConfig(Strict):
     @classmethod
     def _speculative(cls, v: dict[str, str | int] | None) -> dict[str, str | int] | None:
         return checks.check_speculative_config(v)
+
+    @field_validator("measured_kv_pool")
+    @classmethod
+    def _measured(cls, v: dict[str, int | str] | None) -> dict[str, int | str] | None:
+        return checks.check_measured_kv_pool(v)
+
+    @property
+    def measured_pool(self) -> tuple[int, str] | None:
+        """(tokens, where from) for the planner's kv_pool(measured=...), or None."""
+        m = self.measured_kv_pool
+        if m is None:
+            return None
+        groups = m["kv_cache_groups"]
+        return int(m["tokens"]), f"{groups} KV cache groups, sliding windows on: {m['source']}"
 
     @field_validator("limit_mm_per_prompt")
     @classmethod

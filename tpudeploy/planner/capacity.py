@@ -50,6 +50,19 @@ class KvPool:
     num_blocks: int
     tokens: int
     safe_tokens: int
+    # Where `tokens` comes from when not this arithmetic: a build's boot log (issue 40). A build
+    # that windows its sliding layers holds more than the build log's one-group pool, and every
+    # guard rail then follows what that build allocated, saying so.
+    measured_from: str | None = None
+
+    @property
+    def measured_note(self) -> str:
+        """Said after the pool's size in every message: "" for the planner's arithmetic."""
+        if self.measured_from is None:
+            return ""
+        return f" (the build's measured pool, {self.measured_from}; not the build log's " + (
+            f"{facts.KV_POOL_TOKENS:,})"
+        )
 
     @property
     def outside_cap_bytes(self) -> int:
@@ -78,8 +91,11 @@ def kv_pool(
     model: ModelGeometry = GEMMA_4_E2B,
     chip: ChipSpec = V5E,
     backend: BackendSpec = TPU_PALLAS,
+    measured: tuple[int, str] | None = None,
 ) -> KvPool:
-    """The engine's Memory statistics line and KV block count, for one chip."""
+    """The engine's Memory statistics line and KV block count, for one chip; `measured`
+    (tokens, where from): the pool a build's boot log reported, which replaces the arithmetic's
+    token count (the memory figures stay the arithmetic's)."""
     cap = int(chip.hbm_bytes * gpu_memory_utilization)
     weights = model.resident_weight_bytes
     # --kv-cache-memory-bytes pins the pool and skips the fraction (seed: 5923602432 good).
@@ -94,6 +110,8 @@ def kv_pool(
     # The pool holds whole blocks: floor(pool / (bytes/token x block size)), seed 5,021 x 64.
     blocks = pool // (per_token * block)
     tokens = blocks * block
+    if measured is not None:
+        tokens, blocks = measured[0], measured[0] // block
     return KvPool(
         max_model_len=max_model_len,
         gpu_memory_utilization=gpu_memory_utilization,
@@ -106,6 +124,7 @@ def kv_pool(
         num_blocks=blocks,
         tokens=tokens,
         safe_tokens=int(tokens * backend.safe_pool_fraction),
+        measured_from=None if measured is None else measured[1],
     )
 
 

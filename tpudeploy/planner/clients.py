@@ -50,6 +50,7 @@ def wall_streams(cfg: DeployConfig) -> tuple[int, str]:
             kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
             model=cfg.model_geometry,
             chip=chip,
+            measured=cfg.vllm.measured_pool,
         )
     except (AcceleratorError, ValueError):
         return FLEET_STREAMS, 'the build log\'s "fleet of 8-16 concurrent lite agents"'

@@ -129,6 +129,7 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
             gpu_memory_utilization=value,
             model=model,
             chip=accel.chip,
+            measured=cfg.vllm.measured_pool,
         )
     except ValueError as exc:
         # kv_pool names the key and value itself; the finding says them once.
@@ -141,6 +142,7 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
             kv_cache_memory_bytes=pinned,
             model=model,
             chip=accel.chip,
+            measured=cfg.vllm.measured_pool,
         )
     if pool.tokens < cfg.vllm.max_model_len:
         # The fix that fits: a context the pool holds, or a larger pool while one can be had
@@ -157,7 +159,7 @@ def check_gpu_memory_utilization(cfg: DeployConfig, accel: Accelerator) -> list[
                 "error",
                 "vllm.max_model_len",
                 cfg.vllm.max_model_len,
-                f"one request does not fit the {pool.tokens:,}-token KV pool "
+                f"one request does not fit the {pool.tokens:,}-token KV pool{pool.measured_note} "
                 f"({pool.pool_bytes / GIB:.2f} GiB) that {sized_by} leaves: vLLM refuses to "
                 "start. " + ", or ".join(fixes),
             )
@@ -334,6 +336,7 @@ def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
             kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
             model=model,
             chip=accel.chip,
+            measured=cfg.vllm.measured_pool,
         )
     except ValueError:
         return []  # check_gpu_memory_utilization reports it
@@ -346,7 +349,8 @@ def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
                 "warning",
                 "load.expected_clients",
                 value,
-                f"{wanted:,} KV tokens wanted against a {pool.tokens:,}-token pool: past the "
+                f"{wanted:,} KV tokens wanted against a {pool.tokens:,}-token pool"
+                f"{pool.measured_note}: past the "
                 f"KV wall more clients buy queueing, not throughput (build log: 64 x 8,192 fell "
                 f"from 400 to 324 tok/s, median TTFT 11.7 s). Keep clients x context under "
                 f"{pool.safe_tokens:,}: "
@@ -362,7 +366,7 @@ def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
                 value,
                 f"{wanted:,} KV tokens is not under the build log's safe line of clients x "
                 f"context < {pool.safe_tokens:,} (~{TPU_PALLAS.safe_pool_fraction:.0%} of the "
-                f"{pool.tokens:,}-token pool): expect tail latency. Use "
+                f"{pool.tokens:,}-token pool{pool.measured_note}): expect tail latency. Use "
                 f"{under}",
             )
         ]

@@ -63,6 +63,7 @@ def _pool(cfg: DeployConfig, backend: BackendSpec, mml: int) -> KvPool:
         model=cfg.model_geometry,
         chip=chip,
         backend=backend,
+        measured=cfg.vllm.measured_pool if mml == cfg.vllm.max_model_len else None,
     )
 
 
@@ -111,7 +112,7 @@ def capacity_table(
             f"blocks at max_model_len {cfg.vllm.max_model_len:,}",
             f"{pool.num_blocks:,} x {pool.block_size} tokens",
         ),
-        ("KV pool tokens", f"{pool.tokens:,}"),
+        ("KV pool tokens", f"{pool.tokens:,}{pool.measured_note}"),
         (
             f"safe clients x context (~{backend.safe_pool_fraction:.0%})",
             f"< {pool.safe_tokens:,}",
@@ -310,7 +311,8 @@ def synth_summary(
         stops,
         left_out(cfg),
         endpoint_line(cfg),
-        f"KV pool: {pool.tokens:,} tokens ({_gib(pool.pool_bytes)}, {pool.num_blocks:,} blocks "
+        f"KV pool: {pool.tokens:,} tokens{pool.measured_note} ({_gib(pool.pool_bytes)}, "
+        f"{pool.num_blocks:,} blocks "
         f"x {pool.block_size}) at max_model_len {cfg.vllm.max_model_len:,}",
         safe_concurrency_line(cfg, pool, context),
         *extra,

@@ -66,9 +66,10 @@ def _out_dir(args: argparse.Namespace, plan: TunePlan) -> Path:
 def _winner(out: Path, plan: TunePlan) -> str:
     """The top-ranked arm if it is better somewhere and worse nowhere; else the baseline."""
     collected = collect(out, [p.arm.name for p in plan.arms])
-    if BASELINE not in collected.runs:
+    if BASELINE not in collected.ranked():
         return BASELINE
-    ranked = compare(collected.runs, baseline=BASELINE, price_per_hour=None)
+    # An arm that failed make accept is out of the ranking: it can never be the winner.
+    ranked = compare(collected.ranked(), baseline=BASELINE, price_per_hour=None)
     for verdict in ranked[1:2]:
         if verdict.count(BETTER) > 0 and verdict.count(WORSE) == 0:
             return verdict.name

@@ -20,6 +20,7 @@ from typing import Any
 from tpudeploy import policy
 from tpudeploy.config import ConfigError, DeployConfig
 from tpudeploy.platform import guard_rails, parse_config
+from tpudeploy.tune import armchecks
 
 ARMS_DIR = Path(__file__).resolve().parent.parent.parent / "tune"
 BASELINE = "baseline"
@@ -84,7 +85,11 @@ def _validated(
         cfg = parse_config(dict(data), source=source)
     except ConfigError as exc:
         return None, tuple(exc.problems)
-    return cfg, tuple(policy.refusals(guard_rails(cfg)))
+    if name == BASELINE:
+        return cfg, tuple(policy.refusals(guard_rails(cfg)))
+    # An arm also passes what only a tune asks of it (tpudeploy/tune/armchecks.py): a pinned
+    # vLLM that has its method, a draft that fits, compile threads the host has.
+    return cfg, (*policy.refusals(guard_rails(cfg)), *armchecks.refusals(cfg))
 
 
 def baseline(base: Mapping[str, Any], *, source: str) -> Arm:

@@ -17,6 +17,7 @@ from tpudeploy.config import DeployConfig
 from tpudeploy.planner.cost import SEED_BOOT, NoPricesError, hourly_cost, price_table
 from tpudeploy.render import vllm_serve_args
 from tpudeploy.timefmt import format_seconds
+from tpudeploy.tune import armchecks
 from tpudeploy.tune.arms import Arm
 
 # GKE's TPU pools default to spot first (the scale-out design): the side-by-side estimate uses
@@ -210,6 +211,8 @@ def plan_text(plan: TunePlan) -> str:
         lines.append(f"{p.arm.name}: {p.arm.description}")
         if p.arm.name != plan.arms[0].arm.name:
             lines += [f"    {c.describe()}" for c in p.changes] or ["    (no change to the line)"]
+            assert p.arm.config is not None
+            lines += [f"    before spend: {note}" for note in armchecks.before_spend(p.arm.config)]
         cost = _money(None if rate is None else rate * p.seconds / 3600)
         lines.append(
             f"    about {format_seconds(p.seconds)} and {cost} on the TPU VM "

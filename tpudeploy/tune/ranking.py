@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tpudeploy.bench.results import ReportError, RunResult, load_results
 from tpudeploy.bench.stats import CV_LIMIT, METRICS
+from tpudeploy.config.speculative import UPSTREAM_MTP_ACCEPTANCE
+from tpudeploy.tune import bootverdict
+from tpudeploy.tune.bootverdict import Boot
 from tpudeploy.tune.verdict import BETTER, NOISY, WORSE, ArmVerdict, CellVerdict, compare
 
 STATUS_SUFFIX = ".status.json"  # beside each boot: {"status": "done" | "failed", "step", "reason"}
@@ -26,6 +29,7 @@ class Failure:
     round: int | None
     step: str
     reason: str
+    rows: tuple[str, ...] = ()  # step "accept": the acceptance rows that failed
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,21 @@ class Collected:
     runs: Mapping[str, tuple[RunResult, ...]]
     failures: tuple[Failure, ...]
     images: Mapping[str, tuple[str, ...]]  # arm -> the image(s) its runs were served by
+    boots: Mapping[str, tuple[Boot, ...]] = field(default_factory=dict)  # each boot's log
+
+    @property
+    def ranked_out(self) -> dict[str, tuple[str, ...]]:
+        """Arms that failed `make accept` in any round -> the rows that failed: a build that
+        answers wrongly is out of the ranking, however fast (issue 42)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for f in self.failures:
+            if f.step == "accept":
+                out[f.arm] = tuple(dict.fromkeys((*out.get(f.arm, ()), *f.rows)))
+        return out
+
+    def ranked(self) -> dict[str, tuple[RunResult, ...]]:
+        """The runs the verdict ranks: every arm's but those ranked out by acceptance."""
+        return {arm: runs for arm, runs in self.runs.items() if arm not in self.ranked_out}
 
 
 def _status(path: Path) -> Mapping[str, object]:
@@ -45,11 +64,13 @@ def _status(path: Path) -> Mapping[str, object]:
 
 def _failure(arm: str, status: Mapping[str, object]) -> Failure:
     round_ = status.get("round")
+    rows = status.get("rows")
     return Failure(
         arm,
         round_ if isinstance(round_, int) else None,
         str(status.get("step", "?")),
         str(status.get("reason") or "no reason recorded"),
+        tuple(str(r) for r in rows) if isinstance(rows, list) else (),
     )
 
 
@@ -64,10 +85,12 @@ def collect(results: Path, arms: Sequence[str] | None = None) -> Collected:
     runs: dict[str, tuple[RunResult, ...]] = {}
     failures: list[Failure] = []
     images: dict[str, tuple[str, ...]] = {}
+    boots: dict[str, tuple[Boot, ...]] = {}
     for name in names:
         arm_dir = results / name
         if not arm_dir.is_dir():
             continue
+        boots[name] = bootverdict.collect_boots(arm_dir)
         found: list[RunResult] = []
         for status_file in sorted(arm_dir.glob("*" + STATUS_SUFFIX)):
             status = _status(status_file)
@@ -86,7 +109,7 @@ def collect(results: Path, arms: Sequence[str] | None = None) -> Collected:
         if found:
             runs[name] = tuple(found)
             images[name] = tuple(sorted({r.group.image or "not recorded" for r in found}))
-    return Collected(runs, tuple(failures), images)
+    return Collected(runs, tuple(failures), images, boots)
 
 
 def _per_context(
@@ -98,6 +121,67 @@ def _per_context(
             if cell.metric == metric:
                 table.setdefault(cell.context, {}).setdefault(v.name, []).append(cell)
     return table
+
+
+def _clients_text(where: Mapping[int, list[int]], every: int) -> str:
+    parts = []
+    for clients, contexts in where.items():
+        at = "every context" if len(contexts) == every else ", ".join(f"{c:,}" for c in contexts)
+        parts.append(f"{clients} client{'s' if clients > 1 else ''} ({at})")
+    return ", ".join(parts)
+
+
+def _where(arms: Sequence[ArmVerdict]) -> list[str]:
+    """Where each arm wins and loses, by clients: a speculative arm can be faster at 1 client
+    and slower at 64, and the ranking's sums would hide it."""
+    lines = []
+    for v in arms:
+        every = len({c.context for c in v.cells if c.metric == "aggregate"})
+        better = _clients_text(v.clients_where(BETTER), every)
+        worse = _clients_text(v.clients_where(WORSE), every)
+        if better or worse:
+            lines.append(
+                f"- **{v.name}**: better at {better or 'no cell'}; worse at {worse or 'no cell'}"
+            )
+    if not lines:
+        return []
+    return ["", "## Where each arm is better and worse (aggregate output tokens/s)", "", *lines]
+
+
+def _acceptance(arms: Sequence[ArmVerdict]) -> list[str]:
+    """Speculative arms' acceptance rate per cell (accepted / proposed draft tokens, vLLM's
+    spec-decode counters), against upstream's bar for the Gemma 4 MTP draft."""
+    rated = [v for v in arms if v.acceptance]
+    if not rated:
+        return []
+    lines = [
+        "",
+        "## Speculative acceptance rate (accepted / proposed draft tokens, median per cell)",
+        "",
+        f"Upstream's CI requires at least {UPSTREAM_MTP_ACCEPTANCE:.2f} of the Gemma 4 MTP draft "
+        "(tpu-inference test_gemma4_mtp_performance), on other chips; a rate that holds while "
+        "throughput falls says the verify step, not the draft, is what costs.",
+        "",
+    ]
+    for v in rated:
+        contexts = sorted({ctx for ctx, _ in v.acceptance})
+        clients = sorted({c for _, c in v.acceptance})
+        lines += [
+            f"**{v.name}**",
+            "",
+            "| context | "
+            + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in clients)
+            + " |",
+            "|---|" + "---|" * len(clients),
+        ]
+        for ctx in contexts:
+            row = [
+                f"{v.acceptance[(ctx, c)]:.2f}" if (ctx, c) in v.acceptance else "-"
+                for c in clients
+            ]
+            lines.append(f"| {ctx:,} | " + " | ".join(row) + " |")
+        lines.append("")
+    return lines[:-1]
 
 
 def markdown(
@@ -135,8 +219,12 @@ def markdown(
     failed: dict[str, list[Failure]] = {}
     for f in collected.failures:
         failed.setdefault(f.arm, []).append(f)
+    out_of_ranking = collected.ranked_out
+    for name, rows in out_of_ranking.items():
+        named = ", ".join(rows) or "see below"
+        lines.append(f"| - | {name} | ranked out: make accept failed ({named}) | | | | | |")
     for name in failed:
-        if name not in collected.runs:
+        if name not in collected.runs and name not in out_of_ranking:
             lines.append(f"| - | {name} | failed to boot | | | | | |")
     if failed:
         lines += [
@@ -146,7 +234,14 @@ def markdown(
         ]
         for name, fails in failed.items():
             rounds = ", ".join(str(f.round) for f in fails if f.round) or "?"
-            reasons = sorted({f"make {f.step}: {f.reason}" for f in fails})
+            reasons = sorted(
+                {
+                    f"make {f.step}: "
+                    + (f"failed rows {', '.join(f.rows)}; " if f.rows else "")
+                    + f.reason
+                    for f in fails
+                }
+            )
             lines.append(f"- **{name}**, round(s) {rounds}: " + "; ".join(reasons))
     served = {image for images in collected.images.values() for image in images}
     if len(served) > 1:
@@ -156,6 +251,9 @@ def markdown(
             + "; ".join(f"{a}: {', '.join(i)}" for a, i in collected.images.items())
             + "). A moving tag changes vLLM between boots: pin it (`make pin`) and tune again.",
         ]
+    lines += _where(arms)
+    lines += _acceptance(arms)
+    lines += bootverdict.markdown(collected.boots, baseline=baseline)
     for metric in METRICS:
         table = _per_context(arms, metric.key)
         if not table:
@@ -198,7 +296,14 @@ def write_report(
             "make tune again (it resumes) or add the baseline's results as "
             f"{results}/{baseline}/<dir>"
         )
-    verdicts = compare(collected.runs, baseline=baseline, price_per_hour=price_per_hour)
+    if baseline in collected.ranked_out:
+        raise ReportError(
+            f"{results}: the baseline ({baseline!r}) failed make accept ("
+            + ", ".join(collected.ranked_out[baseline])
+            + "): no arm is judged against a build that answers wrongly. Fix the baseline's "
+            "config or image, then tune again"
+        )
+    verdicts = compare(collected.ranked(), baseline=baseline, price_per_hour=price_per_hour)
     target = out or results
     target.mkdir(parents=True, exist_ok=True)
     contexts = sorted({c.context for v in verdicts for c in v.cells})

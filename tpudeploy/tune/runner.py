@@ -1,11 +1,15 @@
 """`make tune`: each arm in turn on a node booted from scratch, resumable, billing stopped after.
 
 One boot of one arm is a unit: `make destroy` (the previous node goes: an arm is never patched in
-place, whatever it changes), `make deploy` with the arm's whole config, `make wait`, then the bench
-sweep into OUT/<arm>/round-<r>/. Each unit ends with OUT/<arm>/round-<r>.status.json, written
-last: a unit without it was interrupted and runs again (its partial results are moved aside,
-never deleted). A unit that fails to deploy, boot or bench is recorded with its reason (the build
-log's 0.95 arm died 691 s into compiling: that outcome is data too) and the tune goes on.
+place, whatever it changes), `make deploy` with the arm's whole config, `make wait`, the node's
+boot check kept beside the results (`make boot-record`: boot and compile time, the build's
+capabilities), `make accept` (the build log's acceptance table: a build can boot, answer "hi"
+and still be wrong), then the bench sweep into OUT/<arm>/round-<r>/. An arm that fails
+acceptance is not benched, its later rounds are not booted, and the verdict ranks it out naming
+the failed rows. Each unit ends with OUT/<arm>/round-<r>.status.json, written last: a unit
+without it was interrupted and runs again (its partial results are moved aside, never deleted).
+A unit that fails to deploy, boot or bench is recorded with its reason (the build log's 0.95 arm
+died 691 s into compiling: that outcome is data too) and the tune goes on.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from tpudeploy.accept import failed_rows_in
 from tpudeploy.tune import tomlwrite
 from tpudeploy.tune.arms import Arm
+from tpudeploy.tune.bootverdict import BOOT_SUFFIX
 from tpudeploy.tune.plan import TunePlan
 from tpudeploy.tune.ranking import STATUS_SUFFIX
 
@@ -68,6 +74,11 @@ def make_step(out: TextIO = sys.stdout) -> Step:
 
 def status_path(out: Path, arm: str, round_: int) -> Path:
     return out / arm / f"round-{round_}{STATUS_SUFFIX}"
+
+
+def boot_path(out: Path, arm: str, round_: int) -> Path:
+    """The node's boot check of one unit (tpudeploy/tpuvm/bootrecord.py), beside its results."""
+    return out / arm / f"round-{round_}{BOOT_SUFFIX}"
 
 
 def unit_dir(out: Path, arm: str, round_: int) -> Path:
@@ -143,6 +154,16 @@ def _write_status(out: Path, arm: str, round_: int, **fields: object) -> None:
     status_path(out, arm, round_).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
+def _failed_acceptance(out: Path, arm: str, round_: int) -> tuple[int, list[str]] | None:
+    """(round, rows) of this arm's earlier unit that failed `make accept`, else None: such an
+    arm is ranked out, so booting it again would only bill."""
+    for earlier in sorted((out / arm).glob("round-*" + STATUS_SUFFIX)):
+        record = json.loads(earlier.read_text(encoding="utf-8"))
+        if record.get("step") == "accept" and record.get("round") != round_:
+            return int(record.get("round", 0)), [str(r) for r in record.get("rows", [])]
+    return None
+
+
 def _set_aside(path: Path) -> None:
     """An interrupted unit's partial results: kept beside, never mixed with its rerun."""
     n = 1
@@ -175,6 +196,16 @@ def run_tune(
             log.write(f"[{index}/{total}] {name}, round {round_}: {recorded} earlier, skipped\n")
             outcomes.append((round_, name, str(recorded)))
             continue
+        refused = _failed_acceptance(out, name, round_)
+        if refused is not None:
+            earlier, rows = refused
+            _write_status(
+                out, name, round_, status="failed", step="accept", rows=rows,
+                reason=f"not booted: failed make accept in round {earlier}",
+            )  # fmt: skip
+            log.write(f"[{index}/{total}] {name}, round {round_}: failed acceptance earlier\n")
+            outcomes.append((round_, name, "failed"))
+            continue
         results = unit_dir(out, name, round_)
         if results.exists():
             _set_aside(results)
@@ -185,11 +216,18 @@ def run_tune(
             ("destroy", ["make", "destroy", "AUTO_APPROVE=1"]),
             ("deploy", ["make", "deploy", "AUTO_APPROVE=1"]),
             ("wait", ["make", "wait"]),
+            # The boot and compile time and the build's capabilities, from the node's own log.
+            ("boot-record", ["make", "boot-record", f"OUT={boot_path(out, name, round_)}"]),
+            ("accept", ["make", "accept"]),
             ("bench", ["make", "bench", f"PROFILE={plan.profile}", f"OUT={results}"]),
         )
         outcome = "done"
         for what, argv in steps:
             result = step(argv, env)
+            if result.returncode != 0 and what == "boot-record":
+                # Not the arm's fault: its verdict lacks this boot's times, the sweep still counts.
+                log.write(f"    {name}: no boot check recorded ({result.tail.strip()[-200:]})\n")
+                continue
             if result.returncode != 0:
                 if what == "destroy":
                     raise TuneError(
@@ -197,9 +235,11 @@ def run_tune(
                         f"{result.returncode}); nothing new was started. Fix what it says, "
                         f"then `make tune OUT={out}` resumes here"
                     )
+                rows = failed_rows_in(result.tail) if what == "accept" else []
                 _write_status(
-                    out, name, round_, status="failed", step=what, reason=result.tail.strip()
-                )
+                    out, name, round_, status="failed", step=what, reason=result.tail.strip(),
+                    **({"rows": rows} if what == "accept" else {}),
+                )  # fmt: skip
                 outcome = "failed"
                 log.write(f"    {name} failed at make {what}; recorded, going on\n")
                 break

@@ -14,7 +14,7 @@ import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tpudeploy.bench.cost_kv import cost_per_million
 from tpudeploy.bench.results import RunResult
@@ -117,9 +117,20 @@ class ArmVerdict:
     cells: tuple[CellVerdict, ...]
     best_tok_s: float | None  # the arm's highest median aggregate throughput over its cells
     dollars_per_million: float | None
+    # Speculative arms: the median acceptance rate of each (context, clients) cell.
+    acceptance: Mapping[tuple[int, int], float] = field(default_factory=dict)
 
     def count(self, label: str, metric: str = "aggregate") -> int:
         return sum(1 for c in self.cells if c.metric == metric and c.label == label)
+
+    def clients_where(self, label: str, metric: str = "aggregate") -> dict[int, list[int]]:
+        """{clients: [contexts]} of the cells with `label`: "faster at 1 client, slower at
+        64" as data."""
+        out: dict[int, list[int]] = {}
+        for c in sorted(self.cells, key=lambda c: (c.clients, c.context)):
+            if c.metric == metric and c.label == label:
+                out.setdefault(c.clients, []).append(c.context)
+        return out
 
     @property
     def geomean(self) -> float | None:
@@ -149,7 +160,12 @@ def compare(
         per_million = (
             cost_per_million(best, price_per_hour) if best and price_per_hour is not None else None
         )
-        verdicts.append(ArmVerdict(name, tuple(cells), best, per_million))
+        rates: dict[tuple[int, int], list[float]] = {}
+        for run in arm_runs:
+            if run.acceptance_rate is not None:
+                rates.setdefault((run.context, run.clients), []).append(run.acceptance_rate)
+        acceptance = {key: statistics.median(v) for key, v in sorted(rates.items())}
+        verdicts.append(ArmVerdict(name, tuple(cells), best, per_million, acceptance))
     arms = [v for v in verdicts if v.name != baseline]
     arms.sort(key=lambda v: (-(v.count(BETTER) - v.count(WORSE)), -(v.geomean or 0), v.name))
     return [next(v for v in verdicts if v.name == baseline), *arms]
