@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import metrics_adapter, reach, routing
+from tpudeploy.gke import metrics_adapter, reach, routing, zero
 from tpudeploy.gke.replicaplan import deadline_line, replica_plan
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
 
@@ -53,6 +53,9 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"idle floor: ${plan.idle_floor_per_hour:.4f}/h with no replica ("
         + "; ".join(f"{item} ${rate:.4f}" for item, rate in plan.idle_items)
         + ")",
+        # The floor alone was printed as if it were the no-traffic cost (issue 39): with
+        # min_replicas >= 1 the replicas bill with no traffic too.
+        *zero.lines(cfg),
         f"$/M output tokens: ${plan.per_million(a.min_replicas):.3f} at {a.min_replicas}, "
         f"${plan.per_million(a.max_replicas):.3f} at {a.max_replicas} replica(s), each at the "
         f"build log's {plan.throughput_tok_s:,} tok/s ({ctx:,} ctx, {cl} clients)",
