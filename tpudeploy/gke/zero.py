@@ -10,12 +10,12 @@ that reason, and these figures say what it would cost and how a client would be 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.gke import identifiers, wake
 from tpudeploy.gke.replicaplan import ReplicaPlan, replica_plan, scale_down_window_s
 
 
@@ -87,27 +87,24 @@ def first_request_s() -> int:
 def retry_after_s(since_wake_s: float) -> int:
     """What a 503 tells a client `since_wake_s` after the wake began: the rest of the timeline,
     never less than MIN_RETRY_AFTER_S (a boot past its estimate is answered with the floor)."""
-    left = first_request_s() - max(0.0, since_wake_s)
-    return max(MIN_RETRY_AFTER_S, math.ceil(left))
+    return wake.retry_after_s(since_wake_s, total_s=first_request_s(), floor_s=MIN_RETRY_AFTER_S)
 
 
 def waking_response(since_wake_s: float) -> tuple[int, dict[str, str], bytes]:
-    """The responder's answer while no replica is ready: 503, Retry-After in seconds (RFC 9110
-    section 10.2.3), and an OpenAI-shaped error body naming the wait."""
-    wait = retry_after_s(since_wake_s)
-    body = {
-        "error": {
-            "message": (
-                f"no replica is ready: one is starting (a TPU node and a warm boot, about "
-                f"{first_request_s()} s from the first request); retry after {wait} s"
-            ),
-            "type": "service_unavailable",
-            "param": None,
-            "code": "scaled_to_zero",
-        }
-    }
-    headers = {"Retry-After": str(wait), "Content-Type": "application/json"}
-    return 503, headers, json.dumps(body).encode("utf-8")
+    """The wake responder's answer while no replica is ready (tpudeploy/gke/wake.py)."""
+    return wake.waking_response(since_wake_s, total_s=first_request_s(), floor_s=MIN_RETRY_AFTER_S)
+
+
+def wake_arguments(cfg: DeployConfig) -> list[str]:
+    """wake.py's arguments after its path: where it listens (vLLM's port, behind the same front
+    door), whose readiness it reads, the timeline, and the gate the front door waits for."""
+    return [
+        str(cfg.vllm.port),
+        identifiers.namespace(cfg),
+        cfg.name,
+        str(first_request_s()),
+        str(MIN_RETRY_AFTER_S),
+    ]
 
 
 @dataclass(frozen=True, slots=True)
