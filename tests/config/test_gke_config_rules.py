@@ -118,11 +118,9 @@ def test_zero_replicas_on_an_old_floor_names_the_version_gke_documents() -> None
     assert "scale-to-from-zero-hpa" in version  # the source is named
 
 
-def test_zero_replicas_on_a_1_37_floor_leaves_only_the_unfinished_wake_path() -> None:
-    (found,) = problems({"gke": {"min_replicas": 0, "min_version": "1.37"}})
-    assert found.startswith("gke.min_replicas = 0: unfinished: the wake path is not deployed yet")
-    assert "Kubernetes Services buffer nothing" in found
-    assert found.endswith("make check prints what zero would save")
+def test_zero_replicas_on_a_1_37_floor_are_accepted() -> None:
+    cfg = parse_config({**GKE, "gke": {"min_replicas": 0, "min_version": "1.37"}})
+    assert cfg.gke.min_replicas == 0
 
 
 def test_zero_replicas_behind_the_gateway_names_the_callout_bound() -> None:

@@ -135,21 +135,11 @@ def check_min_replicas(v: int) -> int:
     return v
 
 
-# What scale to zero still lacks in this project, whatever the cluster can do: the wake path. An
-# HPA at minReplicas 0 needs an External or Object metric (GKE's scale-to-zero tutorial), which
-# must exist with no replica running, and a request arriving then needs an honest answer: GKE's
-# Services buffer nothing while no pod is ready (kubernetes.io blog, 2026-09-02). The planned
-# answer, a small always-on responder that checks the key, answers 503 with Retry-After from
-# tpudeploy.gke.zero's boot timeline and counts the wake for the HPA's External metric, is
-# modelled and tested there, not yet declared by the serving stack (docs/scale-out.md, "Scale
-# to zero").
-ZERO_WAKE_PATH_BUILT = False
-
-
 def min_replicas_problems(gke: GkeConfig, *, routing_gateway: bool) -> list[str]:
     """Why `min_replicas = 0` cannot be deployed here, each naming the requirement: the cluster's
-    version floor (GKE 1.37 for an HPA at zero), the routing, and the wake path this project
-    has not declared yet."""
+    version floor (GKE 1.37 for an HPA at zero) and the routing. The wake path a request needs
+    at zero (GKE's Services buffer nothing while no pod is ready: kubernetes.io blog,
+    2026-09-02) is the serving stack's: tpudeploy.gke.zero, stacks/gke/wake_objects.py."""
     if gke.min_replicas != 0:
         return []
     found = []
@@ -179,20 +169,6 @@ def min_replicas_problems(gke: GkeConfig, *, routing_gateway: bool) -> list[str]
                 "set min_replicas = 1, or [routing] gateway = false",
             )
         )
-    if not ZERO_WAKE_PATH_BUILT:
-        found.append(
-            problem(
-                "gke.min_replicas",
-                0,
-                "unfinished: the wake path is not deployed yet (the always-on responder that "
-                "answers 503 with Retry-After and the HPA's External metric it feeds; "
-                'docs/scale-out.md, "Scale to zero"): with no replica ready a request would '
-                "fail at the load balancer, since Kubernetes Services buffer nothing",
-                "set min_replicas = 1: the cluster's deadline (top-level max_run_duration) or "
-                "make destroy ends the idle replica's billing; make check prints what zero would "
-                "save",
-            )
-        )
     return found
 
 
@@ -200,7 +176,7 @@ class GkeConfig(Strict):
     """`platform = "gke"`: replicas of the TPU VM's server on a zonal GKE Standard cluster."""
 
     min_replicas: int = Field(default=1, le=MAX_REPLICAS_LIMIT)
-    """replicas kept serving (0 is refused while its wake path is unfinished: make check says)"""
+    """replicas kept serving; 0 (GKE 1.37 or later, no [routing] gateway) scales to zero"""
     max_replicas: int = Field(default=4, ge=1, le=MAX_REPLICAS_LIMIT)
     """the most replicas (one v5e chip each) the autoscaler may run"""
     capacity: str = "spot,flex-start"

@@ -1,17 +1,19 @@
-"""Scale to zero on GKE: what a first request waits, what a client is told meanwhile, and what
-zero saves against keeping replicas.
+"""Scale to zero on GKE: what a first request waits, what a client is told meanwhile, what zero
+saves against keeping replicas, and the wake path's objects (stacks/gke/wake_objects.py).
 
 Everything here comes from the planner's numbers (the build log's warm boot, the HPA's
 scale-down window, the chip and idle-floor rates of tpudeploy.gke.replicaplan) and from the
-documented rules below; nothing is measured on a cluster. The serving stack does not declare the
-wake path yet (tpudeploy.config.gke.ZERO_WAKE_PATH_BUILT): `min_replicas = 0` is refused with
-that reason, and these figures say what it would cost and how a client would be answered.
+documented rules below; nothing is measured on a cluster. At `[gke] min_replicas = 0` the serving
+stack adds the wake responder (tpudeploy/gke/wake.py) behind a copy of the replicas' front door,
+the HPA's External metric it feeds, and the Service's selector that reaches it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
@@ -159,10 +161,103 @@ def lines(cfg: DeployConfig) -> list[str]:
         "their NAT share; the floor alone is what zero would cost",
         f"from zero: the first request waits ~{first} s (metric and HPA {DETECTION_S} s, a TPU "
         f"node ~{NODE_PROVISION_ASSUMED_S} s assumed, not measured, a warm boot "
-        f"{facts.WARM_BOOT_S:g} s); a client would get 503 with Retry-After meanwhile",
+        f"{facts.WARM_BOOT_S:g} s); meanwhile a client gets 503 with Retry-After from the wake "
+        "responder (an always-on pod on the system node, inside the floor above)",
         f"break-even: zero is cheaper below {break_even_active_hours(1):.1f} active hours a day "
         f"with one wake a day ({break_even_active_hours(4):.1f} with four): each wake bills "
         f"~{overhead} s of a replica that serves nothing (boot before, the {scale_down_window_s()} "
         f"s scale-down window and {NODE_UNNEEDED_S} s node scale-down after), "
         f"${replica * overhead / 3600:.2f} at ${replica:.4f}/h",
+    ]
+
+
+# ---- the wake path's Kubernetes objects (stacks/gke/wake_objects.py, at min_replicas 0) -------
+
+WAKE_SCRIPT = "wake.py"
+WAKE_DIR = "/opt/tpudeploy-wake"
+# Both the replicas and the wake responder carry it; the Service selects it at min_replicas 0,
+# so the load balancer reaches whichever of them is ready (the responder only while no replica
+# is). The Deployments keep selectors of their own: overlapping selectors make controllers fight
+# (kubernetes.io, Deployments, "Label selector updates").
+SERVES_LABEL = "tpudeploy.dev/serves"
+# The gauge's Cloud Monitoring name as the adapter reads it for an External metric: "|" for the
+# "/" of prometheus.googleapis.com/<name>/gauge (tpudeploy.gke.metrics_adapter, the same rule
+# the HPA's Pods metrics follow); its selector names the deployment's own namespace and cluster
+# (Managed Prometheus's prometheus_target resource labels), so a second deployment in the
+# project never wakes this one.
+WAKE_TARGET = "1"
+
+
+def scaled_to_zero(cfg: DeployConfig) -> bool:
+    return cfg.gke.min_replicas == 0
+
+
+def wake_name(cfg: DeployConfig) -> str:
+    return f"{cfg.name}-wake"
+
+
+def wake_labels(cfg: DeployConfig) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "wake", "app.kubernetes.io/instance": cfg.name}
+
+
+def serves_labels(cfg: DeployConfig) -> dict[str, str]:
+    return {SERVES_LABEL: cfg.name}
+
+
+def wake_scripts() -> dict[str, str]:
+    """The responder's file, verbatim (standard library only; tests run the same file)."""
+    return {WAKE_SCRIPT: Path(wake.__file__).read_text(encoding="utf-8")}
+
+
+def wake_command(cfg: DeployConfig, gate_file: str) -> list[str]:
+    return ["python3", f"{WAKE_DIR}/{WAKE_SCRIPT}", *wake_arguments(cfg), gate_file]
+
+
+def external_metric_name() -> str:
+    return f"prometheus.googleapis.com|{wake.METRIC}|gauge"
+
+
+def hpa_external_metric(cfg: DeployConfig) -> dict[str, Any]:
+    """Provider-shaped (kubernetes_horizontal_pod_autoscaler_v2): the wake gauge of this
+    deployment only, one replica while it is 1 (AverageValue: replicas = ceil(value / target),
+    whatever runs now, so it works from zero)."""
+    return {
+        "type": "External",
+        "external": {
+            "metric": {
+                "name": external_metric_name(),
+                "selector": {
+                    "match_labels": {
+                        "resource.labels.namespace": identifiers.namespace(cfg),
+                        "resource.labels.cluster": identifiers.cluster_name(cfg),
+                    }
+                },
+            },
+            "target": {"type": "AverageValue", "average_value": WAKE_TARGET},
+        },
+    }
+
+
+def wake_pod_monitoring(cfg: DeployConfig, *, port: int) -> dict[str, Any]:
+    """Managed Prometheus scrapes the responder's gauge through its front door's metrics port."""
+    return {
+        "apiVersion": "monitoring.googleapis.com/v1",
+        "kind": "PodMonitoring",
+        "metadata": {"name": wake_name(cfg), "namespace": identifiers.namespace(cfg)},
+        "spec": {
+            "selector": {"matchLabels": wake_labels(cfg)},
+            "endpoints": [{"port": port, "path": "/metrics", "interval": "15s"}],
+        },
+    }
+
+
+def wake_role_rules(cfg: DeployConfig) -> list[dict[str, Any]]:
+    """What the responder reads: its own Deployment's status, and nothing else."""
+    return [
+        {
+            "api_groups": ["apps"],
+            "resources": ["deployments"],
+            "resource_names": [cfg.name],
+            "verbs": ["get"],
+        }
     ]
