@@ -15,7 +15,7 @@ import pytest
 
 from tpudeploy import facts
 from tpudeploy.config import parse_config
-from tpudeploy.gke import summary, zero
+from tpudeploy.gke import summary, wake, zero
 from tpudeploy.planner import price_table
 
 GKE = {"platform": "gke", "zone": "us-west4-a", "load": {"expected_clients": 64}}
@@ -64,21 +64,22 @@ def test_break_even_counts_each_wake_overhead() -> None:
     assert f"below {24 - overhead_h:.1f} active hours a day with one wake" in line, line
 
 
-def test_retry_after_counts_down_the_timeline_to_a_floor() -> None:
+def test_retry_after_counts_down_the_timeline_between_a_floor_and_a_minute() -> None:
     total = zero.first_request_s()
-    assert zero.retry_after_s(0) == total
-    assert zero.retry_after_s(total - 100) == 100
+    assert zero.retry_after_s(0) == wake.MAX_RETRY_AFTER_S == 60
+    assert zero.retry_after_s(total - 40) == 40
+    assert zero.retry_after_s(total - 5) == zero.MIN_RETRY_AFTER_S
     assert zero.retry_after_s(total + 300) == zero.MIN_RETRY_AFTER_S
-    assert zero.retry_after_s(-5) == total  # a clock behind the wake never asks for more
+    assert zero.retry_after_s(-5) == 60  # a clock behind the wake never asks for more
 
 
-def test_the_503_is_openai_shaped_and_names_the_wait() -> None:
+def test_the_503_is_openai_shaped_and_names_the_whole_wait() -> None:
     status, headers, body = zero.waking_response(100)
-    wait = zero.first_request_s() - 100
-    assert status == 503 and headers["Retry-After"] == str(wait)
+    left = zero.first_request_s() - 100
+    assert status == 503 and headers["Retry-After"] == "60"
     error = json.loads(body)["error"]
     assert set(error) == {"message", "type", "param", "code"}
-    assert f"retry after {wait} s" in error["message"]
+    assert f"about {left} s left); retry after 60 s" in error["message"]
     assert error["type"] == "service_unavailable"
 
 
@@ -143,5 +144,6 @@ def test_a_client_that_follows_retry_after_is_served_once_a_replica_is_ready(lat
         server.shutdown()
     served_at = attempts[-1][0]
     assert ready_at <= served_at < ready_at + zero.MIN_RETRY_AFTER_S
-    # On time: one 503, then served; late: the floor's retries, a handful, not a hammering.
-    assert len(attempts) <= 2 + late_s // zero.MIN_RETRY_AFTER_S + 1, attempts
+    # A retry a minute at most: about eleven on time, a few more when late, never a hammering.
+    most = -(-ready_at // wake.MAX_RETRY_AFTER_S) + late_s // zero.MIN_RETRY_AFTER_S + 2
+    assert len(attempts) <= most, attempts

@@ -41,9 +41,24 @@ TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"  # noqa: S105
 API = "https://kubernetes.default.svc"
 
 
+# The most a 503 asks a client to wait, though the boot takes longer: the clients generated like
+# OpenAI's Python SDK sleep a Retry-After only when it is "0 < retry_after <= 60" and otherwise
+# fall back to their own backoff of at most 8 s (the generated _base_client's
+# _calculate_retry_timeout, read in a stored note on Anthropic's SDK, which shares it; OpenAI's
+# own copy was not read). At 60 s such a client, given enough max_retries, retries on time; the
+# error's message still names the whole wait left.
+MAX_RETRY_AFTER_S = 60
+
+
+def remaining_s(since_wake_s: float, *, total_s: int) -> int:
+    """Seconds of the timeline left `since_wake_s` after the wake began (0 once past it)."""
+    return max(0, math.ceil(total_s - max(0.0, since_wake_s)))
+
+
 def retry_after_s(since_wake_s: float, *, total_s: int, floor_s: int) -> int:
-    """The rest of the timeline `since_wake_s` after the wake began, never below `floor_s`."""
-    return max(floor_s, math.ceil(total_s - max(0.0, since_wake_s)))
+    """What a 503 asks a client to wait: the rest of the timeline, between `floor_s` and
+    MAX_RETRY_AFTER_S."""
+    return min(MAX_RETRY_AFTER_S, max(floor_s, remaining_s(since_wake_s, total_s=total_s)))
 
 
 def waking_response(
@@ -55,7 +70,8 @@ def waking_response(
         "error": {
             "message": (
                 f"no replica is ready: one is starting (a TPU node and a warm boot, about "
-                f"{total_s} s from the first request); retry after {wait} s"
+                f"{total_s} s from the first request, about "
+                f"{remaining_s(since_wake_s, total_s=total_s)} s left); retry after {wait} s"
             ),
             "type": "service_unavailable",
             "param": None,
