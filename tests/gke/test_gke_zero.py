@@ -147,3 +147,23 @@ def test_a_client_that_follows_retry_after_is_served_once_a_replica_is_ready(lat
     # A retry a minute at most: about eleven on time, a few more when late, never a hammering.
     most = -(-ready_at // wake.MAX_RETRY_AFTER_S) + late_s // zero.MIN_RETRY_AFTER_S + 2
     assert len(attempts) <= most, attempts
+
+
+def test_the_docs_quote_the_figures_the_code_prints() -> None:
+    """README and docs/scale-out.md state the example's no-traffic cost, the first request's
+    wait and the break-even as literals: held to the code here, so a changed rate or boot fails."""
+    from tests.conftest import REPO_ROOT, gke_local_raw
+    from tpudeploy.gke.replicaplan import replica_plan
+
+    cfg = parse_config(gke_local_raw())
+    plan = replica_plan(cfg)
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    doc = " ".join((REPO_ROOT / "docs" / "scale-out.md").read_text(encoding="utf-8").split())
+    one, floor = plan.hourly(1), plan.hourly(0)
+    assert one is not None and floor is not None
+    assert f"${one:.4f}/h with one and no traffic" in readme
+    assert f"~{zero.first_request_s()} s" in readme
+    assert f"${floor:.4f}/h at 0, ${one:.4f}/h at 1" in doc
+    assert f"**First-request latency from zero: ~{zero.first_request_s()} s**" in doc
+    assert f"~{zero.wake_overhead_s():,} s of a replica" in doc
+    assert f"below {zero.break_even_active_hours(1):.1f} active hours a day with one" in doc
