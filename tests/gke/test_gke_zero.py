@@ -167,3 +167,19 @@ def test_the_docs_quote_the_figures_the_code_prints() -> None:
     assert f"**First-request latency from zero: ~{zero.first_request_s()} s**" in doc
     assert f"~{zero.wake_overhead_s():,} s of a replica" in doc
     assert f"below {zero.break_even_active_hours(1):.1f} active hours a day with one" in doc
+
+
+def test_the_summary_at_zero_prices_tokens_from_the_first_replica() -> None:
+    cfg = _cfg(min_replicas=0, min_version="1.37")
+    (line,) = [s for s in summary.summary(cfg) if s.startswith("$/M output tokens:")]
+    plan = replicaplan_of(cfg)
+    assert line.startswith(
+        f"$/M output tokens: none at 0 replicas (the floor bills alone), "
+        f"${plan.per_million(1):.3f} at 1, ${plan.per_million(4):.3f} at 4"
+    ), line
+
+
+def replicaplan_of(cfg: Any) -> Any:
+    from tpudeploy.gke.replicaplan import replica_plan
+
+    return replica_plan(cfg)

@@ -165,8 +165,9 @@ def lines(cfg: DeployConfig) -> list[str]:
         "responder (an always-on pod on the system node, inside the floor above)",
         f"break-even: zero is cheaper below {break_even_active_hours(1):.1f} active hours a day "
         f"with one wake a day ({break_even_active_hours(4):.1f} with four): each wake bills "
-        f"~{overhead} s of a replica that serves nothing (boot before, the {scale_down_window_s()} "
-        f"s scale-down window and {NODE_UNNEEDED_S} s node scale-down after), "
+        f"~{overhead:,} s of a replica that serves nothing (boot before, the "
+        f"{scale_down_window_s()} s scale-down window and {NODE_UNNEEDED_S} s node scale-down "
+        "after), "
         f"${replica * overhead / 3600:.2f} at ${replica:.4f}/h",
     ]
 
