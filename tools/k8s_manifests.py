@@ -49,6 +49,10 @@ PLURAL = {
     "from": "from",
     "to": "to",
     "ports": "ports",
+    # A projected volume (the wake pod's own token): its sources and a ConfigMap's items are
+    # lists under the API's own names.
+    "sources": "sources",
+    "items": "items",
 }
 # Blocks that are lists in the provider and lists in the API (everything else nested is one).
 LISTS = frozenset(PLURAL)

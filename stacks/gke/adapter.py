@@ -42,7 +42,7 @@ from tpudeploy.gke import metrics_adapter
 _CERTS = "serving-cert"
 
 
-def declare_adapter(stack: TerraformStack) -> None:
+def declare_adapter(stack: TerraformStack, *, external: bool = False) -> None:
     """Every object of the adapter, under construct ids starting with `metrics-adapter`."""
     ns = NamespaceV1(
         stack, "metrics-adapter-ns", metadata=NamespaceV1Metadata(name=metrics_adapter.NAMESPACE)
@@ -118,10 +118,13 @@ def declare_adapter(stack: TerraformStack) -> None:
             ],
         ),
     )
-    for group, version, priority in metrics_adapter.API_SERVICES:
+    for group, version, priority in metrics_adapter.api_services(external=external):
         ApiServiceV1(
             stack,
-            f"metrics-adapter-api-{version}",
+            # The custom metrics APIs keep their first ids; the external one has its own.
+            f"metrics-adapter-api-{version}"
+            if group != metrics_adapter.EXTERNAL_API_SERVICE[0]
+            else f"metrics-adapter-external-api-{version}",
             metadata=ApiServiceV1Metadata(name=metrics_adapter.api_service_name(group, version)),
             spec=ApiServiceV1Spec(
                 group=group,

@@ -63,7 +63,7 @@ from stacks.gke.adapter import declare_adapter
 from stacks.gke.typed import typed
 from stacks.watch import alerts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import cache, identifiers, pod, reach
+from tpudeploy.gke import cache, identifiers, pod, reach, zero
 from tpudeploy.gke.manifests import (
     custom_resources,
     hpa_kv_metric_name,
@@ -107,7 +107,7 @@ class ServingStack(TerraformStack):
             ),
         )
         # The HPA's signal: nothing serves the custom metrics API until the adapter runs.
-        declare_adapter(self)
+        declare_adapter(self, external=zero.scaled_to_zero(cfg))
         # Here, not with the cluster: make destroy removes this stack and keeps the cluster, and
         # the no-server policy must end with the replicas it watches.
         if not cfg.gitops_managed:  # its deploy identity holds no Monitoring permissions
@@ -116,6 +116,7 @@ class ServingStack(TerraformStack):
             self, "namespace", metadata=NamespaceV1Metadata(name=identifiers.namespace(cfg))
         )
         meta: dict[str, Any] = {"namespace": ns.metadata.name, "labels": labels(cfg)}
+        serves = zero.serves_labels(cfg) if zero.scaled_to_zero(cfg) else {}
         ServiceAccountV1(
             self,
             "service-account",
@@ -158,7 +159,8 @@ class ServingStack(TerraformStack):
                     },
                     "template": {
                         "metadata": {
-                            "labels": labels(cfg),
+                            # At zero, also the label the Service selects (zero.SERVES_LABEL).
+                            "labels": {**labels(cfg), **serves},
                             "annotations": pod.template_annotations(cfg),
                         },
                         "spec": self._pod_spec(cfg),
@@ -204,7 +206,7 @@ class ServingStack(TerraformStack):
             ),
             spec=ServiceV1Spec(
                 type="LoadBalancer",
-                selector=labels(cfg),
+                selector=serves if zero.scaled_to_zero(cfg) else labels(cfg),
                 load_balancer_source_ranges=list(cfg.network.allowed_cidrs) or None,
                 external_traffic_policy="Local",
                 port=[
@@ -256,6 +258,9 @@ class ServingStack(TerraformStack):
                                 },
                             },
                         },
+                        # At zero: the wake gauge, which exists with no replica (an HPA at
+                        # minReplicas 0 needs an External or Object metric; zero.RULES).
+                        *([zero.hpa_external_metric(cfg)] if zero.scaled_to_zero(cfg) else []),
                     ],
                     "behavior": {
                         # A replica that goes costs a compile to bring back (warm boot 497 s).
@@ -273,6 +278,17 @@ class ServingStack(TerraformStack):
                 },
             ),
         )
+
+        if zero.scaled_to_zero(cfg):
+            from stacks.gke.wake_objects import declare_wake
+
+            declare_wake(
+                self,
+                cfg,
+                ns=ns,
+                replica_spec=self._pod_spec(cfg),
+                depends_on=[crs["secret-provider-class-frontdoor"]],
+            )
 
     @staticmethod
     def _pod_spec(cfg: DeployConfig) -> dict[str, Any]:

@@ -99,12 +99,6 @@ def test_version_order_is_numeric_not_textual() -> None:
         ({"system_machine_type": "big"}, "gke.system_machine_type", "machine type"),
         ({"release_channel": "UNSPECIFIED"}, "gke.release_channel", "REGULAR"),
         ({"max_replicas": 0}, "gke.max_replicas", ""),
-        (
-            {"min_replicas": 0},
-            "gke.min_replicas",
-            "not built: with no replica ready a request would fail, not wait through a node's "
-            "provisioning and a warm boot (497 s, build log)",
-        ),
         ({"min_replicas": -1}, "gke.min_replicas", "count of replicas"),
         ({"replicas": 2}, "gke.replicas", ""),
     ],

@@ -9,7 +9,7 @@ import pytest
 
 from tpudeploy import facts
 from tpudeploy.config import ConfigError, parse_config
-from tpudeploy.config.gke import version_tuple
+from tpudeploy.config.gke import HPA_SCALE_TO_ZERO_MIN_VERSION, version_tuple
 
 GKE = {"platform": "gke", "zone": "us-west4-a"}
 
@@ -108,3 +108,31 @@ def test_an_rfc1918_slash_28_is_the_control_planes_range_as_written(value: str) 
     cfg = parse_config({**GKE, "gke": {"control_plane_cidr": value}})
     assert cfg.gke.control_plane_cidr == value.strip()
     assert parse_config(GKE).gke.control_plane_cidr == ""  # derived from the name
+
+
+def test_zero_replicas_on_an_old_floor_names_the_version_gke_documents() -> None:
+    found = problems({"gke": {"min_replicas": 0}})
+    (version,) = [p for p in found if p.startswith("gke.min_version = ")]
+    assert f"GKE supports from {HPA_SCALE_TO_ZERO_MIN_VERSION}" in version
+    assert 'Fix: set min_version = "1.37"' in version
+    assert "scale-to-from-zero-hpa" in version  # the source is named
+
+
+def test_zero_replicas_on_a_1_37_floor_are_accepted() -> None:
+    cfg = parse_config({**GKE, "gke": {"min_replicas": 0, "min_version": "1.37"}})
+    assert cfg.gke.min_replicas == 0
+
+
+def test_zero_replicas_behind_the_gateway_names_the_callout_bound() -> None:
+    data = {
+        "gke": {"min_replicas": 0, "min_version": "1.37"},
+        "routing": {"gateway": True, "proxy_subnet_exists": True, "certificate": "c"},
+    }
+    found = [p for p in problems(data) if "callout" in p]
+    assert len(found) == 1, problems(data)
+    assert "at most 10,000 ms" in found[0] and "Fix: set min_replicas = 1, or [routing]" in found[0]
+
+
+def test_a_negative_count_is_refused_as_a_count() -> None:
+    (found,) = problems({"gke": {"min_replicas": -1}})
+    assert found.startswith("gke.min_replicas = -1: is a count of replicas")

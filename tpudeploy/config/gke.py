@@ -36,6 +36,17 @@ PRIVATE_RANGES = tuple(
 # A replica costs a compile to start (build log: warm 497 s, cold 857 s) and a chip-hour to
 # keep; more than this many in one zone is a quota question the config cannot answer.
 MAX_REPLICAS_LIMIT = 64
+# An HPA may scale a Deployment to zero (minReplicas 0) only from GKE 1.37: "the GKE cluster
+# control plane and nodes must run version 1.37 or later", and "You must configure at least one
+# External or Object metric" (GKE's tutorial "Scale GKE workloads to and from zero using HPA",
+# Considerations, its zh-cn stored copy, read 2026-12-03); upstream the HPAScaleToZero gate is
+# "Beta and enabled by default" from Kubernetes v1.37 (kubernetes.io blog, 2026-09-02). No GKE
+# patch build is named: the minor is the floor.
+HPA_SCALE_TO_ZERO_SOURCE = (
+    "docs.cloud.google.com/kubernetes-engine/docs/tutorials/scale-to-from-zero-hpa (Considerations)"
+    " and kubernetes.io/blog/2026/09/02/kubernetes-v1-37-hpa-scale-to-zero-beta, read 2026-12-03"
+)
+HPA_SCALE_TO_ZERO_MIN_VERSION = "1.37"
 
 
 def version_tuple(version: str) -> tuple[int, int, int, int]:
@@ -113,34 +124,59 @@ def check_node_run_duration(v: object) -> object:
 
 
 def check_min_replicas(v: int) -> int:
-    """At least one replica. Zero is refused with its reason: nothing in the request path could
-    hold a request through a node's provisioning and a warm boot (497 s, build log). GKE's
-    load balancer calls the picker as a callout whose per-message timeout is at most 10,000 ms
-    (Network Services API, ExtensionChain.Extension.timeout), and Kubernetes Services buffer
-    nothing while no pod is ready (docs/scale-out.md, "Routing and scale to zero")."""
+    """Zero or more replicas. Whether zero is possible depends on keys beside this one (the
+    cluster's version floor, the routing): `min_replicas_problems` says, with the rest."""
     if v < 0:
         # The message on a line of its own (the trailing comma keeps it there), as prose is, so
         # that make mutants leaves its wording alone (pyproject's do_not_mutate_patterns).
         raise ValueError(
-            "is a count of replicas; set min_replicas = 1 or more",
-        )
-    if v == 0:
-        raise ValueError(
-            "scale to zero is not built: with no replica ready a request would fail, not wait "
-            "through a node's provisioning and a warm boot "
-            f"({facts.WARM_BOOT_S:.0f} s, build log), and nothing in GKE's request path holds one "
-            'that long (docs/scale-out.md, "Routing and scale to '
-            "zero\"); set min_replicas = 1: the cluster's deadline (top-level max_run_duration) "
-            "or make destroy ends the idle replica's billing"
+            "is a count of replicas; set min_replicas = 0 or more",
         )
     return v
+
+
+def min_replicas_problems(gke: GkeConfig, *, routing_gateway: bool) -> list[str]:
+    """Why `min_replicas = 0` cannot be deployed here, each naming the requirement: the cluster's
+    version floor (GKE 1.37 for an HPA at zero) and the routing. The wake path a request needs
+    at zero (GKE's Services buffer nothing while no pod is ready: kubernetes.io blog,
+    2026-09-02) is the serving stack's: tpudeploy.gke.zero, stacks/gke/wake_objects.py."""
+    if gke.min_replicas != 0:
+        return []
+    found = []
+    floor = HPA_SCALE_TO_ZERO_MIN_VERSION
+    if version_tuple(gke.min_version) < version_tuple(floor):
+        found.append(
+            problem(
+                "gke.min_version",
+                gke.min_version,
+                f"min_replicas = 0 needs an HPA that scales to zero, which GKE supports from "
+                f"{floor} (control plane and nodes; {HPA_SCALE_TO_ZERO_SOURCE}); this "
+                "floor lets the cluster run older versions",
+                f'set min_version = "{floor}" (the plan then stops while the release channel\'s '
+                "default is older), or set min_replicas = 1",
+            )
+        )
+    if routing_gateway:
+        found.append(
+            problem(
+                "gke.min_replicas",
+                0,
+                "with [routing] gateway the load balancer calls the endpoint picker as a callout "
+                "whose per-message timeout is at most 10,000 ms (Network Services API, "
+                "ExtensionChain.Extension.timeout): it cannot hold a request through a node's "
+                f"provisioning and a warm boot ({facts.WARM_BOOT_S:.0f} s, build log), and an "
+                "InferencePool with no ready endpoint has no fallback backend here",
+                "set min_replicas = 1, or [routing] gateway = false",
+            )
+        )
+    return found
 
 
 class GkeConfig(Strict):
     """`platform = "gke"`: replicas of the TPU VM's server on a zonal GKE Standard cluster."""
 
     min_replicas: int = Field(default=1, le=MAX_REPLICAS_LIMIT)
-    """replicas kept serving (at least 1: scale to zero is not built)"""
+    """replicas kept serving; 0 (GKE 1.37 or later, no [routing] gateway) scales to zero"""
     max_replicas: int = Field(default=4, ge=1, le=MAX_REPLICAS_LIMIT)
     """the most replicas (one v5e chip each) the autoscaler may run"""
     capacity: str = "spot,flex-start"
@@ -205,7 +241,12 @@ class GkeConfig(Strict):
 
 
 def gke_problems(
-    *, zone: str, accelerator_type: str, gke: GkeConfig, allow_untested_flex_zone: bool
+    *,
+    zone: str,
+    accelerator_type: str,
+    gke: GkeConfig,
+    allow_untested_flex_zone: bool,
+    routing_gateway: bool = False,
 ) -> list[str]:
     """What GKE refuses, checked before any API call; each problem names key, value, reason, fix."""
     problems = []
@@ -219,6 +260,7 @@ def gke_problems(
                 f"raise max_replicas to at least {gke.min_replicas}, or lower min_replicas",
             )
         )
+    problems += min_replicas_problems(gke, routing_gateway=routing_gateway)
     if accelerator_type != facts.ACCELERATOR_TYPE:
         problems.append(
             problem(

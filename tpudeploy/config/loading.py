@@ -120,6 +120,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             accelerator_type=cfg.accelerator_type,
             gke=cfg.gke,
             allow_untested_flex_zone=cfg.allow_untested_flex_zone,
+            routing_gateway=cfg.routing.gateway,
         )
     elif "gke" in cfg.model_fields_set and cfg.gke.model_dump(exclude_defaults=True):
         # A [gke] table that sets something: a dump of a whole config carries the defaults.

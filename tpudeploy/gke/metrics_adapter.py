@@ -88,6 +88,16 @@ API_SERVICES = (
     ("custom.metrics.k8s.io", "v1beta2", 200),
 )
 GROUP_PRIORITY_MINIMUM = 100
+# At [gke] min_replicas = 0 the HPA also reads the wake gauge as an External metric (an HPA at
+# minReplicas 0 needs one: tpudeploy.gke.zero.RULES), so the external metrics API is registered
+# then, and only then, as the manifest registers it. Its reader role, `external-metrics-reader`
+# bound to the HPA controller, is GKE's own (managed by GKE's add-on manager; KEDA's GKE
+# troubleshooting notes clusters where it went missing): declaring it would fight GKE's.
+EXTERNAL_API_SERVICE = ("external.metrics.k8s.io", "v1beta1", 100)
+
+
+def api_services(*, external: bool) -> tuple[tuple[str, str, int], ...]:
+    return (*API_SERVICES, EXTERNAL_API_SERVICE) if external else API_SERVICES
 
 
 def api_service_name(group: str, version: str) -> str:

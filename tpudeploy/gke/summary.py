@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tpudeploy import facts
 from tpudeploy.config import DeployConfig
-from tpudeploy.gke import metrics_adapter, reach, routing
-from tpudeploy.gke.replicaplan import deadline_line, replica_plan
+from tpudeploy.gke import metrics_adapter, reach, routing, zero
+from tpudeploy.gke.replicaplan import ReplicaPlan, deadline_line, replica_plan
 from tpudeploy.planner.cost import HOURS_PER_MONTH, SEED_BOOT
 
 
@@ -35,6 +35,11 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"autoscaling: HPA on vllm:num_requests_waiting, target {a.waiting_target} waiting per "
         f"replica, {a.min_replicas}..{a.max_replicas} replicas, scale-down after "
         f"{a.scale_down_window_s} s (a warm boot is {SEED_BOOT.warm_s:g} s)"
+        + (
+            f"; from 0 on the wake responder's {zero.external_metric_name()} (External)"
+            if zero.scaled_to_zero(cfg)
+            else ""
+        )
     )
     lines += unfinished_lines(cfg)
     if cfg.routing.gateway:
@@ -53,7 +58,10 @@ def summary(cfg: DeployConfig) -> list[str]:
         f"idle floor: ${plan.idle_floor_per_hour:.4f}/h with no replica ("
         + "; ".join(f"{item} ${rate:.4f}" for item, rate in plan.idle_items)
         + ")",
-        f"$/M output tokens: ${plan.per_million(a.min_replicas):.3f} at {a.min_replicas}, "
+        # The floor alone was printed as if it were the no-traffic cost (issue 39): with
+        # min_replicas >= 1 the replicas bill with no traffic too.
+        *zero.lines(cfg),
+        f"$/M output tokens: {_per_million_low(plan, a.min_replicas)}"
         f"${plan.per_million(a.max_replicas):.3f} at {a.max_replicas} replica(s), each at the "
         f"build log's {plan.throughput_tok_s:,} tok/s ({ctx:,} ctx, {cl} clients)",
         # A flex-start node's max_run_duration ends that node, not the billing: GKE recycles
@@ -67,6 +75,13 @@ def summary(cfg: DeployConfig) -> list[str]:
         deadline_line(cfg, plan),
     ]
     return lines
+
+
+def _per_million_low(plan: ReplicaPlan, replicas: int) -> str:
+    """$/M at the fewest replicas; at zero nothing is served, so from the first replica."""
+    if replicas == 0:
+        return f"none at 0 replicas (the floor bills alone), ${plan.per_million(1):.3f} at 1, "
+    return f"${plan.per_million(replicas):.3f} at {replicas}, "
 
 
 def routing_line(cfg: DeployConfig) -> str:

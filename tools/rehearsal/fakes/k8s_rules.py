@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tpudeploy import facts, names
+from tpudeploy.config.gke import HPA_SCALE_TO_ZERO_MIN_VERSION, HPA_SCALE_TO_ZERO_SOURCE
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # Schemas of GKE's custom resources (no package ships them), vendored with their sources and
@@ -112,6 +113,38 @@ def inference_pool_problem(obj: dict[str, Any]) -> str:
     )
 
 
+# An HPA at minReplicas 0. The API: "minReplicas is allowed to be 0 if the alpha feature gate
+# HPAScaleToZero is enabled and at least one Object or External metric is configured"
+# (autoscaling/v2 HorizontalPodAutoscalerSpec.minReplicas, API reference); the gate is "Beta and
+# enabled by default" from Kubernetes v1.37 (kubernetes.io/blog/2026/09/02/
+# kubernetes-v1-37-hpa-scale-to-zero-beta). GKE: "the GKE cluster control plane and nodes must
+# run version 1.37 or later" and "You must configure at least one External or Object metric"
+# (tpudeploy.config.gke.HPA_SCALE_TO_ZERO_SOURCE, the tutorial's zh-cn stored copy). The API
+# server's exact message was not in the stored corpus; the fake's words are its own.
+HPA = ("autoscaling/v2", "HorizontalPodAutoscaler")
+HPA_ZERO_METRIC_TYPES = frozenset({"Object", "External"})
+
+
+def hpa_zero_problem(obj: dict[str, Any], version: str) -> str:
+    """Why this cluster would refuse an HPA's minReplicas of 0 ("" when it would not)."""
+    spec = obj.get("spec") or {}
+    if spec.get("minReplicas", 1) != 0:
+        return ""
+    floor = HPA_SCALE_TO_ZERO_MIN_VERSION
+    if _version(version)[:2] < _version(floor)[:2]:
+        return (
+            f"spec.minReplicas: Invalid value: 0: must be greater than or equal to 1 (scaling "
+            f"to zero needs GKE {floor} or later; {HPA_SCALE_TO_ZERO_SOURCE})"
+        )
+    types = {str(m.get("type")) for m in spec.get("metrics") or []}
+    if not types & HPA_ZERO_METRIC_TYPES:
+        return (
+            "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1 unless at "
+            "least one Object or External metric is configured"
+        )
+    return ""
+
+
 NO_KIND = "no such kind"
 UNCHECKED = "unchecked"
 
@@ -182,6 +215,8 @@ def validate(obj: dict[str, Any], version: str, crds: dict[tuple[str, str], str 
 
     key = (str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
     if key == INFERENCE_POOL and (problem := inference_pool_problem(obj)):
+        return problem
+    if key == HPA and (problem := hpa_zero_problem(obj, version)):
         return problem
     if key in CRDS:
         if key not in crds:
