@@ -390,16 +390,6 @@ CLOUD_NAT_PER_GIB: Final = 0.045
 CLOUD_NAT_AS_OF: Final = "2026-10-16"
 # Every boot pulls the checkpoint (CHECKPOINT_BYTES, above) through the NAT on a private node.
 
-# Cloud Storage, a read from a bucket in one region by a VM in another: "Data transfer within
-# Google Cloud" between regions of one continent is billed per GiB (cloud.google.com/storage/
-# pricing, network usage; the Cloud Billing API's CloudStorageEgressWorkload: "Data moves between
-# different locations on the same continent"); same-region reads are free. The stored copies of the
-# pricing page show its storage table but not the network row's figure: $0.02/GiB for regions
-# within North America is the rate the page listed when last read by hand, not re-read here, so
-# the capacity ladder's summary says "about" and docs/capacity-and-cost.md says where to check.
-GCS_INTER_REGION_NA_PER_GIB: Final = 0.02
-NORTH_AMERICA_REGION_PREFIXES: Final = ("us-", "northamerica-")
-
 # Secret Manager: $0.06 per active (enabled or disabled) secret version per location a month;
 # the first six versions of a billing account are free (cloud.google.com/secret-manager/pricing).
 SECRET_VERSION_PER_MONTH: Final = 0.06

@@ -10,7 +10,12 @@ import pytest
 
 from tpudeploy import facts
 from tpudeploy.config import ConfigError, load_config, parse_config
-from tpudeploy.config.ladder import RUNG_ENV, cache_read_cost, record_path
+from tpudeploy.config.ladder import (
+    GCS_INTER_REGION_NA_PER_GIB,
+    RUNG_ENV,
+    cache_read_cost,
+    record_path,
+)
 from tpudeploy.tpuvm.flex import node_labels
 
 LADDER = [
@@ -149,6 +154,6 @@ def test_a_cross_region_rung_reads_the_cache_across_regions_at_the_documented_ra
     gib = facts.COMPILE_CACHE_BYTES / 2**30
     assert cache_read_cost("us-west4", "us-west4") == 0.0
     cost = cache_read_cost("us-west4", "us-central1")
-    assert cost == pytest.approx(gib * facts.GCS_INTER_REGION_NA_PER_GIB)
+    assert cost is not None and cost == pytest.approx(gib * GCS_INTER_REGION_NA_PER_GIB)
     assert 0 < cost < 0.01  # 197 MB at cents per GiB: under a cent a boot
     assert cache_read_cost("us-west4", "europe-west4") is None

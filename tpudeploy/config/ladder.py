@@ -48,6 +48,15 @@ QUOTA_BY_PROVISIONING: Mapping[str, str] = {
     "flex-start": "not named on Google's quota page (stored copies); see IAM & Admin > Quotas",
 }
 
+# Cloud Storage, a read from a bucket in one region by a VM in another: "Data transfer within
+# Google Cloud" between regions of one continent is billed per GiB (cloud.google.com/storage/
+# pricing, network usage; the Cloud Billing API's CloudStorageEgressWorkload: "Data moves between
+# different locations on the same continent"); same-region reads are free. The stored copies of
+# the pricing page show its storage table but not the network row's figure: $0.02/GiB between
+# regions within North America is the rate the page listed when last read by hand, not re-read
+# here, so the summary says "about" and docs/capacity-and-cost.md says where to check it.
+GCS_INTER_REGION_NA_PER_GIB = 0.02
+NORTH_AMERICA_REGION_PREFIXES = ("us-", "northamerica-")
 
 PROVISIONING = ("flex-start", "spot", "on-demand")
 
@@ -190,8 +199,6 @@ def cache_read_cost(home_region: str, rung_region: str) -> float | None:
     region; None where the rate read is not the pair's (it is North America's only)."""
     if home_region == rung_region:
         return 0.0
-    if not all(
-        r.startswith(facts.NORTH_AMERICA_REGION_PREFIXES) for r in (home_region, rung_region)
-    ):
+    if not all(r.startswith(NORTH_AMERICA_REGION_PREFIXES) for r in (home_region, rung_region)):
         return None
-    return facts.COMPILE_CACHE_BYTES / 2**30 * facts.GCS_INTER_REGION_NA_PER_GIB
+    return facts.COMPILE_CACHE_BYTES / 2**30 * GCS_INTER_REGION_NA_PER_GIB

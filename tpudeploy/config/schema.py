@@ -37,6 +37,7 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # deleted (build log: "no automatic stop"), so they get a deadline the cloud enforces (a Cloud
 # Scheduler job deleting the node): one forgotten weekend on spot costs about $35. GKE's
 # cluster takes one of these too (config/platforms.py: run_duration_as).
+ACCEL = facts.ACCELERATOR_TYPE
 DEFAULT_RUN_DURATION = MappingProxyType({"flex-start": "4h", "spot": "8h", "on-demand": "8h"})
 
 
@@ -64,8 +65,8 @@ class DeployConfig(Strict):
         default=(),
         examples=[
             [
-                {"provisioning": "spot", "zone": "us-west4-a"},
-                {"provisioning": "flex-start", "zone": "us-central1-a"},
+                {"provisioning": "spot", "zone": facts.ZONE},
+                {"provisioning": "flex-start", "zone": list(facts.FLEX_START_ZONES[ACCEL])[-1]},
             ]
         ],
     )
