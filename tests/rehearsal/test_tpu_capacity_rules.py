@@ -14,8 +14,8 @@ from tests.rehearsal.test_rehearsal_node_rules import call
 from tpudeploy.tpuvm.capacity_errors import classify
 
 WEST, CENTRAL = "projects/p/locations/us-west4-a", "projects/p/locations/us-central1-a"
-SPOT = {"acceleratorType": "v5litepod-1", "schedulingConfig": {"spot": True}}
-ON_DEMAND = {"acceleratorType": "v5litepod-1"}
+SPOT: dict[str, object] = {"acceleratorType": "v5litepod-1", "schedulingConfig": {"spot": True}}
+ON_DEMAND: dict[str, object] = {"acceleratorType": "v5litepod-1"}
 
 
 @pytest.fixture
