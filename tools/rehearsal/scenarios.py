@@ -29,6 +29,7 @@ from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import next_run
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
+from tpudeploy import facts
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.endpoint import colon_fingerprint
 from tpudeploy.names import service_account_email
@@ -40,7 +41,7 @@ _VOLATILE = ("state", "health", "networkEndpoints", "name", "createTime")
 EXTEND_BY = timedelta(hours=1)
 # SCENARIO=ladder: two rungs of the rehearsed model; the first zone is out of stock, the second,
 # in another region than the compile-cache bucket (the first rung's), has capacity.
-LADDER_ZONES = ("us-west4-a", "us-central1-a")
+LADDER_ZONES = (facts.ZONE, next(iter(facts.TPU_ZONES["v5e"])))  # us-west4-a, us-central1-a
 
 
 class StageFailure(Exception):
