@@ -85,12 +85,15 @@ def test_each_rung_meets_the_zone_rules_under_its_own_key() -> None:
     assert found[0].endswith("allow_untested_flex_zone = true to try anyway")
     assert found[1].startswith("capacity[2].zone = 'us-wset4-a': Google lists no TPU v5e")
     assert "did you mean 'us-west4-a'?" in found[1]
-    assert len(found) == 2
+    # The first rung's region (europe-west4) holds the bucket: us-wset4 is on another continent.
+    assert found[2].startswith("capacity[2].zone = 'us-wset4-a': its node would read")
+    assert len(found) == 3
 
 
-def test_every_v5e_zone_google_lists_is_a_spot_rung() -> None:
-    ladder = [{"provisioning": "spot", "zone": z} for z in facts.TPU_ZONES["v5e"]]
-    assert len(parse_config({"capacity": ladder}).capacity) == len(facts.TPU_ZONES["v5e"])
+def test_every_north_american_v5e_zone_google_lists_is_a_spot_rung() -> None:
+    zones = [z for z in facts.TPU_ZONES["v5e"] if z.startswith("us-")]
+    ladder = [{"provisioning": "spot", "zone": z} for z in zones]
+    assert len(parse_config({"capacity": ladder}).capacity) == len(zones) > 4
 
 
 def test_a_flex_start_rung_must_end_even_when_the_first_rung_is_spot() -> None:
@@ -157,3 +160,11 @@ def test_a_cross_region_rung_reads_the_cache_across_regions_at_the_documented_ra
     assert cost is not None and cost == pytest.approx(gib * GCS_INTER_REGION_NA_PER_GIB)
     assert 0 < cost < 0.01  # 197 MB at cents per GiB: under a cent a boot
     assert cache_read_cost("us-west4", "europe-west4") is None
+
+
+def test_a_rung_on_another_continent_than_the_bucket_is_refused() -> None:
+    (line,) = _problems(
+        {"capacity": [LADDER[0], {"provisioning": "spot", "zone": "europe-west4-b"}]}
+    )
+    assert line.startswith("capacity[2].zone = 'europe-west4-b': its node would read the compile")
+    assert "across continents" in line and "Fix: keep the ladder on one continent" in line

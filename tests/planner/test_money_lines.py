@@ -54,3 +54,23 @@ def test_the_configured_load_gets_the_planners_per_million(model: str) -> None:
 def test_a_load_past_the_measured_contexts_is_not_estimated() -> None:
     cfg = parse_config({"load": {"expected_clients": 4, "expected_context": 16384}})
     assert "not estimated, past the longest measured context" in _line(synth_summary(cfg), "$/M")
+
+
+def test_make_check_shows_each_rung_its_rate_quota_and_cross_region_read() -> None:
+    from tpudeploy.config.ladder import GCS_INTER_REGION_NA_PER_GIB
+
+    cfg = parse_config(
+        {
+            "capacity": [
+                {"provisioning": "spot", "zone": "us-west4-a"},
+                {"provisioning": "on-demand", "zone": "us-central1-a"},
+            ]
+        }
+    )
+    line = _line(synth_summary(cfg), "capacity ladder")
+    assert f"rung 1 spot in us-west4-a: ${hourly_cost('spot'):.4f}/h, quota " in line
+    assert "tpu-v5s-litepod-serving-preemptible" in line  # spot's own quota, by name
+    assert "rung 2 on-demand in us-central1-a: no rate for us-central1" in line
+    assert "quota tpu-v5s-litepod-serving," in line
+    read = facts.COMPILE_CACHE_BYTES / 2**30 * GCS_INTER_REGION_NA_PER_GIB
+    assert f"reads the compile cache from us-west4: about ${read:.4f} a boot" in line

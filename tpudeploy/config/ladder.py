@@ -45,7 +45,7 @@ QUOTA_SOURCE = "cloud.google.com/tpu/docs/quota (v5e serving quota types)"
 QUOTA_BY_PROVISIONING: Mapping[str, str] = {
     "on-demand": "tpu-v5s-litepod-serving",
     "spot": "tpu-v5s-litepod-serving-preemptible",
-    "flex-start": "not named on Google's quota page (stored copies); see IAM & Admin > Quotas",
+    "flex-start": "unnamed (Google's quota page, as stored, names none for flex-start)",
 }
 
 # Cloud Storage, a read from a bucket in one region by a VM in another: "Data transfer within

@@ -7,7 +7,7 @@ these judge a DeployConfig, so they sit above the schema.
 
 from __future__ import annotations
 
-from tpudeploy.config.ladder import Rung, rung_key
+from tpudeploy.config.ladder import cache_read_cost, rung_key
 from tpudeploy.config.messages import problem
 from tpudeploy.config.schema import DeployConfig
 
@@ -69,6 +69,19 @@ def ladder_problems(cfg: DeployConfig) -> list[str]:
                 )
             )
         seen.setdefault(pair, i)
+    for i, rung in enumerate(cfg.capacity):
+        if cache_read_cost(cfg.home_region, rung.region) is None:
+            problems.append(
+                problem(
+                    f"{rung_key(i)}.zone",
+                    rung.zone,
+                    f"its node would read the compile cache from {cfg.home_region} (the first "
+                    "rung's region holds the bucket) across continents, at a rate this project "
+                    "has not read (docs/capacity-and-cost.md prices reads within North America)",
+                    "keep the ladder on one continent; a second deployment (another name, its "
+                    "own bucket) can ladder on the other",
+                )
+            )
     regions = sorted({r.region for r in cfg.capacity})
     if cfg.region and any(r != cfg.region for r in regions):
         problems.append(
@@ -93,9 +106,3 @@ def ladder_problems(cfg: DeployConfig) -> list[str]:
             )
         )
     return problems
-
-
-def cross_region_rungs(cfg: DeployConfig) -> list[Rung]:
-    """The rungs outside the home region: their node reads the compile-cache archive from the
-    bucket across regions (Secret Manager is global: its secrets cost the same anywhere)."""
-    return [r for r in cfg.capacity if r.region != cfg.home_region]

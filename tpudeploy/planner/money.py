@@ -91,3 +91,43 @@ def run_most(hourly: float, hours: float, model: str) -> str:
         f" (at most ${hourly * hours:.2f} per run: {hours:g} h of the chip at the {model} "
         f"rate; not {NOT_IN_THE_RUN_FIGURE}: see not counted)"
     )
+
+
+def ladder_lines(cfg: DeployConfig) -> list[str]:
+    """A capacity ladder's rungs as `make check` shows them: each rung's rate, the quota it
+    draws on, and for a rung outside the home region what reading the compile cache across
+    regions costs a boot (config/ladder.py: the bucket stays in the first rung's region; Secret
+    Manager's secrets are replicated automatically, global, and cost the same from any region)."""
+    from tpudeploy.config.ladder import QUOTA_BY_PROVISIONING, QUOTA_SOURCE, cache_read_cost
+    from tpudeploy.planner.cost import NoPricesError, hourly_cost, price_table
+
+    if not cfg.capacity:
+        return []
+    parts = []
+    for i, rung in enumerate(cfg.capacity):
+        each = cfg.model_copy(update={"provisioning": rung.provisioning, "zone": rung.zone})
+        try:
+            rate = f"${hourly_cost(rung.provisioning, prices=price_table(each)):.4f}/h"
+        except NoPricesError:
+            rate = f"no rate for {rung.region} (set [prices.{rung.region}])"
+        text = (
+            f"rung {i + 1} {rung.label()}: {rate}, quota {QUOTA_BY_PROVISIONING[rung.provisioning]}"
+        )
+        read = cache_read_cost(cfg.home_region, rung.region)
+        if read is None:
+            text += (
+                f", reads the compile cache from {cfg.home_region} across continents: no "
+                "inter-region rate here (docs/capacity-and-cost.md)"
+            )
+        elif read:
+            text += (
+                f", reads the compile cache from {cfg.home_region}: about ${read:.4f} a boot "
+                f"({facts.COMPILE_CACHE_BYTES / 1e6:.0f} MB between regions)"
+            )
+        parts.append(text)
+    running = (cfg.rung_index or 0) + 1
+    return [
+        f"capacity ladder (make deploy tries these in order, now rung {running}): "
+        + "; ".join(parts)
+        + f" (quotas: {QUOTA_SOURCE})"
+    ]

@@ -36,7 +36,7 @@ from tpudeploy.planner.cost import (
     price_table,
 )
 from tpudeploy.planner.geometry import GIB, LayerType
-from tpudeploy.planner.money import per_million_line, run_most
+from tpudeploy.planner.money import ladder_lines, per_million_line, run_most
 
 DEFAULT_CONTEXTS = (128, 1024, 8192)
 
@@ -312,6 +312,7 @@ def synth_summary(
         cost,
         stops,
         *per_million,
+        *ladder_lines(cfg),
         left_out(cfg),
         endpoint_line(cfg),
         f"KV pool: {pool.tokens:,} tokens ({_gib(pool.pool_bytes)}, {pool.num_blocks:,} blocks "
