@@ -74,3 +74,15 @@ def test_make_check_shows_each_rung_its_rate_quota_and_cross_region_read() -> No
     assert "quota tpu-v5s-litepod-serving," in line
     read = facts.COMPILE_CACHE_BYTES / 2**30 * GCS_INTER_REGION_NA_PER_GIB
     assert f"reads the compile cache from us-west4: about ${read:.4f} a boot" in line
+
+
+def test_the_capacity_doc_quotes_the_planners_figure_for_20_agents_at_8k() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "capacity-and-cost.md").read_text()
+    text = " ".join(doc.split())
+    for model in ("flex-start", "spot"):
+        cfg = parse_config({"provisioning": model, "load": NEWCOMER})
+        line = _line(synth_summary(cfg), "$/M")
+        figure = line.split("; ")[-1].split("/M at your")[0]
+        assert f"{figure}/M on {model}" in text, figure
