@@ -84,6 +84,8 @@ diff: $(VENV_STAMP) preflight-diff $(NODE_STAMP) ## Show what deploy would chang
 	@$(QUIET_CDKTF) for stack in $$($(STACKS)); do \
 	  $(CDKTF) diff --output $(OUTDIR) $$stack || exit $$?; done
 
+# deploywalk: cdktf deploy of every stack; with a capacity ladder, rung after rung on a documented
+# stockout or quota error (docs/capacity-and-cost.md). destroy forgets the rung it recorded.
 # recover: a SUSPENDED/FAILED queued resource or a PREEMPTED node is marked for replacement
 # first; Terraform alone would plan no change for it.
 # preflight refuses a deploy before `make deploy-secrets`, `make secret` and `make api-key`: the
@@ -91,7 +93,7 @@ diff: $(VENV_STAMP) preflight-diff $(NODE_STAMP) ## Show what deploy would chang
 # says only what is in them.
 deploy: $(VENV_STAMP) preflight-deploy $(NODE_STAMP) ## Create or update both stacks (after deploy-secrets, secret and api-key)
 	@$(PY) -m tpudeploy recover
-	@$(QUIET_CDKTF) $(CDKTF) deploy --output $(OUTDIR) $$($(STACKS)) \
+	@$(QUIET_CDKTF) $(PY) -m tpudeploy.deploywalk --cdktf $(CDKTF) --outdir $(OUTDIR) \
 	  $(if $(AUTO_APPROVE),--auto-approve) || { $(PY) -m tpudeploy after-failure deploy; exit 1; }
 	@echo "deployed. Next: make wait, then make smoke and make accept (the build log's acceptance table)"
 
@@ -116,7 +118,8 @@ destroy: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy what bills per
 	  --output $(OUTDIR) $$($(STACKS) --node) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || cleanup=$$?; \
 	if [ $$rc -ne 0 ] || [ $$cleanup -ne 0 ]; then $(PY) -m tpudeploy after-failure destroy \
-	  --terraform-exit $$rc --cleanup-exit $$cleanup; exit 1; fi
+	  --terraform-exit $$rc --cleanup-exit $$cleanup; exit 1; fi; \
+	$(PY) -m tpudeploy.deploywalk --forget
 
 # GKE: make destroy leaves the cluster, whose idle floor bills (system node, management fee, NAT,
 # load balancer rule) until it goes; this removes it too. Deletion protection is lifted by an apply
@@ -148,6 +151,7 @@ destroy-all: $(VENV_STAMP) preflight-destroy $(NODE_STAMP) ## Destroy everything
 	@rc=0; $(QUIET_CDKTF) TPUDEPLOY_COMMAND=destroy $(CDKTF) destroy --output $(OUTDIR) \
 	  $$($(STACKS)) $(if $(AUTO_APPROVE),--auto-approve) || rc=$$?; \
 	$(PY) -m tpudeploy cleanup || rc=1; \
+	if [ $$rc -eq 0 ]; then $(PY) -m tpudeploy.deploywalk --forget; fi; \
 	exit $$rc
 
 # Team use: one state bucket for the deployment (versioned, uniform access, no public access),
@@ -300,7 +304,8 @@ test-all: test test-slow ## Both tiers, as CI runs them
 # side. SCENARIO=preemption (spot, on-demand): the node preempted, then make recover;
 # SCENARIO=deadline: the deadline job fires and nothing bills afterwards; SCENARIO=pipeline
 # (spot, on-demand): both stacks applied as the GitOps deploy identity, the bootstrap's grants
-# in force (docs/gitops.md).
+# in force (docs/gitops.md); SCENARIO=ladder (spot, on-demand): a capacity ladder whose first
+# zone is out of stock (docs/capacity-and-cost.md).
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
 # PLATFORM=gke: the GKE lifecycle (cluster, pools, the serving objects) against fakes of the GKE

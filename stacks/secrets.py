@@ -134,7 +134,7 @@ def compile_cache_bucket(
         scope,
         id_,
         name=cfg.compile_cache_bucket(project),
-        location=cfg.effective_region.upper(),
+        location=cfg.home_region.upper(),
         uniform_bucket_level_access=True,
         public_access_prevention="enforced",
         force_destroy=False,

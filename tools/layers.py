@@ -95,6 +95,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.cli",
             "tpudeploy.benchcli",
             "tpudeploy.dashboardcli",
+            "tpudeploy.deploywalk",
             "tpudeploy.tune",
             "tpudeploy.gitops",
             "tpudeploy.preflight",

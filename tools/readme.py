@@ -60,6 +60,50 @@ def first_deploy_cost_section() -> str:
     return "\n".join(lines)
 
 
+# The agent load the README prices besides the best cell: 20 agents at 8K tokens of context.
+README_LOAD = {"expected_clients": 20, "expected_context": 8192}
+
+
+def readme_money_section() -> str:
+    """The README's money table: each model's rate, its run figure and $/M at the build log's
+    best cell and at README_LOAD, every figure from the planner (planner/money.py), and what the
+    figures count and leave out, from the same constants the summary prints."""
+    from tpudeploy.planner.cost import PEAK_THROUGHPUT
+    from tpudeploy.planner.money import NOT_IN_THE_RUN_FIGURE, load_cell
+
+    clients, context = README_LOAD["expected_clients"], README_LOAD["expected_context"]
+    cell = load_cell(clients, context)
+    assert cell is not None  # 8K is a measured context
+    peak = PEAK_THROUGHPUT
+    lines = [
+        f"| `provisioning` | $/h | at most per run | $/M: best cell / {clients} agents at "
+        f"{context // 1024}K |",
+        "|---|---|---|---|",
+    ]
+    for model in ("flex-start", "spot", "on-demand"):
+        cfg = parse_config({"provisioning": model, "load": README_LOAD})
+        prices = planner.price_table(cfg)
+        rate = planner.hourly_cost(model, prices=prices)
+        hours = (cfg.max_run_duration_seconds or 0) / 3600
+        best = planner.cost_per_million_tokens(model, peak.output_tok_s, prices=prices)
+        load = planner.cost_per_million_tokens(model, cell.output_tok_s, prices=prices)
+        lines.append(
+            f"| `{model}` | ${rate:.4f} | ${rate * hours:.2f} ({hours:g} h) | "
+            f"${best:.2f} / ${load:.2f} |"
+        )
+    measured = " and ".join(str(n) for n in cell.clients)
+    lines += [
+        "",
+        f"Rates: {prices.region}, as of {prices.as_of}. At most per run: the chip's hours to the "
+        f"run's default end at the model's rate, not {NOT_IN_THE_RUN_FIGURE} (`make check` "
+        f"prices them). $/M: the build log's best cell ({peak.context} tokens of context, "
+        f"{peak.clients} clients, {peak.output_tok_s:,.1f} tok/s), then {clients} agents at "
+        f"{context:,} tokens (its {measured}-client cells there, the slower: "
+        f"{cell.output_tok_s:,.1f} tok/s); `make check` prints yours from `[load]`.",
+    ]
+    return "\n".join(lines)
+
+
 def _required_services() -> list[str]:
     """stacks/secrets.py's REQUIRED_SERVICES, read from its source (importing it loads cdktf)."""
     tree = ast.parse((ROOT / "stacks" / "secrets.py").read_text())
@@ -189,7 +233,7 @@ def build_log_facts_section() -> str:
     return "\n".join(lines)
 
 
-SECTIONS = {"first-deploy-cost": first_deploy_cost_section}
+SECTIONS = {"first-deploy-cost": readme_money_section}
 # Every generated file and its sections.
 FILES: dict[Path, dict[str, Callable[[], str]]] = {
     README: SECTIONS,

@@ -215,7 +215,7 @@ def state_init(
             f"STATE_BUCKET={bucket_override} but {config_file} sets state_bucket = "
             f'"{cfg.state_bucket}"; drop STATE_BUCKET, or change the config first'
         )
-    spec = statebucket.StateBucketSpec(bucket, cfg.effective_region.upper())
+    spec = statebucket.StateBucketSpec(bucket, cfg.home_region.upper())
     locals_ = [
         StackState(
             s, terraform.local_state_path(s, root), _read(terraform.local_state_path(s, root))

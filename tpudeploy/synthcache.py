@@ -30,8 +30,12 @@ SOURCES = (
     "tpudeploy",
     "templates",
 )
-# Read by config loading or passed by the cdktf CLI into the app.
-ENV_INPUTS = ("GOOGLE_CLOUD_PROJECT", "CDKTF_CONTEXT_JSON")
+# Read by config loading or passed by the cdktf CLI into the app. TPUDEPLOY_RUNG picks a capacity
+# ladder's rung (config/ladder.py): each rung is another node, zone and deadline job.
+ENV_INPUTS = ("GOOGLE_CLOUD_PROJECT", "CDKTF_CONTEXT_JSON", "TPUDEPLOY_RUNG")
+# The walk's record of the rung that runs, beside the config (config/ladder.py record_path):
+# without TPUDEPLOY_RUNG, loading reads it.
+RUNG_RECORDS = "tpudeploy.*.rung.json"
 
 
 def _files(root: Path) -> list[Path]:
@@ -61,6 +65,8 @@ def input_key(config: Path, outdir: Path, *, root: Path = REPO_ROOT) -> str:
     add("config", config.read_bytes() if config.is_file() else b"<missing>")
     for name in ENV_INPUTS:
         add(f"env:{name}", os.environ.get(name, "").encode())
+    for path in sorted(config.resolve().parent.glob(RUNG_RECORDS)):
+        add(f"rung:{path.name}", path.read_bytes())
     for path in _files(root):
         add(str(path.relative_to(root)), path.read_bytes())
     return digest.hexdigest()

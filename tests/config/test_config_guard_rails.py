@@ -79,12 +79,13 @@ def test_the_seeds_config_is_quiet_but_for_its_moving_tag() -> None:
     assert guard_rails(cfg) == []
     summary = summary_lines(cfg)
     # The seed's vllm/vllm-tpu:nightly moves every day (issue 24): one warning, then the
-    # summary itself (cost, billing stop, what is not counted, endpoint, KV pool, safe
-    # concurrency).
+    # summary itself (cost, billing stop, $ per million tokens and the cell it assumes, what is
+    # not counted, endpoint, KV pool, safe concurrency).
     assert [line.split(":", 1)[0] for line in summary] == [
         "warning",
         "cost",
         "billing stops",
+        "$/M (flex-start)",
         "not counted",
         "endpoint",
         "KV pool",

@@ -195,7 +195,8 @@ REFUSALS = [
         "labels",
         {"deployment": "x"},
         "label key 'deployment' is set by tpudeploy itself",
-        "rename it (reserved: deployment, provisioning, managed_by, component, tpudeploy-spec)",
+        "rename it (reserved: deployment, provisioning, managed_by, component, tpudeploy-spec, "
+        "tpudeploy-rung)",
         id="label-reserved",
     ),
     pytest.param(

@@ -272,3 +272,29 @@ def test_the_scale_out_figures_are_the_planners() -> None:
     ]
     missing = [c for c in claims if c not in text]
     assert missing == [], "README's Scale out disagrees with the planner: " + "; ".join(missing)
+
+
+def test_no_money_figure_in_the_readme_is_typed_by_hand() -> None:
+    """Issue 39: every dollar figure of the README is a generated section's (tools/readme.py,
+    from the planner), or in Scale out, whose figures the test above checks against the
+    planner; the intro's "$0.11" once named no cell and no load."""
+    text = readme.README.read_text()
+    outside = re.sub(r"<!-- BEGIN .*?<!-- END [^>]*-->", "", text, flags=re.S)
+    scale_out = (
+        outside.split("## Scale out", 1)[1].split("\n## ")[0] if "## Scale out" in outside else ""
+    )
+    rest = outside.replace(scale_out, "")
+    typed = re.findall(r"\$\d[\d,.]*", rest)
+    assert typed == [], f"README money figures typed by hand (generate them): {typed}"
+
+
+def test_the_readme_money_table_says_what_each_figure_assumes() -> None:
+    section = readme.readme_money_section()
+    for said in (
+        "best cell (128 tokens of context, 64 clients",
+        "20 agents at 8,192 tokens",
+        "not egress",
+        "the bucket",
+        "the chip's hours to the run's default end",
+    ):
+        assert said in section, said

@@ -39,6 +39,12 @@ def test_any_input_changes_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("GOOGLE_CLOUD_PROJECT")
     assert synthcache.input_key(config, tmp_path / "elsewhere", root=root) != key
     assert synthcache.input_key(config, out, root=root) == key
+    # A capacity ladder's rung is another node in another zone: named by the walk, or recorded.
+    monkeypatch.setenv("TPUDEPLOY_RUNG", "2")
+    assert synthcache.input_key(config, out, root=root) != key
+    monkeypatch.delenv("TPUDEPLOY_RUNG")
+    (tmp_path / "tpudeploy.gemma4-v5e.rung.json").write_text('{"rung": 2}')
+    assert synthcache.input_key(config, out, root=root) != key
 
 
 def test_edited_output_or_the_switch_means_a_new_synth(

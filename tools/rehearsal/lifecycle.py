@@ -27,7 +27,7 @@ from tools.rehearsal.keys_stage import KeysStages
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_override
 from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
-from tools.rehearsal.scenarios import ScenarioStages, Stage, StageFailure
+from tools.rehearsal.scenarios import LADDER_ZONES, ScenarioStages, Stage, StageFailure
 from tools.rehearsal.scratch import (
     REHEARSAL_PROJECT,
     copy_repository,
@@ -47,8 +47,9 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # lifecycle: deploy-secrets to destroy-all. preemption and deadline (spot, on-demand): the node
 # preempted and recovered by `make recover`; the deadline job fired (tools/rehearsal/scenarios.py).
 # pipeline: the GitOps deploy applied as the deploy identity (tools/rehearsal/pipeline.py).
-SCENARIOS = ("lifecycle", "preemption", "deadline", "pipeline")
-VM_SCENARIOS = ("preemption", "deadline")
+# ladder (spot, on-demand): a capacity ladder whose first zone is out of stock.
+SCENARIOS = ("lifecycle", "preemption", "deadline", "pipeline", "ladder")
+VM_SCENARIOS = ("preemption", "deadline", "ladder")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 # The targets run with the outer `make rehearse`'s install as is: never reinstall the shared
 # .venv or node_modules from a scratch copy.
@@ -172,6 +173,8 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages):
             return head + self.preemption_stages()
         if self.scenario == "deadline":
             return head + self.deadline_stages()
+        if self.scenario == "ladder":
+            return head[:-1] + self.ladder_stages()
         tail = [
             Stage("boot", self._boot),
             Stage("wait", lambda: self._make("wait")),
@@ -320,6 +323,7 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages):
             proxy_port=proxy_port,
             state_bucket=state_bucket,
             pipeline=bool(state_bucket),
+            ladder=LADDER_ZONES if self.scenario == "ladder" else (),
         )
 
     def _kubernetes_schema(self) -> Path | None:

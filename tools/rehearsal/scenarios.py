@@ -3,6 +3,10 @@
 - preemption: the node is PREEMPTED in the fake TPU API; `make status` says so, `make recover`
   replaces that one resource, the node is READY again with the same spec and its deadline, the
   new node boots warm from its predecessor's compile cache, and a deploy then plans nothing;
+- ladder: a capacity ladder of two zones; the fake TPU API has no v5litepod-1 of this model in
+  the first (its documented stockout, fakes/tpu_rules.py): `make deploy` says so, leaves nothing
+  of the first rung, deploys the second, whose deadline job deletes the second rung's node; `make
+  status` names the rung; `make destroy` leaves nothing and forgets the rung;
 - deadline: the Cloud Scheduler job exists for this node and this identity, `make extend` moves
   it, then the fake scheduler fires it: the TPU API deletes the node on the stop account's token
   (its one permission), nothing bills, `make recover` leaves the ended run alone, `make status`
@@ -25,6 +29,7 @@ from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import next_run
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
+from tpudeploy import facts
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.endpoint import colon_fingerprint
 from tpudeploy.names import service_account_email
@@ -34,6 +39,9 @@ from tpudeploy.render import vllm_serve_args
 # addresses or name).
 _VOLATILE = ("state", "health", "networkEndpoints", "name", "createTime")
 EXTEND_BY = timedelta(hours=1)
+# SCENARIO=ladder: two rungs of the rehearsed model; the first zone is out of stock, the second,
+# in another region than the compile-cache bucket (the first rung's), has capacity.
+LADDER_ZONES = (facts.ZONE, next(iter(facts.TPU_ZONES["v5e"])))  # us-west4-a, us-central1-a
 
 
 class StageFailure(Exception):
@@ -362,3 +370,60 @@ class ScenarioStages(StageHost):
             f"`{shown}` says replace; after `{deployed}` a new node serves the new line and the "
             f"same certificate (SHA-256 {pinned[:16]}..., as `{endpoint}` prints)"
         )
+
+    # ---- capacity ladder
+
+    def ladder_stages(self) -> list[Stage]:
+        return [
+            Stage("ladder-deploy", self._ladder_deploy),
+            Stage("ladder-status", self._ladder_status),
+            Stage("destroy", self._ladder_destroy),
+            Stage("destroy-all", self._destroy_all),
+            Stage("no-secret-left", self._no_secret_left),
+        ]
+
+    def _ladder_deploy(self) -> str:
+        first, second = LADDER_ZONES
+        model = self.cfg.provisioning
+        self.cloud.tpu.stockouts.add((first, self.cfg.accelerator_type, model))
+        shown = self._make("deploy", approve=True)
+        log = self._log("deploy")
+        said = [
+            f"rung 1 ({model} in {first}) failed with a stockout error",
+            f'There is no more capacity in the zone "{first}"',
+            f"rung 2 of 2 runs ({model} in {second}); skipped rung 1: stockout",
+        ]
+        missing = [line for line in said if line not in log]
+        if missing:
+            raise StageFailure(f"`{shown}` did not say {missing}")
+        self._cfg = load_config(self._config_path)  # the rung the walk recorded
+        if self.cfg.zone != second:
+            raise StageFailure(f"after `{shown}` the config reads rung zone {self.cfg.zone}")
+        node = self.cloud.tpu.node(self._node_name())
+        if node is None:
+            raise StageFailure(f"`{shown}` passed but there is no node in {second}")
+        if (node.get("labels") or {}).get("tpudeploy-rung") != "2":
+            raise StageFailure(f"the node's labels do not say rung 2: {node.get('labels')}")
+        left = self.cloud.billing()
+        if len(left) != 1:
+            raise StageFailure(f"one node must bill, not {left}: the first rung left something")
+        uri = str((self._job().get("httpTarget") or {}).get("uri"))
+        if not uri.endswith(f"/v2/{self._node_name()}"):
+            raise StageFailure(f"the deadline job deletes {uri}, not the second rung's node")
+        return f"{shown}: {first} out of stock, node and deadline job in {second}"
+
+    def _ladder_status(self) -> str:
+        shown = self._make("status")
+        wanted = f"capacity: rung 2 of 2 ({self.cfg.provisioning} in {LADDER_ZONES[1]})"
+        if wanted not in self._log("status") or "skipped rung 1 (stockout)" not in self._log(
+            "status"
+        ):
+            raise StageFailure(f"`{shown}` did not say {wanted!r} and the skipped rung")
+        return f"`{shown}`: {wanted}"
+
+    def _ladder_destroy(self) -> str:
+        shown = self._destroy()
+        record = self._config_path.parent / f"tpudeploy.{self.cfg.name}.rung.json"
+        if record.exists():
+            raise StageFailure("`make destroy` passed but the rung record is still there")
+        return f"{shown}; the rung record is gone (the next deploy walks from rung 1)"

@@ -78,17 +78,21 @@ def write_config(
     proxy_port: int,
     state_bucket: str = "",
     pipeline: bool = False,
+    ladder: tuple[str, ...] = (),
 ) -> Path:
     """The rehearsed deployment: the seed's defaults, this provisioning model, a fake project,
     vLLM and its proxy on free loopback ports and the firewall opened to loopback (the smoke
     test's caller), two [access] clients. With `state_bucket`, remote state; with `pipeline` as
-    well, a pipeline deployment (SCENARIO=pipeline)."""
+    well, a pipeline deployment (SCENARIO=pipeline). With `ladder` (zones), a capacity ladder of
+    this provisioning model, one rung per zone, instead of the top-level provisioning
+    (SCENARIO=ladder)."""
+    rungs = ", ".join(f'{{provisioning = "{provisioning}", zone = "{z}"}}' for z in ladder)
     path = dest / "deploy.toml"
     path.write_text(
         "# Written by `make rehearse` for its scratch copy: the build log's deployment with\n"
         "# the provisioning model asked for, in the fake cloud's project.\n"
         f'project = "{REHEARSAL_PROJECT}"\n'
-        f'provisioning = "{provisioning}"\n'
+        + (f"capacity = [{rungs}]\n" if ladder else f'provisioning = "{provisioning}"\n')
         + (f'state_bucket = "{state_bucket}"\n' if state_bucket else "")
         + ("pipeline = true\n" if pipeline else "")
         + "\n[network]\n"

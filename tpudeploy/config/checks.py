@@ -21,7 +21,14 @@ NO_END = "none"
 # Labels the project sets itself on the node (and the provider on every resource); a user label
 # with one of these keys would silently replace it, or (tpudeploy-spec, the flex-start spec's
 # fingerprint) break the spec check.
-RESERVED_LABEL_KEYS = ("deployment", "provisioning", "managed_by", "component", "tpudeploy-spec")
+RESERVED_LABEL_KEYS = (
+    "deployment",
+    "provisioning",
+    "managed_by",
+    "component",
+    "tpudeploy-spec",
+    "tpudeploy-rung",  # a ladder's rung (config/ladder.py RUNG_LABEL)
+)
 _PARSER_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _MODEL_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
 MODALITIES = ("image", "audio", "video")

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tpudeploy import facts, names
+from tpudeploy.config import ladder, ladder_rules
 from tpudeploy.config.gke import gke_problems, version_tuple
 from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
@@ -78,7 +79,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
     """Rules that span several keys; each problem names the key to change."""
     problems = []
     region = names.region_of(cfg.zone)  # zone already validated
-    if cfg.region and cfg.region != region:
+    if cfg.region and cfg.region != region and not cfg.capacity:  # a ladder: ladder_problems
         problems.append(
             problem(
                 "region",
@@ -99,7 +100,6 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 f'use runtime_version = "{runtime}"',
             )
         )
-    problems += _zone_problems(cfg)
     problems += _bucket_problems(cfg)
     if cfg.pipeline and not cfg.state_bucket:
         problems.append(
@@ -170,37 +170,13 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                 f'set min_version = "{facts.GKE_INFERENCE_CRDS_MIN_VERSION}" or later',
             )
         )
-    if cfg.flex_start_node and not cfg.allow_untested_flex_zone:
-        known = facts.FLEX_START_ZONES.get(cfg.accelerator_type)
-        if not known:
-            # No zone to suggest: the accelerator type is what to change.
-            verified = ", ".join(facts.FLEX_START_ZONES)
-            problems.append(
-                problem(
-                    "accelerator_type",
-                    cfg.accelerator_type,
-                    f"no zone is known to accept flex-start {cfg.accelerator_type} (flex-start "
-                    f"was seen to work for {verified} only)",
-                    f'use accelerator_type = "{facts.ACCELERATOR_TYPE}", provisioning = "spot" '
-                    'or "on-demand", or set allow_untested_flex_zone = true to try anyway',
-                )
-            )
-        elif cfg.zone not in known:
-            why = facts.FLEX_START_REFUSED_ZONES.get(cfg.zone, "not known to accept it")
-            good = facts.flex_start_zones_text(cfg.accelerator_type)
-            problems.append(
-                problem(
-                    "zone",
-                    cfg.zone,
-                    f"flex-start {cfg.accelerator_type} in this zone: {why}",
-                    f"use one of the known-good zones: {good}; or set "
-                    "allow_untested_flex_zone = true to try anyway",
-                )
-            )
-    if cfg.section.one_node:
-        problems += _run_end_problems(cfg)
-    else:
-        problems += _deadline_problems(cfg)
+    # Each rung of a capacity ladder is judged as the deployment it would be, under its own key
+    # (capacity[N].zone); without a ladder, the config itself.
+    for key, each in ladder_rules.rungs(cfg):
+        found = _zone_problems(each) + _flex_zone_problems(each)
+        found += _run_end_problems(each) if each.section.one_node else _deadline_problems(each)
+        problems += ladder_rules.keyed(key, each, found)
+    problems += ladder_rules.ladder_problems(cfg)
     public = public_addresses(cfg.network.allowed_cidrs)
     over = [v for v in (4, 6) if public[v] > PUBLIC_ADDRESS_LIMIT[v]]
     if over and not cfg.network.allow_public_endpoint:
@@ -239,6 +215,39 @@ def cross_check(cfg: DeployConfig) -> list[str]:
             )
         )
     return problems
+
+
+def _flex_zone_problems(cfg: DeployConfig) -> list[str]:
+    """Flex-start only where the build log or Google's documentation saw it accepted."""
+    if not cfg.flex_start_node or cfg.allow_untested_flex_zone:
+        return []
+    known = facts.FLEX_START_ZONES.get(cfg.accelerator_type)
+    if not known:
+        # No zone to suggest: the accelerator type is what to change.
+        verified = ", ".join(facts.FLEX_START_ZONES)
+        return [
+            problem(
+                "accelerator_type",
+                cfg.accelerator_type,
+                f"no zone is known to accept flex-start {cfg.accelerator_type} (flex-start "
+                f"was seen to work for {verified} only)",
+                f'use accelerator_type = "{facts.ACCELERATOR_TYPE}", provisioning = "spot" '
+                'or "on-demand", or set allow_untested_flex_zone = true to try anyway',
+            )
+        ]
+    if cfg.zone in known:
+        return []
+    why = facts.FLEX_START_REFUSED_ZONES.get(cfg.zone, "not known to accept it")
+    good = facts.flex_start_zones_text(cfg.accelerator_type)
+    return [
+        problem(
+            "zone",
+            cfg.zone,
+            f"flex-start {cfg.accelerator_type} in this zone: {why}",
+            f"use one of the known-good zones: {good}; or set "
+            "allow_untested_flex_zone = true to try anyway",
+        )
+    ]
 
 
 def _zone_problems(cfg: DeployConfig) -> list[str]:
@@ -346,9 +355,15 @@ _FIX_HINTS: dict[str, str] = {
 }
 
 
-def parse_config(data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH) -> DeployConfig:
-    """Validate raw TOML data; GOOGLE_CLOUD_PROJECT fills an unset project."""
+def parse_config(
+    data: dict[str, Any], *, source: str = DEFAULT_CONFIG_PATH, rung: int = 1
+) -> DeployConfig:
+    """Validate raw TOML data; GOOGLE_CLOUD_PROJECT fills an unset project. With a capacity
+    ladder, rung number `rung` (from 1) gives provisioning and zone (config/ladder.py)."""
     data = dict(data)
+    chosen = ladder.select(data, rung)
+    if chosen:
+        raise ConfigError(source, chosen)
     if not data.get("project"):
         data["project"] = os.environ.get("GOOGLE_CLOUD_PROJECT", "")
     try:
@@ -406,7 +421,7 @@ def load_config(path: str | Path | None = None) -> DeployConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(p), [f"not valid TOML ({exc}); fix the syntax"]) from None
-    return parse_config(data, source=str(p))
+    return parse_config(data, source=str(p), rung=ladder.rung_in_use(p, data))
 
 
 def require_project(cfg: DeployConfig, *, source: str = DEFAULT_CONFIG_PATH) -> str:

@@ -11,7 +11,7 @@ import datetime
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from tpudeploy import facts, names
 from tpudeploy.config import checks
@@ -22,6 +22,7 @@ from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.deadline_table import DeadlineConfig
 from tpudeploy.config.gke import GkeConfig
+from tpudeploy.config.ladder import DEFAULT_NAME, Rung, check_capacity, select
 from tpudeploy.config.model_geometry import ModelGeometry
 from tpudeploy.config.network import NetworkConfig
 from tpudeploy.config.platforms import PlatformSection, section_of
@@ -31,12 +32,12 @@ from tpudeploy.config.vllm_table import VllmConfig
 from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration
 
-DEFAULT_NAME = "gemma4-v5e"
 PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # max_run_duration when unset. Flex-start: the build log's 4h runs. Spot and on-demand bill until
 # deleted (build log: "no automatic stop"), so they get a deadline the cloud enforces (a Cloud
 # Scheduler job deleting the node): one forgotten weekend on spot costs about $35. GKE's
 # cluster takes one of these too (config/platforms.py: run_duration_as).
+ACCEL = facts.ACCELERATOR_TYPE
 DEFAULT_RUN_DURATION = MappingProxyType({"flex-start": "4h", "spot": "8h", "on-demand": "8h"})
 
 
@@ -58,6 +59,18 @@ class DeployConfig(Strict):
     # than spot (seed). Spot and on-demand get a deadline job instead (max_run_duration).
     provisioning: Literal["flex-start", "spot", "on-demand"] = "flex-start"
     """flex-start (stops billing itself), spot or on-demand (stopped by a deadline job)"""
+    # The capacity ladder (config/ladder.py): rungs tried in order on a documented stockout or
+    # quota error; instead of provisioning and zone, which loading fills in from the rung in use.
+    capacity: tuple[Rung, ...] = Field(
+        default=(),
+        examples=[
+            [
+                {"provisioning": "spot", "zone": facts.ZONE},
+                {"provisioning": "flex-start", "zone": list(facts.FLEX_START_ZONES[ACCEL])[-1]},
+            ]
+        ],
+    )
+    """TPU VM: {provisioning, zone} rungs make deploy tries in order (docs/capacity-and-cost.md)"""
     max_run_duration: str | int | None = Field(
         default=None,
         json_schema_extra={"shown_default": '"4h" flex-start, "8h" spot, on-demand and GKE'},
@@ -122,12 +135,30 @@ class DeployConfig(Strict):
     bench: BenchConfig = Field(default_factory=BenchConfig)
     """[bench] table: the benchmark sweep"""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _first_rung(cls, data: object) -> object:
+        """A ladder without a chosen rung runs its first (loading picks another for the walk)."""
+        if (
+            isinstance(data, dict)
+            and data.get("capacity")
+            and not {"zone", "provisioning"} & set(data)
+        ):
+            data = dict(data)
+            select(data, 1)
+        return data
+
     # Before type checks: a value of neither type (true, 1.5) gets one message with the fix,
     # not one per member of the union.
     @field_validator("max_run_duration", mode="before")
     @classmethod
     def _run_duration(cls, v: object) -> object:
         return checks.check_run_duration(v)
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity(cls, v: object) -> object:
+        return check_capacity(v)
 
     @field_validator("flex_start_timeout", mode="before")
     @classmethod
@@ -239,6 +270,24 @@ class DeployConfig(Strict):
     @property
     def effective_region(self) -> str:
         return self.region or names.region_of(self.zone)
+
+    @property
+    def home_region(self) -> str:
+        """Where what outlives a rung lives (the compile-cache bucket, remote state): the
+        region key, else the first rung's zone's, else the zone's. A rung in another region
+        reads the cache across regions (config/ladder.py prices it); secrets are global."""
+        if self.region:
+            return self.region
+        return self.capacity[0].region if self.capacity else names.region_of(self.zone)
+
+    @property
+    def rung_index(self) -> int | None:
+        """The rung in use, from 0 (loading filled provisioning and zone from it); None
+        without a ladder."""
+        for i, rung in enumerate(self.capacity):
+            if (rung.provisioning, rung.zone) == (self.provisioning, self.zone):
+                return i
+        return None
 
     @property
     def deadline_region(self) -> str:

@@ -36,6 +36,7 @@ from tpudeploy.planner.cost import (
     price_table,
 )
 from tpudeploy.planner.geometry import GIB, LayerType
+from tpudeploy.planner.money import ladder_lines, per_million_line, run_most
 
 DEFAULT_CONTEXTS = (128, 1024, 8192)
 
@@ -276,14 +277,14 @@ def synth_summary(
         )
     if pm == FLEX_START and max_run_duration_s:
         hours = max_run_duration_s / 3600
-        most = f" (at most ${hourly * hours:.2f} per run)" if hourly is not None else ""
+        most = run_most(hourly, hours, pm) if hourly is not None else ""
         stops = (
             f"billing stops: on its own after max run duration {hours:g} h{most}, or at "
             "make destroy"
         )
     elif max_run_duration_s:
         hours = max_run_duration_s / 3600
-        most = f" (at most ${hourly * hours:.2f} per run)" if hourly is not None else ""
+        most = run_most(hourly, hours, pm) if hourly is not None else ""
         stops = (
             f"billing stops: at the deadline, deploy time + {hours:g} h, when a Cloud Scheduler "
             f"job deletes the node{most}; make extend BY=2h moves it, make status shows it, "
@@ -306,9 +307,13 @@ def synth_summary(
             extra = [preemption_line(chips=accel.chips, prices=prices)]
         except NoPricesError:
             extra = []
+    # What a million output tokens cost, named by the cell it assumes (planner/money.py).
+    per_million = [per_million_line(cfg, pm, prices)] if prices and hourly is not None else []
     return [
         cost,
         stops,
+        *per_million,
+        *ladder_lines(cfg),
         left_out(cfg),
         endpoint_line(cfg),
         f"KV pool: {pool.tokens:,} tokens{pool.measured_note} ({_gib(pool.pool_bytes)}, "

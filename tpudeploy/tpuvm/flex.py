@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.ladder import RUNG_LABEL
 from tpudeploy.config.schema import DEFAULT_RUN_DURATION
 from tpudeploy.durations import parse_duration
 from tpudeploy.names import service_account_email
@@ -11,8 +12,10 @@ from tpudeploy.tpuvm.queued_resource import DEFAULT_SCOPES, QueuedResourceSpec
 
 
 def node_labels(cfg: DeployConfig) -> dict[str, str]:
-    """The node's labels, the same on the VM and the queued resource's node."""
-    return {"deployment": cfg.name, "provisioning": cfg.provisioning, **cfg.labels}
+    """The node's labels, the same on the VM and the queued resource's node. A ladder's node
+    also says which rung it is (from 1): `make status` reads it from the node itself."""
+    rung = {} if cfg.rung_index is None else {RUNG_LABEL: str(cfg.rung_index + 1)}
+    return {"deployment": cfg.name, "provisioning": cfg.provisioning, **rung, **cfg.labels}
 
 
 def node_description(cfg: DeployConfig) -> str:

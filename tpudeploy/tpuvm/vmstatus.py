@@ -11,6 +11,7 @@ from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.tpuvm import guestattributes
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm.deadline_target import node_url
+from tpudeploy.tpuvm.rungstatus import rung_lines
 from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 
 
@@ -37,6 +38,9 @@ def status(cfg: DeployConfig, project: str) -> int:
         ext, internal = report["external_ip"] or "-", report["internal_ip"] or "-"
         print(printable(f"  external IP {ext}, internal IP {internal}"))
         print("\n".join(printable(line) for line in lines(cfg, project, state)))
+    # A capacity ladder: which rung runs (tpuvm/rungstatus.py).
+    for line in rung_lines(cfg, labels=report.get("node_labels")):
+        print(printable(line))
     if report["node_state"] != "NOT_FOUND":
         # What the node says it runs, and how its boot compared with the planner.
         print("\n".join(printable(line) for line in guestattributes.status_lines(cfg, project)))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tools.rehearsal.fakes import tpu_rules
 from tools.rehearsal.fakes.base import Answer, LoopbackServer
 from tools.rehearsal.fakes.iamrules import (
     TPU_LOCATION,
@@ -116,6 +117,10 @@ class FakeTpuApi:
         self._faults: list[_Fault] = []
         self._operations: dict[str, dict[str, Any]] = {}
         self._create_op_errors: list[dict[str, Any]] = []
+        # Capacity rules (tpu_rules.capacity_refusal): (zone, accelerator, provisioning) out of
+        # stock, (region, provisioning) whose quota is spent.
+        self.stockouts: set[tuple[str, str, str]] = set()
+        self.spent_quotas: set[tuple[str, str]] = set()
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._server = LoopbackServer(self._serve)
@@ -411,6 +416,17 @@ class FakeTpuApi:
         refused = self._refuse_node(parent, body)
         if refused is not None:
             return refused
+        capacity = tpu_rules.capacity_refusal(
+            body,
+            parent.rsplit("/", 1)[-1],
+            stockouts=self.stockouts,
+            spent_quotas=self.spent_quotas,
+            eid=next(self._ids),
+        )
+        if capacity is not None and capacity[0] == "quota":
+            return self._error(capacity[1], capacity[2])
+        if capacity is not None:  # accepted, then the operation fails: no node is left
+            return 200, self._new_operation(parent, {"code": capacity[1], "message": capacity[2]})
         self._nodes[name] = self._node_view(name, body)
         self._boots[name] = self._boots.get(name, 0) + 1  # a new VM boots its startup script
         return 200, self._new_operation(parent)

@@ -1,4 +1,5 @@
-"""What the TPU API lets change on a running node, and what such a change does not do."""
+"""What the TPU API lets change on a running node, what such a change does not do, and how a
+create is refused when the zone has no capacity or the quota is spent."""
 
 from __future__ import annotations
 
@@ -32,3 +33,62 @@ def apply_patch(node: dict[str, Any], update_mask: str, body: Any) -> str:
         else:
             node[field_name] = json.loads(json.dumps(body.get(field_name)))
     return ""
+
+
+# ---- capacity: what a create is answered when the zone has no TPU free, or the quota is spent
+
+# A stockout finishes the create's long-running operation with google.rpc.Code 8
+# (RESOURCE_EXHAUSTED) and this text, the zone named: the provider relays it as "Error waiting for
+# Creating Vm: Error code 8, message: There is no more capacity in the zone "us-central1-c"; you
+# can try in another zone where Cloud TPU Nodes are offered (see
+# https://cloud.google.com/tpu/docs/regions) [EID: 0x9171da80a38afc2]"
+# (github.com/hashicorp/terraform-provider-google/issues/21243, google_tpu_v2_vm); Google's own
+# diagnostic tool matches the same two phrases on tpu CreateNode failures (github.com/
+# GoogleCloudPlatform/gcpdiag, lint rule "Cloud TPU resource availability").
+STOCKOUT_CODE = 8
+STOCKOUT_MESSAGE = (
+    'There is no more capacity in the zone "{zone}"; you can try in another zone where Cloud TPU '
+    "Nodes are offered (see https://cloud.google.com/tpu/docs/regions) [EID: 0x{eid:x}]"
+)
+# A spent quota is refused at the create call itself, HTTP 429 RESOURCE_EXHAUSTED ("If you
+# exceeded a quota value with an HTTP/REST request, Google Cloud returns an HTTP 429 TOO MANY
+# REQUESTS status code", cloud.google.com/docs/quotas/troubleshoot), worded as gcloud shows the
+# TPU API's answer: "RESOURCE_EXHAUSTED: Quota limit '...' has been exceeded. Limit: 0,0 in
+# region us-central1,zone us-central1-a". The quota's name per model is the TPU quota page's for
+# v5e serving (cloud.google.com/tpu/docs/quota): on-demand and preemptible (spot) apart.
+QUOTA_STATUS = 429
+QUOTA_MESSAGE = "Quota limit '{quota}' has been exceeded. Limit: 0 in region {region}."
+QUOTA_NAMES = {
+    "on-demand": "tpu-v5s-litepod-serving",
+    "spot": "tpu-v5s-litepod-serving-preemptible",
+}
+
+
+def provisioning_of(node: dict[str, Any]) -> str:
+    """The provisioning model a node create asks for (TPU v2 Node.schedulingConfig: spot,
+    preemptible; neither is on-demand)."""
+    scheduling = node.get("schedulingConfig") or {}
+    if scheduling.get("spot") or scheduling.get("preemptible"):
+        return "spot"
+    return "on-demand"
+
+
+def capacity_refusal(
+    node: dict[str, Any],
+    zone: str,
+    *,
+    stockouts: set[tuple[str, str, str]],
+    spent_quotas: set[tuple[str, str]],
+    eid: int,
+) -> tuple[str, int, str] | None:
+    """How a node create in `zone` is refused, by rule: ("quota", http status, message) at the
+    call, ("stockout", rpc code, message) in its operation, or None. `stockouts` holds (zone,
+    accelerator type, provisioning) out of capacity; `spent_quotas` (region, provisioning)."""
+    model = provisioning_of(node)
+    region = zone.rsplit("-", 1)[0]
+    if (region, model) in spent_quotas:
+        quota = QUOTA_NAMES.get(model, model)
+        return ("quota", QUOTA_STATUS, QUOTA_MESSAGE.format(quota=quota, region=region))
+    if (zone, str(node.get("acceleratorType", "")), model) in stockouts:
+        return ("stockout", STOCKOUT_CODE, STOCKOUT_MESSAGE.format(zone=zone, eid=eid))
+    return None

@@ -93,11 +93,30 @@ class TpuV2Vm(Resource):
 
     def create(self, planned: State) -> State:
         parent = self._parent(planned)
-        self.client.call(
+        op = self.client.call(
             "POST", f"/v2/{parent}/nodes", self._body(planned), query={"nodeId": planned["name"]}
         )
+        self._wait_operation(op or {})
         node = self._wait_ready(f"{parent}/nodes/{planned['name']}")
         return self._computed(node, planned)
+
+    def _wait_operation(self, op: Mapping[str, Any]) -> None:
+        """As the real provider: poll the create's operation, and fail with its error in the
+        provider's words (TpuV2OperationWaitTime; relayed as "Error waiting to create Vm: Error
+        waiting for Creating Vm: Error code 8, message: There is no more capacity in the zone
+        ...", hashicorp/terraform-provider-google#21243). The resource is then not in state."""
+        name = op.get("name")
+        for _ in range(60):
+            if not name or op.get("done"):
+                break
+            time.sleep(0.2)
+            op = self.client.call("GET", f"/v2/{name}") or {}
+        error = op.get("error")
+        if error:
+            raise ApiError(
+                "Error waiting to create Vm: Error waiting for Creating Vm: Error code "
+                f"{error.get('code')}, message: {error.get('message')}"
+            )
 
     def _wait_ready(self, name: str) -> dict[str, Any]:
         for _ in range(60):

@@ -326,6 +326,7 @@ class QueuedResourceClient:
             "node_health": (node or {}).get("health"),
             "internal_ip": internal,
             "external_ip": external,
+            "node_labels": dict((node or {}).get("labels") or {}),
         }
 
 
