@@ -84,6 +84,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # them; the platform gives the label selector).
             "tpudeploy.dashboard",
             "tpudeploy.alertpolicies",
+            # The log contract (log ids, the deployment label, the filters) both platforms build
+            # their `make logs` query from.
+            "tpudeploy.logsources",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),
@@ -95,6 +98,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.cli",
             "tpudeploy.benchcli",
             "tpudeploy.dashboardcli",
+            "tpudeploy.logscli",
             "tpudeploy.tune",
             "tpudeploy.gitops",
             "tpudeploy.preflight",

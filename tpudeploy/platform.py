@@ -99,6 +99,20 @@ class Platform(Protocol):
         project's (the dashboard's and the alert policies': tpudeploy/dashboard.py)."""
         ...
 
+    def log_filter(
+        self,
+        cfg: DeployConfig,
+        project: str,
+        whats: tuple[str, ...],
+        *,
+        now: datetime.datetime,
+        since_s: int,
+    ) -> str:
+        """`make logs`: the Logging query that reads this deployment's logs of the kinds
+        `whats` (tpudeploy.logsources.WHATS) in the `since_s` seconds before `now`, and no
+        other deployment's (tpudeploy/logsources.py holds the contract)."""
+        ...
+
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         """The cost and capacity lines `make synth`, `make check` and `make cost` end with."""
         ...
