@@ -87,6 +87,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # The log contract (log ids, the deployment label, the filters) both platforms build
             # their `make logs` query from.
             "tpudeploy.logsources",
+            # What watching costs a month (make check's line), from config/prices.py's rates.
+            "tpudeploy.watchcost",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),

@@ -262,13 +262,23 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
             "dashboard and alerts: not declared for a pipeline deployment (its deploy identity "
             "holds no Cloud Monitoring permissions); see docs/see-it-running.md"
         ]
+    from tpudeploy.gke.metrics import published
+    from tpudeploy.watchcost import line as watching_cost_line
+
     gap = platform_for(cfg).metrics_gap
-    titles = ", ".join(p.title for p in declared(metrics_flow=gap is None))
+    policies = declared(metrics_flow=gap is None)
+    titles = ", ".join(p.title for p in policies)
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "
         f"policies: {titles} (none on a node preemption: no metric records one; see "
         "docs/see-it-running.md)",
         notifications_line(cfg),
+        watching_cost_line(
+            cfg,
+            metric_types=list(published().values()),
+            conditions=len(policies),
+            metrics_flow=gap is None,
+        ),
     ]
     if gap:
         lines.append(f"dashboard: {gap}")
