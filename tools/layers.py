@@ -87,6 +87,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # The log contract (log ids, the deployment label, the filters) both platforms build
             # their `make logs` query from.
             "tpudeploy.logsources",
+            # The log-based metrics (LogMetric JSON), their tiles and PromQL names.
+            "tpudeploy.logmetrics",
             # What watching costs a month (make check's line), from config/prices.py's rates.
             "tpudeploy.watchcost",
         ),

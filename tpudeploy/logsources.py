@@ -106,6 +106,27 @@ def gke_filter(
     return f"({' OR '.join(parts)}) AND {since_clause(now, since_s)}"
 
 
+def tpuvm_metric_filter(*, deployment: str, what: str) -> str:
+    """A log-based metric's filter over one deployment's node log `what`: by log ID (the
+    query language's log_id function, so the stack needs no project id in it) and label."""
+    return (
+        f"log_id({quoted(TPUVM_LOG_IDS[what])}) AND labels.{DEPLOYMENT_LABEL}={quoted(deployment)}"
+    )
+
+
+def gke_metric_filter(*, cluster: str, namespace: str, what: str) -> str | None:
+    """A log-based metric's filter over one deployment's container `what`; None for "boot",
+    which GKE writes as unstructured container lines and events, nothing a metric can read."""
+    if what not in GKE_CONTAINERS:
+        return None
+    return (
+        f"resource.type={quoted(GKE_CONTAINER_RESOURCE)} AND "
+        f"resource.labels.cluster_name={quoted(cluster)} AND "
+        f"resource.labels.namespace_name={quoted(namespace)} AND "
+        f"resource.labels.container_name={quoted(GKE_CONTAINERS[what])}"
+    )
+
+
 def what_of(entry: dict[str, object]) -> str:
     """Which of WHATS an entry read by either filter is (for printing)."""
     name = str(entry.get("logName", ""))

@@ -141,6 +141,11 @@ class Gke:
             since_s=since_s,
         )
 
+    def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        return logsources.gke_metric_filter(
+            cluster=identifiers.cluster_name(cfg), namespace=identifiers.namespace(cfg), what=what
+        )
+
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         from tpudeploy.gke.cache import cache_findings
         from tpudeploy.gke.scaleplan import configured

@@ -101,6 +101,9 @@ class TpuVm:
             project=project, deployment=cfg.name, whats=whats, now=now, since_s=since_s
         )
 
+    def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        return logsources.tpuvm_metric_filter(deployment=cfg.name, what=what)
+
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         return planner.synth_summary(cfg, today=today)
 

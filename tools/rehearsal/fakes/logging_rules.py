@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from tools.rehearsal.fakes.monitoring_rules import Rule, check
 
@@ -102,6 +103,13 @@ RULES = (
         "issue's reading: the stored copies did not quote the timestamp section",
         QUERY_PAGE,
         '(the issue) timestamp >= "2023-11-29T23:00:00Z"',
+    ),
+    Rule(
+        "log_id(ID) matches the entries of that log ID, whatever the project (the log name's "
+        "last part, URL-encoded). Rests on the issue's reading: the stored copies did not quote "
+        "the functions section",
+        QUERY_PAGE,
+        '(the page\'s example) log_id("cloudaudit.googleapis.com/activity")',
     ),
     Rule(
         "two comparisons side by side with no operator are joined by AND. Rests on Google's "
@@ -229,6 +237,8 @@ class _Parser:
         if tok.kind not in ("word", "str"):
             raise FilterError(f"unexpected {tok.text!r} at column {tok.at + 1}")
         nxt = self.peek()
+        if tok.kind == "word" and nxt is not None and nxt.kind == "(":
+            return self.function(tok)
         if nxt is None or nxt.kind != "op":
             needle = tok.text.lower()
             return lambda e: needle in json.dumps(e).lower()  # a global restriction
@@ -241,6 +251,17 @@ class _Parser:
         if value.kind not in ("word", "str"):
             raise FilterError(f"a value expected after {op!r} at column {value.at + 1}")
         return _compare(tok.text, op, value.text)
+
+    def function(self, name: _Tok) -> Predicate:
+        """log_id("ID"): the entries whose logName ends in /logs/ID (the only function the
+        fake knows; any other is refused, as a function the API does not have would be)."""
+        self.take()  # (
+        arg = self.take()
+        close = self.take()
+        if name.text != "log_id" or arg.kind != "str" or close.kind != ")":
+            raise FilterError(f"unknown function or bad argument at column {name.at + 1}")
+        suffix = "/logs/" + quote(arg.text, safe="")
+        return lambda e: str(e.get("logName", "")).endswith(suffix)
 
     def value_list(self, path: str, op: str) -> Predicate:
         """FIELD OP ("a" OR "b"): the comparison with each value, joined as written (the
