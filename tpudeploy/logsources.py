@@ -42,9 +42,10 @@ DEPLOYMENT_LABEL: Final = "tpudeploy_deployment"
 # GKE: the pod's containers whose logs `make logs` reads (tpudeploy/gke/pod.py names them in
 # the pod; tests/gke/test_gke_logsources.py ties the two).
 GKE_CONTAINERS: Final = {"vllm": "vllm", "frontdoor": "frontdoor"}
-# "Container logs: resource.type k8s_container" and the pod's Kubernetes events in the log
-# `events` on resource k8s_pod (cloud.google.com/kubernetes-engine/docs/how-to/
-# view-logs, rests on the issue's reading where the stored page did not quote it).
+# GKE's container logs on resource k8s_container (cluster_name, namespace_name, container_name),
+# a single-line JSON stdout line parsed into jsonPayload, and the pods' Kubernetes events in the
+# log `events` on resource k8s_pod: these rest on the issue's reading; no Google page on GKE's
+# log resources or its JSON parsing was found in the stored corpus (searched 2026-12-03).
 GKE_CONTAINER_RESOURCE: Final = "k8s_container"
 GKE_POD_RESOURCE: Final = "k8s_pod"
 GKE_EVENTS_LOG_ID: Final = "events"
