@@ -8,12 +8,12 @@ import datetime
 import pytest
 
 from tpudeploy import watchcost
-from tpudeploy.alertpolicies import declared
+from tpudeploy.alertpolicies import declared, log_policies
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.config.prices import WATCHING_AS_OF, WATCHING_PRICES
 from tpudeploy.gke.metrics import published
 from tpudeploy.planner.cost import HOURS_PER_MONTH
-from tpudeploy.platform import watching_lines
+from tpudeploy.platform import log_metrics_for, watching_lines
 
 TYPES = list(published().values())
 GIB = 2**30
@@ -56,8 +56,12 @@ def test_make_check_prices_the_policies_each_platform_declares() -> None:
     vm, gke = _cfg(None), _cfg(None, "gke")
     vm_line = next(x for x in watching_lines(vm) if x.startswith("watching:"))
     gke_line = next(x for x in watching_lines(gke) if x.startswith("watching:"))
-    assert f"{len(declared(metrics_flow=False))} conditions" in vm_line
-    assert f"{len(declared(metrics_flow=True))} conditions" in gke_line
+    # the PromQL policies where vLLM's metrics flow, and those over the log-based metrics
+    for cfg, line, flow in ((vm, vm_line, False), (gke, gke_line, True)):
+        count = len(declared(metrics_flow=flow)) + len(
+            log_policies(cfg, tuple(log_metrics_for(cfg)))
+        )
+        assert f"{count} conditions" in line
     # the TPU VM ships no metrics yet: none are counted in its total
     assert "vLLM metrics $0 now" in vm_line and "vLLM metrics $0 now" not in gke_line
     assert "1 client" in vm_line and "set [load] expected_clients" in vm_line
