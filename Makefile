@@ -28,7 +28,7 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 .PHONY: help install synth diff deploy deploy-secrets destroy destroy-cluster destroy-all test lint scan clean check \
 	preflight \
 	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
-	bootstrap bootstrap-synth bootstrap-scan bootstrap-check state-init secret api-key tls-cert usage dashboard wait pin smoke accept endpoint tunnel \
+	bootstrap bootstrap-synth bootstrap-scan bootstrap-check state-init secret api-key tls-cert usage logs dashboard wait pin smoke accept endpoint tunnel \
 	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
 
 # Sorted by name, the descriptions in one column however long the longest target name is.
@@ -195,6 +195,9 @@ tls-cert: $(VENV_STAMP) ## Make and store the deployment's front-door certificat
 
 dashboard: $(VENV_STAMP) ## The deployment's Cloud Monitoring dashboard: its console URL and the gcloud command
 	@$(PY) -m tpudeploy.dashboardcli
+
+logs: $(VENV_STAMP) ## The deployment's logs from Cloud Logging, no SSH (SINCE=1h, WHAT=vllm|frontdoor|boot)
+	@$(PY) -m tpudeploy.logscli $${SINCE:+--since "$$SINCE"} $${WHAT:+--what "$$WHAT"}
 
 usage: $(VENV_STAMP) ## Per client: requests, errors, p50/p95, output tokens, share of the chips' cost (SINCE=24h, CLIENT=)
 	@$(PY) -m tpudeploy usage $${SINCE:+--since "$$SINCE"} $${CLIENT:+--client "$$CLIENT"}

@@ -46,6 +46,7 @@ REQUIRED_SERVICES = (
     "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
     "iam.googleapis.com",
+    "logging.googleapis.com",  # the dashboard's log-based metrics (stacks/watch.py)
     "monitoring.googleapis.com",  # the dashboard and alert policies (stacks/watch.py)
     "secretmanager.googleapis.com",
     "storage.googleapis.com",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cdktf import TerraformOutput
+from cdktf_cdktf_provider_google_beta.google_logging_metric import GoogleLoggingMetric
 from cdktf_cdktf_provider_google_beta.google_monitoring_alert_policy import (
     GoogleMonitoringAlertPolicy,
     GoogleMonitoringAlertPolicyConditions,
@@ -23,7 +24,8 @@ from stacks.common import terraform_literal
 from tpudeploy.alertpolicies import alert_policies, email_channel
 from tpudeploy.config import DeployConfig
 from tpudeploy.dashboard import dashboard_json
-from tpudeploy.platform import platform_for
+from tpudeploy.logmetrics import tiles
+from tpudeploy.platform import log_metrics_for, platform_for
 
 
 def dashboard(
@@ -31,7 +33,11 @@ def dashboard(
 ) -> None:
     """The dashboard, in the long-lived stack: it costs nothing to keep, and its tiles show the
     history of every node the deployment has had, across re-creations. The Monitoring API
-    (dashboards v1, alert policies v3) is enabled with the others (secrets.REQUIRED_SERVICES)."""
+    (dashboards v1, alert policies v3) is enabled with the others (secrets.REQUIRED_SERVICES).
+    The log-based metrics its tiles read live beside it, for the same reason."""
+    metrics = log_metrics_for(cfg)
+    for key, metric in metrics.items():
+        log_metric(scope, key, metric, project, services)
     board = GoogleMonitoringDashboard(
         scope,
         "dashboard",
@@ -39,12 +45,50 @@ def dashboard(
         # Config strings (the served model name in its title) reach the API as written, never
         # as a Terraform expression (tests/stacks/test_terraform.py's hostile config).
         dashboard_json=terraform_literal(
-            dashboard_json(cfg, selector=platform_for(cfg).metrics_selector(cfg))
+            dashboard_json(
+                cfg,
+                selector=platform_for(cfg).metrics_selector(cfg),
+                extra=tiles(cfg, tuple(metrics)),
+            )
         ),
         depends_on=services,
     )
     # projects/P/dashboards/ID: `make dashboard` prints the console URL from it.
     TerraformOutput(scope, "dashboard_id", value=board.id)
+
+
+def log_metric(
+    scope: Construct,
+    key: str,
+    metric: dict[str, Any],
+    project: str,
+    services: list[GoogleProjectService],
+) -> None:
+    """One LogMetric (tpudeploy/logmetrics.py's JSON) as google_logging_metric."""
+    body = _literal(metric)
+    descriptor = body["metricDescriptor"]
+    buckets = body.get("bucketOptions", {}).get("explicitBuckets")
+    GoogleLoggingMetric(
+        scope,
+        f"log-metric-{key}",
+        project=project,
+        name=body["name"],
+        description=body["description"],
+        filter=body["filter"],
+        metric_descriptor={
+            "metric_kind": descriptor["metricKind"],
+            "value_type": descriptor["valueType"],
+            "unit": descriptor["unit"],
+            "labels": [
+                {"key": x["key"], "value_type": x["valueType"], "description": x["description"]}
+                for x in descriptor["labels"]
+            ],
+        },
+        label_extractors=body.get("labelExtractors"),
+        value_extractor=body.get("valueExtractor"),
+        bucket_options={"explicit_buckets": {"bounds": buckets["bounds"]}} if buckets else None,
+        depends_on=services,
+    )
 
 
 def _literal(value: Any) -> Any:
@@ -108,6 +152,7 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
         selector=platform.metrics_selector(cfg),
         channels=[c.name for c in channels],
         metrics_flow=platform.metrics_gap is None,
+        log_metric_keys=tuple(log_metrics_for(cfg)),
     )
     for key, policy in policies.items():
         GoogleMonitoringAlertPolicy(

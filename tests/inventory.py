@@ -33,6 +33,8 @@ KEYS: dict[str, tuple[str, ...]] = {
         "notification_channels",
     ),
     "google_monitoring_notification_channel": ("type", "labels"),
+    # A log-based metric's name (per deployment) and the filter that keeps it to its own logs.
+    "google_logging_metric": ("name", "filter"),
     "google_service_account": ("account_id",),
     "google_secret_manager_secret": ("secret_id", "labels"),
     "google_secret_manager_secret_iam_member": ("secret_id", "role", "member", "condition"),

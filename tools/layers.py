@@ -84,6 +84,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # them; the platform gives the label selector).
             "tpudeploy.dashboard",
             "tpudeploy.alertpolicies",
+            # The log contract (log ids, the deployment label, the filters) both platforms build
+            # their `make logs` query from.
+            "tpudeploy.logsources",
+            # The log-based metrics (LogMetric JSON), their tiles and PromQL names.
+            "tpudeploy.logmetrics",
+            # What watching costs a month (make check's line), from config/prices.py's rates.
+            "tpudeploy.watchcost",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),
@@ -96,6 +103,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.benchcli",
             "tpudeploy.dashboardcli",
             "tpudeploy.deploywalk",
+            "tpudeploy.logscli",
             "tpudeploy.tune",
             "tpudeploy.gitops",
             "tpudeploy.preflight",

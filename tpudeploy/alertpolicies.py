@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tpudeploy import logmetrics
 from tpudeploy.config import DeployConfig
 from tpudeploy.dashboard import KV_WALL, query
 
@@ -115,14 +116,57 @@ def declared(*, metrics_flow: bool) -> tuple[Policy, ...]:
     return tuple(p for p in POLICIES if metrics_flow or p.key not in ABSENCE_POLICIES)
 
 
+# More than this share of the front door's requests failing (5xx or 429) for 5 minutes.
+ERROR_SHARE = 0.05
+
+
+def log_policies(cfg: DeployConfig, log_metric_keys: tuple[str, ...]) -> tuple[Policy, ...]:
+    """The policies over the deployment's log-based metrics (tpudeploy/logmetrics.py), for
+    those declared (`log_metric_keys`): their queries name the deployment's own metrics."""
+    out = []
+    if "frontdoor-requests" in log_metric_keys:
+        out.append(
+            Policy(
+                "errors",
+                "Errors or 429s above 5% of requests",
+                f"{logmetrics.error_rate_query(cfg)} > {ERROR_SHARE}",
+                FIVE_MINUTES,
+                "Clients see failures: 5xx from vLLM (a crash, an engine restart, a request "
+                "past max_model_len) or 429 from the front door (a client over its [access.limits] "
+                "streams or rate, set from the planner's KV wall).",
+                "make usage shows which client fails and how; make logs WHAT=frontdoor shows the "
+                "lines, WHAT=vllm the server's. Raise a client's limit only below the KV wall "
+                "(make check shows it).",
+            )
+        )
+    if "bootcheck-disagreements" in log_metric_keys:
+        out.append(
+            Policy(
+                "boot-disagrees",
+                "Boot log disagrees with the planner",
+                f"{logmetrics.bootcheck_query(cfg)} > 0",
+                "0s",
+                "The build log: verify from the boot log, never from the flag being accepted. "
+                "The node's check found the running vLLM's KV pool, context or flags other than "
+                "the planner's: the capacity and cost the project reports are not this server's.",
+                "make logs WHAT=boot names what disagrees; pin the image the planner was checked "
+                "against (make pin) or fix the flag, then make deploy.",
+            )
+        )
+    return tuple(out)
+
+
 def alert_policies(
-    cfg: DeployConfig, *, selector: str, channels: list[str], metrics_flow: bool
+    cfg: DeployConfig,
+    *,
+    selector: str,
+    channels: list[str],
+    metrics_flow: bool,
+    log_metric_keys: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every policy this deployment gets, by its stable key."""
-    return {
-        p.key: alert_policy(cfg, p, selector=selector, channels=channels)
-        for p in declared(metrics_flow=metrics_flow)
-    }
+    policies = declared(metrics_flow=metrics_flow) + log_policies(cfg, log_metric_keys)
+    return {p.key: alert_policy(cfg, p, selector=selector, channels=channels) for p in policies}
 
 
 def email_channel(cfg: DeployConfig, address: str) -> dict[str, Any]:

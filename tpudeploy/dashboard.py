@@ -183,8 +183,24 @@ def _cost_tiles(cfg: DeployConfig, selector: str) -> list[dict[str, Any]]:
             }
         },
     }
+    # $/M output tokens at the measured rate: the chips' $/hour over the tokens an hour the
+    # servers put out now (5-minute rate). It assumes the chips bill exactly while a server
+    # reports, and draws nothing while no token flows (a division by zero).
+    per_million = {
+        "title": "Cost per million output tokens (USD, at the measured rate)",
+        "scorecard": {
+            "timeSeriesQuery": {
+                "prometheusQuery": (
+                    f"{query(SERVERS_QUERY, selector)} * {chips * per_chip:.4f} / "
+                    f"(sum(rate(vllm:generation_tokens_total{{{selector}}}[{WINDOW}])) * 3600)"
+                    " * 1e6"
+                ),
+                "unitOverride": "USD",
+            }
+        },
+    }
     source_tile = {"title": "Cost now: source", "text": {"content": text, "format": "MARKDOWN"}}
-    return [scorecard, source_tile]
+    return [scorecard, per_million, source_tile]
 
 
 def display_name(cfg: DeployConfig) -> str:
@@ -192,9 +208,13 @@ def display_name(cfg: DeployConfig) -> str:
     return f"{cfg.name}: vLLM {cfg.vllm.served_model_name}"
 
 
-def dashboard(cfg: DeployConfig, *, selector: str) -> dict[str, Any]:
-    """The Dashboard resource (Monitoring API v1) for this deployment."""
+def dashboard(
+    cfg: DeployConfig, *, selector: str, extra: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The Dashboard resource (Monitoring API v1) for this deployment; `extra`: more widgets
+    (the log-based metrics' tiles, tpudeploy/logmetrics.py)."""
     widgets = [_xy(chart, selector) for chart in CHARTS] + _cost_tiles(cfg, selector)
+    widgets += extra or []
     tiles = []
     for i, widget in enumerate(widgets):
         tiles.append(
@@ -213,8 +233,10 @@ def dashboard(cfg: DeployConfig, *, selector: str) -> dict[str, Any]:
     }
 
 
-def dashboard_json(cfg: DeployConfig, *, selector: str) -> str:
-    return json.dumps(dashboard(cfg, selector=selector), sort_keys=True)
+def dashboard_json(
+    cfg: DeployConfig, *, selector: str, extra: list[dict[str, Any]] | None = None
+) -> str:
+    return json.dumps(dashboard(cfg, selector=selector, extra=extra), sort_keys=True)
 
 
 def queries(document: dict[str, Any]) -> list[str]:

@@ -99,6 +99,15 @@ NEEDS: dict[str, Need] = {
         "roles/monitoring.dashboardEditor",
         "https://cloud.google.com/iam/docs/roles-permissions/monitoring",
     ),
+    # The dashboard's log-based metrics (Logging API v2 projects.metrics): created under "the
+    # resource name of the project in which to create the metric" (the discovery document);
+    # roles/logging.configWriter holds logging.logMetrics.* (the roles page was not in the
+    # stored corpus: the role rests on the issue's reading).
+    "google_logging_metric": Need(
+        _crud("logging.logMetrics"),
+        "roles/logging.configWriter",
+        "https://cloud.google.com/iam/docs/roles-permissions/logging",
+    ),
     "google_monitoring_alert_policy": Need(
         _crud("monitoring.alertPolicies"),
         "roles/monitoring.alertPolicyEditor",
@@ -290,7 +299,7 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
     ),
     # The dashboard is the long-lived stack's; the alert policies end with the billing stack
     # (stacks/watch.py). Not declared for a pipeline deployment.
-    "secrets (the dashboard)": ("google_monitoring_dashboard",),
+    "secrets (the dashboard)": ("google_monitoring_dashboard", "google_logging_metric"),
     "billing (the alert policies)": ("google_monitoring_alert_policy",),
     "billing ([alerts] emails: their channels)": ("google_monitoring_notification_channel",),
     "node (all models)": ("google_compute_firewall",),

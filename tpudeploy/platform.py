@@ -99,6 +99,26 @@ class Platform(Protocol):
         project's (the dashboard's and the alert policies': tpudeploy/dashboard.py)."""
         ...
 
+    def log_filter(
+        self,
+        cfg: DeployConfig,
+        project: str,
+        whats: tuple[str, ...],
+        *,
+        now: datetime.datetime,
+        since_s: int,
+    ) -> str:
+        """`make logs`: the Logging query that reads this deployment's logs of the kinds
+        `whats` (tpudeploy.logsources.WHATS) in the `since_s` seconds before `now`, and no
+        other deployment's (tpudeploy/logsources.py holds the contract)."""
+        ...
+
+    def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        """The filter of a log-based metric over this deployment's log `what` (no project, no
+        time: the metric counts from its creation on), or None where the platform writes no
+        such structured log."""
+        ...
+
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         """The cost and capacity lines `make synth`, `make check` and `make cost` end with."""
         ...
@@ -237,9 +257,18 @@ def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> l
     return lines
 
 
+def log_metrics_for(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
+    """The deployment's log-based metrics (LogMetric JSON by key), over the logs its platform
+    writes (Platform.log_metric_filter)."""
+    from tpudeploy.logmetrics import log_metrics
+
+    platform = platform_for(cfg)
+    return log_metrics(cfg, lambda what: platform.log_metric_filter(cfg, what))
+
+
 def watching_lines(cfg: DeployConfig) -> list[str]:
     """The dashboard and the alert policies: where they are, what they show, who they notify."""
-    from tpudeploy.alertpolicies import declared, notifications_line
+    from tpudeploy.alertpolicies import declared, log_policies, notifications_line
 
     if cfg.gitops_managed:
         # The deploy identity would need monitoring.dashboards.* and alertPolicies.* on the
@@ -248,13 +277,23 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
             "dashboard and alerts: not declared for a pipeline deployment (its deploy identity "
             "holds no Cloud Monitoring permissions); see docs/see-it-running.md"
         ]
+    from tpudeploy.gke.metrics import published
+    from tpudeploy.watchcost import line as watching_cost_line
+
     gap = platform_for(cfg).metrics_gap
-    titles = ", ".join(p.title for p in declared(metrics_flow=gap is None))
+    policies = declared(metrics_flow=gap is None) + log_policies(cfg, tuple(log_metrics_for(cfg)))
+    titles = ", ".join(p.title for p in policies)
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "
         f"policies: {titles} (none on a node preemption: no metric records one; see "
         "docs/see-it-running.md)",
         notifications_line(cfg),
+        watching_cost_line(
+            cfg,
+            metric_types=list(published().values()),
+            conditions=len(policies),
+            metrics_flow=gap is None,
+        ),
     ]
     if gap:
         lines.append(f"dashboard: {gap}")

@@ -92,9 +92,10 @@ def test_the_seeds_config_is_quiet_but_for_its_moving_tag() -> None:
         "safe concurrency",
         "dashboard",
         "alerts",
+        "watching",
         "dashboard",
     ]
-    assert summary[-2].startswith("alerts: the policies notify nobody")
+    assert summary[-3].startswith("alerts: the policies notify nobody")
     assert "stay empty on the TPU VM" in summary[-1]
     assert summary[0].startswith("warning: vllm.image = 'vllm/vllm-tpu:nightly': a tag")
     assert summary[1].startswith("cost: $0.6000/h (flex-start")

@@ -32,7 +32,12 @@ def test_the_tpu_vm_declares_a_dashboard_and_its_alerts(default_stacks: Stacks) 
     assert board["displayName"].startswith(f"{cfg.name}: ")
     assert not _dashboards(default_stacks[cfg.node_stack_name])
     policies = _policies(default_stacks[cfg.node_stack_name])
-    assert set(policies) == {"alert-kv-wall", "alert-waiting"}
+    assert set(policies) == {
+        "alert-kv-wall",
+        "alert-waiting",
+        "alert-errors",
+        "alert-boot-disagrees",
+    }
     assert not _policies(default_stacks[cfg.secrets_stack_name])
 
 
@@ -63,11 +68,18 @@ def test_gke_pair_each_its_own_dashboard_policies_and_series(
         assert problems(board, "Dashboard") == []
         policies = _policies(stacks[cfg.serving_stack_name])
         assert not _policies(stacks[cfg.gke_stack_name])
-        assert set(policies) == {"alert-kv-wall", "alert-waiting", "alert-no-server"}
+        assert set(policies) == {
+            "alert-kv-wall",
+            "alert-waiting",
+            "alert-no-server",
+            "alert-errors",
+        }
         for policy in policies.values():
             body = _api_body(policy)
             assert problems(body, "AlertPolicy") == [], body
             query = body["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]
-            assert f'cluster="{cfg.name}"' in query
+            # vLLM's series by the cluster's label; the log-based metrics by their own name
+            own_metric = f"user_{cfg.name.replace('-', '_')}_"
+            assert f'cluster="{cfg.name}"' in query or own_metric in query
         names.append({board["displayName"], *(p["display_name"] for p in policies.values())})
     assert not names[0] & names[1]

@@ -28,6 +28,7 @@ from tpudeploy import terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.deadline import GRANT_MARGIN_SECONDS
 from tpudeploy.gke import identifiers
+from tpudeploy.logmetrics import SPECS
 from tpudeploy.platform import platform_for
 
 # The kinds the serving stack applies (stacks/gke/serving.py); the rehearsal checks each landed.
@@ -54,11 +55,12 @@ DEFAULT_ENABLED = ("logging.googleapis.com", "monitoring.googleapis.com")
 # one VPC must not touch each other): another name, the same shipped settings otherwise.
 NEIGHBOUR = "gemma4-gke-b"
 
-# Each GKE deployment's dashboard (secrets stack) and alert policies (serving stack: KV wall,
-# waiting, no server; no email channel in the rehearsal's config), labelled with its name. The
-# neighbour deploys no serving stack: its dashboard only.
-WATCHING = {"dashboards": 1, "alertPolicies": 3}
-NEIGHBOUR_WATCHING = {"dashboards": 1}
+# Each GKE deployment's dashboard and its log-based metric (secrets stack: front-door requests;
+# GKE has no structured boot log) and alert policies (serving stack: KV wall, waiting, no server,
+# errors; no email channel in the rehearsal's config), each its own by label or name. The
+# neighbour deploys no serving stack: its dashboard and metric only.
+WATCHING = {"dashboards": 1, "alertPolicies": 4, "metrics": 1}
+NEIGHBOUR_WATCHING = {"dashboards": 1, "metrics": 1}
 
 
 @dataclass
@@ -330,13 +332,20 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             f"{NEIGHBOUR}: secrets and cluster stacks beside {self.cfg.name} in network "
             f"{cfg.network.network}, {cfg.effective_region}; control planes "
             f"{', '.join(sorted(str(r) for r in ranges.values()))}; NATs {', '.join(nats)}; "
-            f"{self.cfg.name}'s dashboard and 3 alert policies, {cfg.name}'s own dashboard"
+            f"{self.cfg.name}'s dashboard, log-based metric and 4 alert policies, {cfg.name}'s "
+            "own dashboard and metric"
         )
 
     def _watching(self, deployment: str) -> dict[str, int]:
-        """The Monitoring objects labelled with `deployment`, by collection."""
+        """The Monitoring objects labelled with `deployment`, by collection, and the log-based
+        metrics named after it (a LogMetric has no labels: its name carries the deployment's)."""
         inv = self.cloud.inventory
         found: dict[str, int] = {}
+        for key in inv.names("logging", f"projects/{REHEARSAL_PROJECT}/metrics/{deployment}-"):
+            # gemma4-gke-... is also a prefix of gemma4-gke-b-...: keep the deployment's own.
+            rest = key.rsplit("/", 1)[-1].removeprefix(f"{deployment}-")
+            if rest in {spec.key for spec in SPECS}:
+                found["metrics"] = found.get("metrics", 0) + 1
         for key in inv.names("monitoring", f"projects/{REHEARSAL_PROJECT}/"):
             obj = inv.get("monitoring", key) or {}
             if {**obj.get("labels", {}), **obj.get("userLabels", {})}.get("deployment") == (

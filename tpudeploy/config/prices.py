@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+from dataclasses import dataclass
 from typing import Any
 
 from tpudeploy import facts, names
@@ -101,3 +102,57 @@ def _date(region: str, item: Any) -> datetime.date:
         f"[prices.{region}] as_of = {item!r} is not a date; write the day you read the rates "
         "as a TOML date, e.g. as_of = 2026-09-01"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class WatchingPrice:
+    """One rate of Google Cloud Observability that watching a deployment pays: $ per `unit`,
+    the first `free` units a month free, and where and how the rate was read."""
+
+    what: str
+    usd: float
+    unit: str
+    free: float
+    source: str
+    quote: str
+
+
+# The day the stored copies of Google's pricing pages below were read (search tool).
+WATCHING_AS_OF = datetime.date(2026, 12, 3)
+LOG_STORAGE = WatchingPrice(
+    "Cloud Logging storage (a one-time charge per GiB written, 30 days' retention included)",
+    0.50,
+    "GiB",
+    50.0,  # per project and month, shared with every other log of the project
+    "https://cloud.google.com/stackdriver/pricing",
+    "Logging storage* $0.50/GiB; One-time charge for streaming logs into log bucket storage "
+    "... includes up to 30 days of storage in log buckets ... First 50 GiB/project/month",
+)
+PROMETHEUS_SAMPLES = WatchingPrice(
+    "Managed Service for Prometheus samples ingested (vLLM's metrics)",
+    0.15,
+    "million samples",
+    0.0,
+    # The current page's copy stops before this row; an archived copy of the same page
+    # (2023-06-05) has it. A third-party page quotes $0.06: the higher, Google's, is used.
+    "https://cloud.google.com/stackdriver/pricing (archived copy of 2023-06-05)",
+    "Metrics ingested by using Google Cloud Managed Service for Prometheus ... $0.15/million "
+    "samples: first 0-50 billion samples ingested",
+)
+ALERT_CONDITION = WatchingPrice(
+    "alerting: each condition of an alert policy",
+    1.50,
+    "condition-month",
+    0.0,
+    "https://cloud.google.com/monitoring/alerts/cost-control",
+    "Condition cost: 1 condition * $1.50 per month = $1.50 per month",
+)
+ALERT_SERIES = WatchingPrice(
+    "alerting: time series a condition's query returns",
+    0.35,
+    "million time series",
+    0.0,
+    "https://cloud.google.com/monitoring/alerts/cost-control",
+    "8.6 million time series returned per month * $0.35 per million time series",
+)
+WATCHING_PRICES = (LOG_STORAGE, PROMETHEUS_SAMPLES, ALERT_CONDITION, ALERT_SERIES)

@@ -52,6 +52,8 @@ RESOURCE_MANAGER: Final = Api(
 )
 SERVICE_USAGE: Final = Api("SERVICEUSAGE_EMULATOR_HOST", "https://serviceusage.googleapis.com/v1")
 CONTAINER: Final = Api("CONTAINER_EMULATOR_HOST", "https://container.googleapis.com/v1")
+# make logs: entries:list (tpudeploy/gcp/logentries.py).
+LOGGING: Final = Api("LOGGING_EMULATOR_HOST", "https://logging.googleapis.com/v2")
 # Called by Terraform's provider only: the rehearsal's stand-in provider reads these
 # (tools/rehearsal/resources/base.py), the project's own code never does.
 COMPUTE: Final = Api("COMPUTE_EMULATOR_HOST", "https://compute.googleapis.com/compute/v1")
@@ -70,4 +72,5 @@ ALL: Final = (
     RESOURCE_MANAGER,
     CONTAINER,
     MONITORING,
+    LOGGING,
 )

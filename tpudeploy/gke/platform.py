@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpudeploy import planner, policy, replicasecrets
+from tpudeploy import logsources, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
@@ -121,6 +121,30 @@ class Gke:
         # stackdriver/docs/managed-prometheus/query: "cluster", "namespace", "job"): the
         # deployment's own cluster and namespace (tpudeploy/gke/manifests.pod_monitoring).
         return f'cluster="{identifiers.cluster_name(cfg)}",namespace="{identifiers.namespace(cfg)}"'
+
+    def log_filter(
+        self,
+        cfg: DeployConfig,
+        project: str,
+        whats: tuple[str, ...],
+        *,
+        now: datetime.datetime,
+        since_s: int,
+    ) -> str:
+        # GKE's container logs, told apart by the deployment's own cluster and namespace.
+        return logsources.gke_filter(
+            project=project,
+            cluster=identifiers.cluster_name(cfg),
+            namespace=identifiers.namespace(cfg),
+            whats=whats,
+            now=now,
+            since_s=since_s,
+        )
+
+    def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        return logsources.gke_metric_filter(
+            cluster=identifiers.cluster_name(cfg), namespace=identifiers.namespace(cfg), what=what
+        )
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         from tpudeploy.gke.cache import cache_findings

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpudeploy import planner, policy, replicasecrets
+from tpudeploy import logsources, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
@@ -86,6 +86,23 @@ class TpuVm:
         # its scrape job's job_name; that config must name the job after the deployment. Rests
         # on the issue's reading: the agent's label page was not in the stored corpus.
         return f'job="{cfg.name}"'
+
+    def log_filter(
+        self,
+        cfg: DeployConfig,
+        project: str,
+        whats: tuple[str, ...],
+        *,
+        now: datetime.datetime,
+        since_s: int,
+    ) -> str:
+        # The node's own logs, told apart by their label (the log contract).
+        return logsources.tpuvm_filter(
+            project=project, deployment=cfg.name, whats=whats, now=now, since_s=since_s
+        )
+
+    def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        return logsources.tpuvm_metric_filter(deployment=cfg.name, what=what)
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
         return planner.synth_summary(cfg, today=today)

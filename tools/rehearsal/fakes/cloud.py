@@ -11,6 +11,7 @@ from tools.rehearsal.fakes.container import FakeContainer
 from tools.rehearsal.fakes.iam import FakeIam
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.k8s import FakeKubernetes
+from tools.rehearsal.fakes.logging import FakeLogging
 from tools.rehearsal.fakes.monitoring import FakeMonitoring
 from tools.rehearsal.fakes.resourcemanager import FakeResourceManager
 from tools.rehearsal.fakes.secretmanager import FakeSecretManager
@@ -40,6 +41,7 @@ class FakeCloud:
         self.serviceusage = FakeServiceUsage(inv)
         self.resourcemanager = FakeResourceManager(inv)
         self.monitoring = FakeMonitoring(inv)
+        self.logging = FakeLogging(inv)
         # platform = "gke": the GKE API, and the Kubernetes API of the cluster it creates.
         self.kubernetes = FakeKubernetes(inv)
         self.container = FakeContainer(inv, self.kubernetes)
@@ -63,6 +65,7 @@ class FakeCloud:
             self.cloudscheduler,
             self.resourcemanager,
             self.monitoring,
+            self.logging,
         ]
 
     def __enter__(self) -> FakeCloud:
@@ -87,6 +90,7 @@ class FakeCloud:
             EMULATOR_ENV["cloudresourcemanager"]: self.resourcemanager.host,
             EMULATOR_ENV["container"]: self.container.host,
             EMULATOR_ENV["monitoring"]: self.monitoring.host,
+            EMULATOR_ENV["logging"]: self.logging.host,
         }
 
     def billing(self) -> list[str]:

@@ -154,6 +154,12 @@ def _extra(name: str, value: Any, at: str) -> list[str]:
     return out
 
 
+def check(schemas: dict[str, Any], root: str, document: Any) -> list[str]:
+    """What a discovery document's `schemas` refuse in `document`, a `root` as JSON (the same
+    checks for another API's vendored part: fakes/logging_rules.py)."""
+    return _check(schemas, {"$ref": root}, document, root)
+
+
 def problems(document: Any, root: str) -> list[str]:
     """What the Monitoring API would refuse in `document`, a `root` (Dashboard, AlertPolicy,
     NotificationChannel) as JSON; [] when it would take it."""

@@ -25,6 +25,7 @@ from tools.rehearsal.resources.container import (
     ProjectData,
 )
 from tools.rehearsal.resources.iam import ServiceAccount
+from tools.rehearsal.resources.logging import LoggingMetric
 from tools.rehearsal.resources.monitoring import (
     MonitoringAlertPolicy,
     MonitoringDashboard,
@@ -69,6 +70,7 @@ RESOURCES: dict[str, type[Resource]] = {
         MonitoringDashboard,
         MonitoringAlertPolicy,
         MonitoringNotificationChannel,
+        LoggingMetric,
         # platform = "gke"
         ContainerCluster,
         ContainerNodePool,

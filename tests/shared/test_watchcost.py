@@ -1,0 +1,74 @@
+"""What watching costs a month: the arithmetic from the rates and the assumptions, the free log
+allotment, metrics counted only where they flow, and every rate tied to its source."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from tpudeploy import watchcost
+from tpudeploy.alertpolicies import declared, log_policies
+from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.config.prices import WATCHING_AS_OF, WATCHING_PRICES
+from tpudeploy.gke.metrics import published
+from tpudeploy.planner.cost import HOURS_PER_MONTH
+from tpudeploy.platform import log_metrics_for, watching_lines
+
+TYPES = list(published().values())
+GIB = 2**30
+
+
+def _cfg(clients: int | None, platform: str = "tpu-vm") -> DeployConfig:
+    load = {"expected_clients": clients} if clients else {}
+    return parse_config({"project": "watch-cost-1", "platform": platform, "load": load})
+
+
+def test_logs_grow_with_the_requests_and_are_free_within_the_allotment() -> None:
+    few = watchcost.estimate(_cfg(10), metric_types=TYPES, conditions=2)
+    many = watchcost.estimate(_cfg(20), metric_types=TYPES, conditions=2)
+    # the requests' share doubles; the stats lines (independent of requests) stay
+    per_request = watchcost.frontdoor_entry_bytes() + watchcost.VLLM_REQUEST_LINE_BYTES + 400
+    extra = 10 * 60 * per_request * HOURS_PER_MONTH / GIB
+    assert many.log_gib - few.log_gib == pytest.approx(extra)
+    assert few.logs_usd == 0.0 and few.log_gib < 50
+    flood = watchcost.estimate(_cfg(20_000), metric_types=TYPES, conditions=2)
+    assert flood.log_gib > 50
+    assert flood.logs_usd == pytest.approx((flood.log_gib - 50) * 0.50)
+
+
+def test_every_access_log_field_has_a_typical_value() -> None:
+    # A field added to the front door's log is sized, not silently left out (KeyError).
+    assert watchcost.frontdoor_entry_bytes() > watchcost.ENVELOPE_BYTES + 12 * 8
+
+
+def test_metrics_are_counted_per_series_and_scrape() -> None:
+    histograms = TYPES.count("histogram")
+    series = watchcost.vllm_series(TYPES)
+    assert series == len(TYPES) - histograms + 22 * histograms
+    cost = watchcost.estimate(_cfg(None), metric_types=TYPES, conditions=0)
+    assert cost.samples_millions == pytest.approx(series * 730 * 3600 / 15 / 1e6)
+    assert cost.metrics_usd == pytest.approx(cost.samples_millions * 0.15)
+    assert cost.alerts_usd == 0.0
+
+
+def test_make_check_prices_the_policies_each_platform_declares() -> None:
+    vm, gke = _cfg(None), _cfg(None, "gke")
+    vm_line = next(x for x in watching_lines(vm) if x.startswith("watching:"))
+    gke_line = next(x for x in watching_lines(gke) if x.startswith("watching:"))
+    # the PromQL policies where vLLM's metrics flow, and those over the log-based metrics
+    for cfg, line, flow in ((vm, vm_line, False), (gke, gke_line, True)):
+        count = len(declared(metrics_flow=flow)) + len(
+            log_policies(cfg, tuple(log_metrics_for(cfg)))
+        )
+        assert f"{count} conditions" in line
+    # the TPU VM ships no metrics yet: none are counted in its total
+    assert "vLLM metrics $0 now" in vm_line and "vLLM metrics $0 now" not in gke_line
+    assert "1 client" in vm_line and "set [load] expected_clients" in vm_line
+
+
+def test_every_rate_names_its_source_and_the_day_it_was_read() -> None:
+    assert datetime.date.today() >= WATCHING_AS_OF
+    for price in WATCHING_PRICES:
+        assert price.source.startswith("https://cloud.google.com/") and price.quote
+        assert f"{price.usd:.2f}".rstrip("0").rstrip(".") in price.quote.replace("$0.", "0.")
