@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from tpudeploy import facts, names
 from tpudeploy.config.gke import gke_problems, version_tuple
+from tpudeploy.config.idle_table import idle_problems
 from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
@@ -196,6 +197,13 @@ def cross_check(cfg: DeployConfig) -> list[str]:
                     "allow_untested_flex_zone = true to try anyway",
                 )
             )
+    problems += idle_problems(
+        cfg.idle,
+        one_node=cfg.section.one_node,
+        provisioning=cfg.provisioning,
+        deadline_seconds=cfg.deadline_seconds,
+        pipeline=cfg.gitops_managed,
+    )
     if cfg.section.one_node:
         problems += _run_end_problems(cfg)
     else:
