@@ -36,6 +36,7 @@ from tpudeploy.planner.cost import (
     price_table,
 )
 from tpudeploy.planner.geometry import GIB, LayerType
+from tpudeploy.planner.idle import idle_line
 
 DEFAULT_CONTEXTS = (128, 1024, 8192)
 
@@ -305,9 +306,11 @@ def synth_summary(
             extra = [preemption_line(chips=accel.chips, prices=prices)]
         except NoPricesError:
             extra = []
+    idle = idle_line(cfg, hourly)
     return [
         cost,
         stops,
+        *([idle] if idle else []),
         left_out(cfg),
         endpoint_line(cfg),
         f"KV pool: {pool.tokens:,} tokens ({_gib(pool.pool_bytes)}, {pool.num_blocks:,} blocks "
