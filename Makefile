@@ -295,7 +295,7 @@ test-all: test test-slow ## Both tiers, as CI runs them
 # side. SCENARIO=preemption (spot, on-demand): the node preempted, then make recover;
 # SCENARIO=deadline: the deadline job fires and nothing bills afterwards; SCENARIO=pipeline
 # (spot, on-demand): both stacks applied as the GitOps deploy identity, the bootstrap's grants
-# in force (docs/gitops.md).
+# in force (docs/gitops.md); SCENARIO=idle (spot, on-demand): the idle node deletes itself.
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
 # PLATFORM=gke: the GKE lifecycle (cluster, pools, the serving objects) against fakes of the GKE
