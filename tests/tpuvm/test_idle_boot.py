@@ -1,16 +1,14 @@
 """The idle stop on the node's boot (issue 39): the startup script starts the watcher after
-`ready` only, with this deployment's node and no other; two deployments' watchers never name
-each other's node. Runs the rendered script in the boot sandbox (tests/boot_sandbox.py)."""
+`ready` only, with this deployment's node. Runs the rendered script in the boot sandbox
+(tests/boot_sandbox.py); tests/render/test_idle_render.py checks the rendering without a boot."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tests.boot_sandbox import PROJECT, Node
-from tpudeploy import names
 from tpudeploy.config import parse_config
 from tpudeploy.node import idlewatch
-from tpudeploy.render import render_startup_script
 from tpudeploy.tpuvm.deadline_target import node_url
 
 SPOT = {"project": PROJECT, "provisioning": "spot", "idle": {"stop_after": "30m"}}
@@ -39,21 +37,3 @@ def test_the_watcher_starts_after_ready_with_this_nodes_delete(tmp_path: Path) -
     # After ready: the boot never counts as idle time.
     assert node.phases()[-1] == "ready"
     assert boot.stderr.index("phase ready") < boot.stderr.index("idle stop tpudeploy-idle-")
-
-
-def test_off_by_default_no_watcher(tmp_path: Path) -> None:
-    cfg = parse_config({"project": PROJECT, "provisioning": "spot"})
-    assert "idlewatch" not in render_startup_script(cfg)
-
-
-def test_two_deployments_name_only_their_own_node() -> None:
-    a = parse_config({**SPOT, "name": "team-a"})
-    b = parse_config({**SPOT, "name": "team-b"})
-    script_a, script_b = render_startup_script(a), render_startup_script(b)
-    assert f"nodes/{a.node_id}" in script_a and f"nodes/{b.node_id}" not in script_a
-    assert f"nodes/{b.node_id}" in script_b and f"nodes/{a.node_id}" not in script_b
-    assert "tpudeploy-idle-team-a" in script_a and "tpudeploy-idle-team-b" in script_b
-
-
-def test_the_tpu_api_is_the_deadline_jobs() -> None:
-    assert node_url("p", "z", "n").startswith(names.TPU_API + "/projects/p/")
