@@ -91,6 +91,13 @@ def status_lines(
     except UserError as exc:
         return [f"deadline: could not read Cloud Scheduler job {cfg.deadline_job_name}: {exc}"]
     what = cfg.deadline_target
+    if view.pending and not target.exists:
+        # Gone before its deadline (the idle stop, [idle]; or a delete by hand): nothing bills,
+        # and the job still fires then (its DELETE then finds nothing).
+        return [
+            f"nothing is billing: {target.absent} before its {view.describe(now, what)}; "
+            "`make deploy` creates it again with this deadline"
+        ]
     if view.pending:
         return [
             f"billing stops: {view.describe(now, what)}",

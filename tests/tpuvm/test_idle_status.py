@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,29 @@ def test_before_ready_and_when_off() -> None:
     assert idle_lines(parse_config({"project": PROJECT, "provisioning": "spot"}), {}) == []
     (bad,) = idle_lines(parse_config(IDLE), {"idle": "{}"})
     assert "not the watcher's" in bad
+
+
+def test_after_an_idle_stop_status_says_nothing_bills_and_the_deadline_stands(
+    fake: FakeTpuApi,  # noqa: F811
+    google: FakeSchedulerApi,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The node deleted itself; its deadline job is still pending (it fires at the deadline and
+    finds nothing). Before: "billing stops: deadline ... (in 5 h)", as if it billed."""
+    use_config(
+        monkeypatch,
+        tmp_path,
+        f'project = "{PROJECT}"\nprovisioning = "spot"\n[idle]\nstop_after = "30m"\n',
+    )
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=5)
+    google.set_job(
+        f"projects/{PROJECT}/locations/us-west4/jobs/gemma4-v5e-deadline", schedule_time=at
+    )
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "NOT_FOUND" in out
+    assert f"nothing is billing: no node before its deadline {at:%Y-%m-%dT%H:%M}" in out
+    assert "`make deploy` creates it again with this deadline" in out
+    assert "billing stops" not in out
