@@ -11,8 +11,8 @@ instead of the configured minutes (the startup script's TPUDEPLOY_IDLE_* variabl
   deadline's condition, evaluated by the IAM fake), and nothing bills;
 - after-idle: `make status` says nothing bills and the deadline still stands; `make recover`
   (the recover workflow) does not bring the node back;
-- deploy-after-idle: `make deploy` creates the node again, with the same deadline, and says it
-  boots warm (the first boot saved the compile cache); it boots, and a second deploy plans nothing;
+- deploy-after: `make deploy` creates the node again, with the same deadline, and says it boots
+  warm (the first boot saved the compile cache); it boots, and a second deploy plans nothing;
 - then destroy leaves nothing.
 """
 
@@ -49,6 +49,9 @@ class IdleStages(StageHost):
     def _job(self) -> dict[str, object]:
         raise NotImplementedError
 
+    def _deploy_again(self) -> str:
+        raise NotImplementedError
+
     def _destroy(self) -> str:
         raise NotImplementedError
 
@@ -72,8 +75,9 @@ class IdleStages(StageHost):
             Stage("traffic", self._traffic),
             Stage("idle-stop", self._idle_stop),
             Stage("after-idle", self._after_idle),
-            Stage("deploy-after-idle", self._deploy_after_idle),
+            Stage("deploy-after", self._deploy_after_idle),
             Stage("boot-again", lambda: self._boot("node-2")),
+            Stage("deploy-again", self._deploy_again),
             Stage("destroy", self._destroy),
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
