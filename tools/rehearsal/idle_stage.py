@@ -12,7 +12,8 @@ instead of the configured minutes (the startup script's TPUDEPLOY_IDLE_* variabl
 - after-idle: `make status` says nothing bills and the deadline still stands; `make recover`
   (the recover workflow) does not bring the node back;
 - deploy-after: `make deploy` creates the node again, with the same deadline, and says it boots
-  warm (the first boot saved the compile cache); it boots, and a second deploy plans nothing;
+  warm (the first boot saved the compile cache); a second deploy plans nothing; the new node
+  boots, and its own watcher deletes it once idle;
 - then destroy leaves nothing.
 """
 
@@ -76,8 +77,10 @@ class IdleStages(StageHost):
             Stage("idle-stop", self._idle_stop),
             Stage("after-idle", self._after_idle),
             Stage("deploy-after", self._deploy_after_idle),
-            Stage("boot-again", lambda: self._boot("node-2")),
+            # Before the new node boots: once booted, its own watcher deletes it after 4 s idle.
             Stage("deploy-again", self._deploy_again),
+            Stage("boot-again", lambda: self._boot("node-2")),
+            Stage("idle-again", self._idle_stop),
             Stage("destroy", self._destroy),
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
@@ -147,8 +150,8 @@ class IdleStages(StageHost):
         if left:
             raise StageFailure(f"after the idle stop these still bill: {left}")
         return (
-            f"deleted itself {took:.0f} s after the last request, with its own account's token "
-            f"({node_account}); nothing bills"
+            f"deleted itself {took:.0f} s into this stage (no request since), with its own "
+            f"account's token ({node_account}); nothing bills"
         )
 
     def _after_idle(self) -> str:
