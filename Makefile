@@ -308,7 +308,8 @@ test-all: test test-slow ## Both tiers, as CI runs them
 # SCENARIO=deadline: the deadline job fires and nothing bills afterwards; SCENARIO=pipeline
 # (spot, on-demand): both stacks applied as the GitOps deploy identity, the bootstrap's grants
 # in force (docs/gitops.md); SCENARIO=ladder (spot, on-demand): a capacity ladder whose first
-# zone is out of stock (docs/capacity-and-cost.md).
+# zone is out of stock (docs/capacity-and-cost.md); SCENARIO=idle (spot, on-demand): the idle
+# node deletes itself.
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle
 # PLATFORM=gke: the GKE lifecycle (cluster, pools, the serving objects) against fakes of the GKE

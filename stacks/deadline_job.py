@@ -37,6 +37,7 @@ def declare_deadline(
     uri: str,
     renew_on: Sequence[str] = (),
     resource_condition: str = "",
+    self_stop_email: str = "",
 ) -> None:
     """terraform_data `deadline-time` (deploy time + max_run_duration, or `make extend`'s value)
     and the job sending DELETE `uri` then, as the deployment's stop account (one permission:
@@ -53,7 +54,25 @@ def declare_deadline(
     The stop account's grant (local deployments; a pipeline deployment's is the bootstrap's)
     holds while the request is made before the deadline plus deadline.GRANT_MARGIN, and
     `resource_condition` (the target's own name, where IAM conditions see it) holds. It hangs
-    on the deadline's value, so `make extend` and a new deadline replace it with the job."""
+    on the deadline's value, so `make extend` and a new deadline replace it with the job.
+
+    `self_stop_email`: the node's own account, for the idle stop ([idle] stop_after, issue 39):
+    it gets the same role under the same condition, so the idle node can delete itself. No
+    narrower grant exists: Cloud TPU keeps no policy per node and gives IAM conditions no
+    resource name (tools/rehearsal/fakes/iamrules.py ATTRIBUTES), so a grant conditioned on
+    the node's name never grants, and an unconditioned one reaches every node in the project.
+    Running the deadline job now (Cloud Scheduler's jobs.run: "Authorization requires the
+    following IAM permission on the specified resource name: cloudscheduler.jobs.run",
+    scheduler/docs/reference/rest/v1/projects.locations.jobs/run) is no narrower: a job keeps
+    no policy of its own (the jobs API has no setIamPolicy; the roles page gives "Lowest-level
+    resources where you can grant this role: Project", iam/docs/roles-permissions/
+    cloudscheduler, read for Cloud Scheduler Admin, the Job Runner row cut off in the stored
+    copy), and Cloud Scheduler gives conditions no name, so the node could run every job in the
+    project, each as its own identity (another deployment's deadline job deletes its node, or
+    its whole GKE cluster), and a flex-start node has no deadline job to run. The self-delete
+    reaches TPU nodes only, ends with the deadline, and its holder is the one account the node
+    already trusts with its secrets; docs/security.md names the residual risk (another
+    deployment's node)."""
     TerraformVariable(
         stack,
         deadline.VARIABLE,
@@ -124,6 +143,20 @@ def declare_deadline(
                 title="until-deadline",
                 description=f"{cfg.deadline_job_name} deletes {what} until its deadline "
                 f"+ {deadline.GRANT_MARGIN}, never a year later",
+                expression=deadline.grant_expression(at, resource_condition),
+            ),
+        )
+    if self_stop_email and not cfg.gitops_managed:
+        GoogleProjectIamMember(
+            stack,
+            deadline.IDLE_GRANT_ID,
+            project=project,
+            role=f"projects/{project}/roles/{cfg.stop_role_id}",
+            member=f"serviceAccount:{self_stop_email}",
+            condition=GoogleProjectIamMemberCondition(
+                title="idle-stop-until-deadline",
+                description=f"{what} deletes itself after {cfg.idle.stop_after} idle, until "
+                f"its deadline + {deadline.GRANT_MARGIN}",
                 expression=deadline.grant_expression(at, resource_condition),
             ),
         )

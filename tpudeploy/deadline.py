@@ -42,6 +42,11 @@ DEADLINE_JOB_ADDRESS = f"google_cloud_scheduler_job.{DEADLINE_JOB_ID}"
 # (grant_expression): a local deployment's only grant of it.
 DEADLINE_GRANT_ID = "deadline-stop-grant"
 DEADLINE_GRANT_ADDRESS = f"google_project_iam_member.{DEADLINE_GRANT_ID}"
+# The idle stop (issue 39, [idle] stop_after): the node's own account holds the same role under
+# the same condition, so the node can delete itself until the deadline plus GRANT_MARGIN
+# (stacks/deadline_job.py says why no narrower grant exists).
+IDLE_GRANT_ID = "idle-stop-grant"
+IDLE_GRANT_ADDRESS = f"google_project_iam_member.{IDLE_GRANT_ID}"
 # Cloud Scheduler retries a failed attempt (a 5xx, an expired token) this often, backing off.
 RETRY_COUNT = 5
 MIN_BACKOFF = "60s"

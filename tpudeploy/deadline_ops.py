@@ -26,14 +26,15 @@ from tpudeploy.tfrun import Terraform, TerraformError
 
 ExtendError = deadline.ExtendError
 # What `make extend` may change: the deadline (replaced with the new value), its job (its
-# schedule patched in place) and the stop account's grant, whose condition ends with the
-# deadline (replaced: a condition is not updated in place). Anything else its -target pulls in
-# must plan no change. A pipeline deployment has no such grant (the bootstrap's): -target on an
-# address the configuration lacks plans nothing for it.
+# schedule patched in place), the stop account's grant and, with [idle], the node's own grant,
+# whose conditions end with the deadline (replaced: a condition is not updated in place).
+# Anything else its -target pulls in must plan no change. A pipeline deployment has no such
+# grant (the bootstrap's): -target on an address the configuration lacks plans nothing for it.
 EXTEND_ADDRESSES = (
     deadline.DEADLINE_ADDRESS,
     deadline.DEADLINE_JOB_ADDRESS,
     deadline.DEADLINE_GRANT_ADDRESS,
+    deadline.IDLE_GRANT_ADDRESS,
 )
 
 
@@ -90,6 +91,13 @@ def status_lines(
     except UserError as exc:
         return [f"deadline: could not read Cloud Scheduler job {cfg.deadline_job_name}: {exc}"]
     what = cfg.deadline_target
+    if view.pending and not target.exists:
+        # Gone before its deadline (the idle stop, [idle]; or a delete by hand): nothing bills,
+        # and the job still fires then (its DELETE then finds nothing).
+        return [
+            f"nothing is billing: {target.absent} before its {view.describe(now, what)}; "
+            "`make deploy` creates it again with this deadline"
+        ]
     if view.pending:
         return [
             f"billing stops: {view.describe(now, what)}",

@@ -64,6 +64,9 @@ def bucket_name_problem(bucket: str) -> str:
 
 # The only OAuth scope the node and the clients ask for; IAM decides what it can do.
 CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
+# The TPU API (v2, GA): the deadline job's DELETE (tpudeploy/tpuvm/deadline_target.py) and the
+# idle stop's (templates/_idle_watch.sh.j2) name the same node under it.
+TPU_API: Final = "https://tpu.googleapis.com/v2"
 
 
 def region_of(zone: str) -> str:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import jinja2
 
-from tpudeploy import bootcheck, cacheguard, facts, frontdoor_log, nodebuild
+from tpudeploy import bootcheck, cacheguard, facts, frontdoor_log, names, nodebuild
 from tpudeploy.config import DeployConfig, VllmConfig
+from tpudeploy.config.idle_table import INTERVAL_S as IDLE_INTERVAL_S
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
-from tpudeploy.node import keymap
+from tpudeploy.node import idlewatch, keymap
 from tpudeploy.node.keymap import KEY_ID_CHARS
 from tpudeploy.pins import pinned_digest
 from tpudeploy.planner.clients import client_limits
@@ -336,6 +337,26 @@ def keymap_source() -> str:
     return Path(keymap.__file__).read_text(encoding="utf-8")
 
 
+def idlewatch_source() -> str:
+    """tpudeploy/node/idlewatch.py, written by the startup script to the tmpfs and run by
+    python3 as a service of its own: the idle stop ([idle] stop_after)."""
+    return Path(idlewatch.__file__).read_text(encoding="utf-8")
+
+
+def _idle_values(cfg: DeployConfig) -> dict[str, object]:
+    """The idle stop's values; an empty stop_after renders the do-nothing start_idle_watch."""
+    seconds = cfg.idle.seconds
+    return {
+        "idle_stop_after": seconds or "",
+        "idle_interval": IDLE_INTERVAL_S,
+        "idle_unit": f"tpudeploy-idle-{cfg.name}",
+        "idlewatch": idlewatch_source() if seconds else "",
+        # The TPU API the deadline job calls too (tpudeploy/tpuvm/deadline_target.py).
+        "tpu_api": names.TPU_API,
+        "idle_node_path": f"locations/{cfg.zone}/nodes/{cfg.node_id}",
+    }
+
+
 def boot_check_source() -> str:
     """tpudeploy/bootcheck.py, run by the startup script on the host and in the image."""
     return Path(bootcheck.__file__).read_text(encoding="utf-8")
@@ -354,6 +375,7 @@ def render_startup_script(cfg: DeployConfig) -> str:
             key_poll_seconds=KEY_POLL_SECONDS,
             keypoll_unit=f"tpudeploy-keypoll-{cfg.name}",
             keymap=keymap_source(),
+            **_idle_values(cfg),
             tls_secret_id=cfg.tls_secret_id,
             hf_token_format=HF_TOKEN_ERE,
             image=v.image,

@@ -206,6 +206,10 @@ class TpuNodeStack(TerraformStack):
                 cfg.deadline_seconds,
                 what=f"TPU node {cfg.node_id}",
                 uri=node_url(project, cfg.zone, cfg.node_id),
+                # [idle] stop_after: the node deletes itself when idle (tpudeploy/node/idlewatch).
+                self_stop_email=service_account_email(cfg, project)
+                if cfg.idle.seconds is not None
+                else "",
             )
         else:
             TerraformOutput(

@@ -23,6 +23,7 @@ import os
 import re
 import struct
 import sys
+import threading
 import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -226,6 +227,23 @@ def main(argv: list[str]) -> int:
         print(f"401 Client Error: HF_TOKEN may not read {model} (not the stored token)", flush=True)
         return 1
     api_key = os.environ.get("VLLM_API_KEY", "")
+    # vLLM's own request counters on /metrics (names: tpudeploy/gke/vllm_metrics.json), which
+    # the idle stop's watcher reads on loopback: requests in flight and finished ones.
+    counts = {"running": 0, "finished": 0}
+    lock = threading.Lock()
+
+    def metrics() -> str:
+        with lock:
+            running, finished = counts["running"], counts["finished"]
+        labels = f'engine="0",model_name="{model}"'
+        return (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f"vllm:num_requests_running{{{labels}}} {running}.0\n"
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            f"vllm:num_requests_waiting{{{labels}}} 0.0\n"
+            "# TYPE vllm:request_success_total counter\n"
+            f'vllm:request_success_total{{{labels},finished_reason="stop"}} {finished}.0\n'
+        )
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *a: Any) -> None:
@@ -261,6 +279,13 @@ def main(argv: list[str]) -> int:
         def do_GET(self) -> None:
             if self.path == "/health":
                 self._send(200, {})
+            elif self.path == "/metrics":
+                data = metrics().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
             elif self.path == "/v1/models" and self._authorized():
                 self._send(200, {"object": "list", "data": [{"id": model, "object": "model"}]})
             elif self.path.startswith("/v1/"):
@@ -286,10 +311,23 @@ def main(argv: list[str]) -> int:
                 self._send(404, {"error": f"The model `{body.get('model')}` does not exist."})
             elif (refusal := too_long(body, max_model_len)) is not None:
                 self._send(400, refusal)
-            elif body.get("stream"):
-                self._stream(body)
             else:
-                self._send(200, _answer(model, body))
+                # Counted as vLLM does: running while the engine works on it, finished once
+                # the engine is done (before the last byte reaches the client).
+                with lock:
+                    counts["running"] += 1
+                answer: dict[str, Any] | None = None
+                try:
+                    if body.get("stream"):
+                        self._stream(body)
+                    else:
+                        answer = _answer(model, body)
+                finally:
+                    with lock:
+                        counts["running"] -= 1
+                        counts["finished"] += 1
+                if answer is not None:
+                    self._send(200, answer)
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     print(f"INFO: Application startup complete. Serving {model} on 127.0.0.1:{port}", flush=True)

@@ -23,6 +23,7 @@ from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, Binding
 from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.metadata import FakeMetadata
+from tools.rehearsal.idle_stage import IdleStages
 from tools.rehearsal.keys_stage import KeysStages
 from tools.rehearsal.mirror import lock_file, write_mirror
 from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_override
@@ -48,8 +49,9 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # preempted and recovered by `make recover`; the deadline job fired (tools/rehearsal/scenarios.py).
 # pipeline: the GitOps deploy applied as the deploy identity (tools/rehearsal/pipeline.py).
 # ladder (spot, on-demand): a capacity ladder whose first zone is out of stock.
-SCENARIOS = ("lifecycle", "preemption", "deadline", "pipeline", "ladder")
-VM_SCENARIOS = ("preemption", "deadline", "ladder")
+# idle (spot, on-demand): the idle node deletes itself (tools/rehearsal/scenarios.py).
+SCENARIOS = ("lifecycle", "preemption", "deadline", "pipeline", "ladder", "idle")
+VM_SCENARIOS = ("preemption", "deadline", "ladder", "idle")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 # The targets run with the outer `make rehearse`'s install as is: never reinstall the shared
 # .venv or node_modules from a scratch copy.
@@ -59,7 +61,7 @@ _DROPPED_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GOOGLE_CLOUD_PROJECT", "DEP
 
 
 @dataclass
-class Rehearsal(ScenarioStages, PipelineStages, KeysStages):
+class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages):
     provisioning: str
     workdir: Path
     out: TextIO = sys.stdout
@@ -175,6 +177,8 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages):
             return head + self.deadline_stages()
         if self.scenario == "ladder":
             return head[:-1] + self.ladder_stages()
+        if self.scenario == "idle":
+            return head + self.idle_stages()
         tail = [
             Stage("boot", self._boot),
             Stage("wait", lambda: self._make("wait")),
@@ -324,6 +328,7 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages):
             state_bucket=state_bucket,
             pipeline=bool(state_bucket),
             ladder=LADDER_ZONES if self.scenario == "ladder" else (),
+            idle_stop_after="30m" if self.scenario == "idle" else "",
         )
 
     def _kubernetes_schema(self) -> Path | None:
@@ -454,6 +459,7 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages):
             storage_host=self.cloud.storage.host,
             hf_token_sha256=sha256(self._token),
             internet=self._internet(node),
+            extra_env=self.idle_env() if self.scenario == "idle" else None,
         )
         if result.returncode != 0:
             raise StageFailure(

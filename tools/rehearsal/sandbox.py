@@ -90,6 +90,7 @@ class BootSandbox:
         storage_host: str,
         hf_token_sha256: str,
         internet: bool = True,
+        extra_env: dict[str, str] | None = None,
     ) -> BootResult:
         """Run the startup script once, like the guest agent does at boot. Without `internet`
         (no external address and no Cloud NAT) the node reaches the Google API fakes only:
@@ -142,6 +143,8 @@ class BootSandbox:
                 check=True,
             ).stdout.strip()
             env["TPUDEPLOY_MEMORY_FILESYSTEMS"] = fs
+        # A scenario's own variables (SCENARIO=idle: the fake TPU API, seconds for minutes).
+        env.update(extra_env or {})
         with open(log, "wb") as out:
             proc = subprocess.run(
                 ["bash", str(path)],

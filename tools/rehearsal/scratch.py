@@ -79,6 +79,7 @@ def write_config(
     state_bucket: str = "",
     pipeline: bool = False,
     ladder: tuple[str, ...] = (),
+    idle_stop_after: str = "",
 ) -> Path:
     """The rehearsed deployment: the seed's defaults, this provisioning model, a fake project,
     vLLM and its proxy on free loopback ports and the firewall opened to loopback (the smoke
@@ -111,7 +112,9 @@ def write_config(
         f"\n[access.limits.{REHEARSAL_CLIENTS[1]}]\n"
         "streams = 2\n"
         # The fake Cloud Scheduler has only the locations its page confirms (not us-west4).
-         + ("" if provisioning == "flex-start" else '\n[deadline]\nregion = "us-central1"\n')
+        + ("" if provisioning == "flex-start" else '\n[deadline]\nregion = "us-central1"\n')
+        # SCENARIO=idle: the node deletes itself when idle (the boot is given seconds instead).
+        + (f'\n[idle]\nstop_after = "{idle_stop_after}"\n' if idle_stop_after else "")
     )
     return path
 
@@ -151,6 +154,7 @@ def write_gke_config(
     nat: bool = True,
     state_bucket: str = "",
     pipeline: bool = False,
+    idle_stop_after: str = "",
 ) -> Path:
     """The shipped deployments/gke.toml's deployment, in the fake cloud's project."""
     path = dest / file

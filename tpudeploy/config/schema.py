@@ -22,6 +22,7 @@ from tpudeploy.config.base import Strict
 from tpudeploy.config.checks import NO_END
 from tpudeploy.config.deadline_table import DeadlineConfig
 from tpudeploy.config.gke import GkeConfig
+from tpudeploy.config.idle_table import IdleConfig
 from tpudeploy.config.ladder import DEFAULT_NAME, Rung, check_capacity, select
 from tpudeploy.config.model_geometry import ModelGeometry
 from tpudeploy.config.network import NetworkConfig
@@ -117,6 +118,8 @@ class DeployConfig(Strict):
     """[alerts] table: who the deployment's alert policies notify"""
     deadline: DeadlineConfig = Field(default_factory=DeadlineConfig)
     """[deadline] table: where a spot or on-demand node's deadline job runs"""
+    idle: IdleConfig = Field(default_factory=IdleConfig)
+    """[idle] table: a spot or on-demand node deletes itself after stop_after with no request"""
     load: LoadConfig = Field(default_factory=LoadConfig)
     """[load] table"""
     gke: GkeConfig = Field(default_factory=GkeConfig)

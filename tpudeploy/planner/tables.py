@@ -36,6 +36,7 @@ from tpudeploy.planner.cost import (
     price_table,
 )
 from tpudeploy.planner.geometry import GIB, LayerType
+from tpudeploy.planner.idle import idle_line
 from tpudeploy.planner.money import ladder_lines, per_million_line, run_most
 
 DEFAULT_CONTEXTS = (128, 1024, 8192)
@@ -309,11 +310,13 @@ def synth_summary(
             extra = []
     # What a million output tokens cost, named by the cell it assumes (planner/money.py).
     per_million = [per_million_line(cfg, pm, prices)] if prices and hourly is not None else []
+    idle = idle_line(cfg, hourly)
     return [
         cost,
         stops,
         *per_million,
         *ladder_lines(cfg),
+        *([idle] if idle else []),
         left_out(cfg),
         endpoint_line(cfg),
         f"KV pool: {pool.tokens:,} tokens{pool.measured_note} ({_gib(pool.pool_bytes)}, "

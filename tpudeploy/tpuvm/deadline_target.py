@@ -3,6 +3,8 @@ holds the deadline's lifecycle, shared with GKE)."""
 
 from __future__ import annotations
 
+from tpudeploy import names
+
 # The deadline job's identity (spot, on-demand): it calls the TPU API's nodes.delete, whose only
 # required permission is tpu.nodes.delete (TPU REST reference, projects.locations.nodes.delete);
 # Cloud Scheduler does not poll the operation the delete returns, so no get is needed either.
@@ -11,7 +13,7 @@ STOP_PERMISSIONS = ("tpu.nodes.delete",)
 STOP_NOUNS = ("TPU node", "TPU nodes")
 
 # The node's TPU API (v2, GA) delete; the body must be empty.
-TPU_API = "https://tpu.googleapis.com/v2"
+TPU_API = names.TPU_API
 
 
 def node_url(project: str, zone: str, node_id: str) -> str:

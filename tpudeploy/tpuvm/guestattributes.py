@@ -4,6 +4,7 @@ namespace (boot phase, build record, boot check, certificate), read through the 
 from __future__ import annotations
 
 from tpudeploy.config import DeployConfig
+from tpudeploy.config.idle_table import INTERVAL_S
 from tpudeploy.nodebuild import build_lines, check_lines
 from tpudeploy.terminal import printable
 from tpudeploy.tpuvm.queued_resource import ApiError, TpuApi
@@ -41,4 +42,43 @@ def status_lines(cfg: DeployConfig, project: str, *, api: TpuApi | None = None) 
         values = node_attributes(cfg, project, api or TpuApi(log=None))
     except ApiError as exc:
         return [f"build: could not read the node's guest attributes: {exc.api_message}"]
-    return build_lines(values) + check_lines(values)
+    return build_lines(values) + check_lines(values) + idle_lines(cfg, values)
+
+
+def idle_lines(cfg: DeployConfig, values: dict[str, str], now: float | None = None) -> list[str]:
+    """What the idle stop's watcher last published (tpudeploy/node/idlewatch.py), as
+    "idle for 12 min, stops at 30"; nothing when [idle] is off."""
+    import json
+    import time
+
+    limit = cfg.idle.seconds
+    if limit is None:
+        return []
+    text = values.get("idle")
+    if not text:
+        return [
+            f"idle stop: after {limit // 60} min with no request; not watching yet (it starts "
+            "when the node is ready)"
+        ]
+    try:
+        seen = json.loads(text)
+        state, idle_s, at = str(seen["state"]), int(seen["idle_s"]), float(seen["at"])
+    except (ValueError, KeyError, TypeError):
+        return [f"idle stop: the node's tpudeploy/idle attribute is not the watcher's: {text}"]
+    age = (now if now is not None else time.time()) - at
+    # The watcher publishes every interval; an older value means it stopped publishing.
+    late = age > 5 * INTERVAL_S
+    stale = f" (as of {age / 60:.0f} min ago: the watcher stopped reporting)" if late else ""
+    stops = f"stops at {limit // 60}"
+    if state in ("idle", "stop"):
+        line = f"idle for {idle_s // 60} min, {stops}"
+    elif state == "stopping":
+        line = f"idle for {idle_s // 60} min: the node deleted itself (idle stop)"
+    elif state == "busy":
+        line = f"serving: a request ran since the last reading; idle stop after {limit // 60} min"
+    else:
+        line = (
+            "idle stop: vLLM's counters were unreadable at the last reading, and an unread "
+            f"counter never counts as idle: it stops after {limit // 60} min of idleness it read"
+        )
+    return [line + stale]

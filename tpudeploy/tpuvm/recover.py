@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from tpudeploy import deadline, deadline_ops
+from tpudeploy import deadline, deadline_ops, facts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import UserError
 from tpudeploy.gcp.scheduler import SchedulerApi
@@ -37,6 +37,7 @@ from tpudeploy.tpuvm.addresses import (
 )
 from tpudeploy.tpuvm.flex import queued_resource_spec
 from tpudeploy.tpuvm.queued_resource.states import state_of
+from tpudeploy.tpuvm.warmpath import StorageApi, cache_saved
 
 # A spot VM that was preempted cannot be restarted; it must be deleted and created again
 # (Cloud TPU documentation), and it holds quota until then.
@@ -160,6 +161,15 @@ def _decide_vm(cfg: DeployConfig, live: Live, mode: str, now: datetime) -> Decis
                 replace=(VM_ADDRESS,),
                 when_in_state=VM_ADDRESS,
             )
+        if live.state == NOT_FOUND and cfg.idle.seconds is not None:
+            # The node deletes itself when idle ([idle], tpudeploy/node/idlewatch.py): a gone
+            # node is most likely that stop, on purpose, and recreating it would bill again
+            # with no one asking. Only a deliberate `make deploy` brings it back.
+            return Decision(
+                f"{head}; with [idle] stop_after = {cfg.idle.stop_after!r} the node deletes "
+                "itself when no request came for that long: not recreated; `make deploy` "
+                "brings it back"
+            )
         if live.state == NOT_FOUND:
             return Decision(
                 f"{head}; its run is not over (a replacement that failed, or a delete by hand): "
@@ -181,6 +191,11 @@ def _decide_vm(cfg: DeployConfig, live: Live, mode: str, now: datetime) -> Decis
         notes.append(f"this deploy sets a new deadline, deploy time + {seconds / 3600:g} h")
     elif view is not None and view.status == "paused":
         notes.append("this deploy enables the deadline job again")
+    if live.state == NOT_FOUND and view is not None and view.pending:
+        # An idle stop (or a delete by hand) before the deadline: Terraform's refresh finds
+        # the node gone and creates it; the run and its deadline go on.
+        gone = "the idle stop ended its billing" if cfg.idle.seconds else "it was deleted"
+        return Decision(f"{head}; {gone}: this deploy creates it again, same deadline")
     if not notes:
         return Decision(f"{head}; nothing to replace")
     return Decision(f"{head}; " + "; ".join(notes), replace=tuple(replace))
@@ -211,6 +226,8 @@ def recover(
         raise qr.QueuedResourceError(str(exc)) from None
     decision = decide(cfg, live, mode, now)
     _say(out, decision.summary)
+    if mode == DEPLOY and live.state == NOT_FOUND and live.deadline and live.deadline.pending:
+        _say(out, boot_note(cfg, project))
     if not decision.acts:
         return decision
     folder = stack_dir()
@@ -268,6 +285,23 @@ def _refuse_undeployed_changes(
                 f"first (`make deploy` of {cfg.name}, or merge it through the deploy workflow and "
                 "its environment gate), or run `make recover` from the commit that was deployed"
             )
+
+
+def boot_note(cfg: DeployConfig, project: str, storage: StorageApi | None = None) -> str:
+    """How the node created again boots: warm when its predecessor saved the compile cache."""
+    try:
+        warm = cache_saved(cfg, project, storage or StorageApi(log=sys.stderr))
+    except (UserError, qr.ApiError) as exc:
+        return (
+            f"the new node boots in {facts.WARM_BOOT_S:.0f} s (warm) to {facts.COLD_BOOT_S:.0f} s "
+            f"(cold): the compile cache is unreadable ({exc})"
+        )
+    if warm:
+        return (
+            "warm boot: the compile cache holds this config, so the new node is ready in about "
+            f"{facts.WARM_BOOT_S:.0f} s (cold: {facts.COLD_BOOT_S:.0f} s)"
+        )
+    return f"cold boot: no compile cache for this config yet, about {facts.COLD_BOOT_S:.0f} s"
 
 
 def _say(out: TextIO, text: str) -> None:

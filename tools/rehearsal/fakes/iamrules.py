@@ -156,6 +156,12 @@ CHECKED_ON: dict[str, str] = {
     "cloudscheduler.jobs.delete": SCHEDULER_JOB,
     "cloudscheduler.jobs.enable": SCHEDULER_JOB,
     "cloudscheduler.jobs.pause": SCHEDULER_JOB,
+    # jobs.run ("Forces a job to run now"): "Authorization requires the following IAM permission
+    # on the specified resource name: cloudscheduler.jobs.run" (scheduler/docs/reference/rest/
+    # v1/projects.locations.jobs/run, stored). The job holds no policy and gives conditions no
+    # name (ATTRIBUTES): only a project grant reaches it, so the idle stop does not use it
+    # (stacks/deadline_job.py, self_stop_email).
+    "cloudscheduler.jobs.run": SCHEDULER_JOB,
     # locations.list names the project ("name: The resource that owns the locations
     # collection", projects.locations/list; roles/cloudscheduler.viewer holds it): preflight.
     "cloudscheduler.locations.list": PROJECT,

@@ -43,7 +43,14 @@ class FakeMetadata(LoopbackServer):
         if method == "PUT" and key.startswith("instance/guest-attributes/"):
             if (node.get("metadata") or {}).get("enable-guest-attributes") != "TRUE":
                 return 403, b"guest attributes are disabled: metadata enable-guest-attributes"
-            value = body.decode() if isinstance(body, bytes) else "" if body is None else str(body)
+            # The server parsed a JSON body (the watcher's tpudeploy/idle): the guest agent stores
+            # the text, so JSON goes back to text, never to Python's repr of it.
+            if isinstance(body, bytes):
+                value = body.decode()
+            elif isinstance(body, dict | list):
+                value = json.dumps(body, separators=(",", ":"))
+            else:
+                value = "" if body is None else str(body)
             attribute = key.removeprefix("instance/guest-attributes/")
             self.tpu.set_guest_attribute(self.node_name, attribute, value)
             return 200, b""

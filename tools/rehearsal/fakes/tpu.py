@@ -523,6 +523,11 @@ class FakeTpuApi:
             self._guest.setdefault(name, {})[key] = value
             return True
 
+    def guest_attribute(self, name: str, key: str) -> str | None:
+        """What the node last published as `key` (e.g. tpudeploy/idle), or None."""
+        with self._lock:
+            return self._guest.get(name, {}).get(key)
+
     def billing(self) -> list[str]:
         """Queued resources and nodes that exist: what would still bill."""
         with self._lock:

@@ -735,7 +735,13 @@ def main() -> int:
         # A transient service (the TPU VM's key poller): recorded; started as a process of its
         # own only when the test or rehearsal asks (run_units), and stopped with `systemctl stop`.
         record(cmd)
-        options = [a for a in args if a.startswith("--")]
+        # Like systemd-run: its own options come first, then the command and ITS options
+        # (the idle watcher's --metrics-url ...), which are not systemd-run's.
+        options: list[str] = []
+        for arg in args:
+            if not arg.startswith("--"):
+                break
+            options.append(arg)
         command = args[len(options) :]
         unit = next((o.split("=", 1)[1] for o in options if o.startswith("--unit=")), "")
         if CONFIG.get("run_units") and command:
