@@ -84,6 +84,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # them; the platform gives the label selector).
             "tpudeploy.dashboard",
             "tpudeploy.alertpolicies",
+            # The log contract (log ids, the deployment label, the filters) both platforms build
+            # their `make logs` query from.
+            "tpudeploy.logsources",
+            # The TPU VM node's Ops Agent configuration (logs and vLLM's metrics), as data.
+            "tpudeploy.opsagent",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),
