@@ -332,6 +332,24 @@ def test_required_services_kept_on_destroy(secrets_stack: dict[str, Any]) -> Non
         assert svc["disable_on_destroy"] is False, svc["service"]
 
 
+def test_the_node_account_writes_logs_and_metrics_and_nothing_more(
+    secrets_stack: dict[str, Any],
+) -> None:
+    """The Ops Agent on the TPU VM writes as the node's account (issue 38): the two writer roles
+    Google's install page names, on the project (no condition can narrow them:
+    tpudeploy/opsagent.py), and no other project role."""
+    grants = [
+        g
+        for g in resources(secrets_stack, "google_project_iam_member").values()
+        if "google_service_account.node-sa.email" in g["member"]
+    ]
+    assert sorted(g["role"] for g in grants) == [
+        "roles/logging.logWriter",
+        "roles/monitoring.metricWriter",
+    ]
+    assert not [g for g in grants if "condition" in g]
+
+
 # --- outputs, variable, provider ---------------------------------------------------------------
 
 

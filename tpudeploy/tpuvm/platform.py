@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpudeploy import planner, policy, replicasecrets
+from tpudeploy import opsagent, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
@@ -45,7 +45,9 @@ class TpuVm:
     stop_nouns = deadline_target.STOP_NOUNS
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
     node_reads_secrets = True
-    node_project_roles: tuple[str, ...] = ()
+    # The Ops Agent's log and metric writers (tpudeploy/opsagent.py says why, and why the
+    # project: no condition narrows them).
+    node_project_roles: tuple[str, ...] = opsagent.NODE_PROJECT_ROLES
     commands = COMMANDS
     # The node reads <name>-tls at every boot (templates/startup.sh.j2, read_tls), and a rerun
     # of the startup script restarts the proxy on what it read.
