@@ -77,16 +77,15 @@ class TpuVm:
     def recover_note(self, cfg: DeployConfig) -> str | None:
         return None
 
-    metrics_gap: str | None = (
-        "its tiles stay empty on the TPU VM, and the no-server alert is left out, until the Ops "
-        "Agent ships vLLM's metrics (issue 38's later slice: nothing scrapes the node's /metrics "
-        "yet)"
-    )
+    # The node's Ops Agent ships vLLM's metrics (tpudeploy/opsagent.py): the tiles fill, and
+    # the no-server alert fires when they stop (an agent that could not install included).
+    metrics_gap: str | None = None
 
     def metrics_selector(self, cfg: DeployConfig) -> str:
-        # The Ops Agent's Prometheus receiver (issue 38's later slice) labels each series with
-        # its scrape job's job_name; that config must name the job after the deployment. Rests
-        # on the issue's reading: the agent's label page was not in the stored corpus.
+        # The Ops Agent's Prometheus receiver labels each series with its scrape job's job_name,
+        # which tpudeploy/opsagent.py sets to the deployment's name (tests/tpuvm/
+        # test_ops_agent.py). That the label reaches PromQL as `job` rests on the issue's
+        # reading: the agent's label page was not in the stored corpus.
         return f'job="{cfg.name}"'
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
