@@ -19,7 +19,11 @@ standard library. Sources:
 - logs: a files receiver's entries take the receiver's id as their log name (the agent's
   generated configuration sets logging.googleapis.com/logName to it: ops-agent confgenerator);
   parse_json makes a JSON line jsonPayload; modify_fields sets labels."KEY" to a static_value
-  (confgenerator/logging_modify_fields.go).
+  (confgenerator/logging_modify_fields.go); entries are written against the host's
+  gce_instance resource (confgenerator/fluentbit/outputs.go: "resource": "gce_instance"). No
+  Google page in the stored documentation names the TPU VM among the agent's supported VMs
+  (cloud.google.com/tpu/docs/monitor-tpu documents the TPU runtime's own metrics only): that
+  the agent installs and runs on the TPU runtime image rests on the issue's reading.
 """
 
 from __future__ import annotations
