@@ -32,7 +32,8 @@ def test_the_tpu_vm_declares_a_dashboard_and_its_alerts(default_stacks: Stacks) 
     assert board["displayName"].startswith(f"{cfg.name}: ")
     assert not _dashboards(default_stacks[cfg.node_stack_name])
     policies = _policies(default_stacks[cfg.node_stack_name])
-    assert set(policies) == {"alert-kv-wall", "alert-waiting"}
+    # The node's Ops Agent ships vLLM's metrics: the absence alert too (issue 38).
+    assert set(policies) == {"alert-kv-wall", "alert-waiting", "alert-no-server"}
     assert not _policies(default_stacks[cfg.secrets_stack_name])
 
 

@@ -100,6 +100,8 @@ class TpuVm:
     def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
         vm = cfg.provisioning != "flex-start"
         keys = ["secrets (all models)", "secrets (tpu vm: the node account's access)"]
+        if not cfg.gitops_managed:
+            keys.append("secrets (tpu vm: the node account's log and metric writers)")
         if vm:
             keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
         if purpose == "deploy":
