@@ -33,6 +33,9 @@ from tpudeploy.tlscert import make_bundle
 
 STUBS = Path(__file__).parent / "stubs"
 STAND_IN_SERVER = STUBS.parent.parent / "tools" / "rehearsal" / "stubs" / "stand_in_server.py"
+# The Ops Agent's installer as the sandbox's stand-in curl serves it (never the internet).
+OPS_AGENT_INSTALLER = STAND_IN_SERVER.with_name("ops_agent_installer.sh")
+OPS_AGENT_INSTALLER_URL = "http://dl.test/cloudagents/add-google-cloud-ops-agent-repo.sh"
 # Built at run time so no tracked file holds a token-shaped string (secret scanners, the
 # before-stop hook); the values are fakes that prove the real ones never leak.
 HF_TOKEN = "hf_" + "TESTtokenNeverPrinted0123456789"
@@ -140,6 +143,7 @@ class Node:
                 },
                 cfg.proxy.container_name: {"nginx": {"stderr": boot_logs.NGINX_V}},
             },
+            "downloads": {OPS_AGENT_INSTALLER_URL: OPS_AGENT_INSTALLER.read_text()},
         }
         self.config.update(config)
         # The sandbox's runtime directory is on whatever filesystem the test's tmp_path is; the
@@ -189,6 +193,21 @@ class Node:
         return self.root / "usr" / "local" / "sbin" / "tpudeploy-login"
 
     @property
+    def log_dir(self) -> Path:
+        """The node's /var/log/tpudeploy: what the Ops Agent reads."""
+        return self.root / "var" / "log" / "tpudeploy"
+
+    @property
+    def ops_agent_config(self) -> Path:
+        return self.root / "etc" / "google-cloud-ops-agent" / "config.yaml"
+
+    def boot_entries(self) -> list[dict[str, Any]]:
+        """The boot log's structured entries (the tpudeploy-boot log), in order."""
+        path = self.log_dir / "boot.log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(line) for line in lines]
+
+    @property
     def hf_dir(self) -> Path:
         return self.run_dir / "hf"
 
@@ -229,6 +248,9 @@ class Node:
             "TPUDEPLOY_BACKOFF_SECONDS": "1",
             "TPUDEPLOY_READY_TIMEOUT": "100",
             "TPUDEPLOY_POLL_SECONDS": "10",
+            "TPUDEPLOY_LOG_DIR": str(self.log_dir),
+            "TPUDEPLOY_OPS_AGENT_CONFIG": str(self.ops_agent_config),
+            "TPUDEPLOY_OPS_AGENT_INSTALLER_URL": OPS_AGENT_INSTALLER_URL,
             **self.env,
             **env,
         }

@@ -91,6 +91,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.logmetrics",
             # What watching costs a month (make check's line), from config/prices.py's rates.
             "tpudeploy.watchcost",
+            # The TPU VM node's Ops Agent configuration (logs and vLLM's metrics), as data.
+            "tpudeploy.opsagent",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),

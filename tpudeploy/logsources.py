@@ -68,15 +68,18 @@ def log_name(project: str, log_id: str) -> str:
     return f"projects/{project}/logs/{log_id}"
 
 
+def deployment_filter(name: str) -> str:
+    """The clause that keeps one deployment's node entries: the label the node's agent sets
+    (tpudeploy/opsagent.py), read by tpuvm_filter and the log-based metrics alike."""
+    return f"labels.{DEPLOYMENT_LABEL}={quoted(name)}"
+
+
 def tpuvm_filter(
     *, project: str, deployment: str, whats: tuple[str, ...], now: datetime.datetime, since_s: int
 ) -> str:
     """One deployment's node logs of the kinds `whats`, in the window."""
     names = " OR ".join(f"logName={quoted(log_name(project, TPUVM_LOG_IDS[w]))}" for w in whats)
-    return (
-        f"({names}) AND labels.{DEPLOYMENT_LABEL}={quoted(deployment)} AND "
-        f"{since_clause(now, since_s)}"
-    )
+    return f"({names}) AND {deployment_filter(deployment)} AND {since_clause(now, since_s)}"
 
 
 def gke_filter(
@@ -110,9 +113,7 @@ def gke_filter(
 def tpuvm_metric_filter(*, deployment: str, what: str) -> str:
     """A log-based metric's filter over one deployment's node log `what`: by log ID (the
     query language's log_id function, so the stack needs no project id in it) and label."""
-    return (
-        f"log_id({quoted(TPUVM_LOG_IDS[what])}) AND labels.{DEPLOYMENT_LABEL}={quoted(deployment)}"
-    )
+    return f"log_id({quoted(TPUVM_LOG_IDS[what])}) AND {deployment_filter(deployment)}"
 
 
 def gke_metric_filter(*, cluster: str, namespace: str, what: str) -> str | None:

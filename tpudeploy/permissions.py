@@ -292,6 +292,9 @@ STACK_RESOURCES: dict[str, tuple[str, ...]] = {
         "google_storage_bucket_iam_member",
     ),
     "secrets (gke: the nodes' account's project roles)": ("google_project_iam_member",),
+    # The Ops Agent's log and metric writers (tpudeploy/opsagent.py; the bootstrap's for a
+    # pipeline deployment).
+    "secrets (tpu vm: the node account's log and metric writers)": ("google_project_iam_member",),
     # The account and its role; the grant is the billing stack's, with the job.
     "secrets (a deadline job's account and role: spot, on-demand, GKE)": (
         "google_service_account",

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import jinja2
 
-from tpudeploy import bootcheck, cacheguard, facts, frontdoor_log, names, nodebuild
+from tpudeploy import bootcheck, cacheguard, facts, frontdoor_log, names, nodebuild, opsagent
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.idle_table import INTERVAL_S as IDLE_INTERVAL_S
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
+from tpudeploy.logsources import TPUVM_LOG_IDS
 from tpudeploy.node import idlewatch, keymap
 from tpudeploy.node.keymap import KEY_ID_CHARS
 from tpudeploy.pins import pinned_digest
@@ -401,8 +402,25 @@ def render_startup_script(cfg: DeployConfig) -> str:
             ready_timeout=READY_TIMEOUT_SECONDS,
             container_env=v.container_env(),
             serve_lines=_argv_lines(vllm_serve_args(v)),
+            **_telemetry_values(cfg),
         )
     )
+
+
+def _telemetry_values(cfg: DeployConfig) -> dict[str, object]:
+    """templates/_telemetry.sh.j2's values: the Ops Agent, its config and the logs it reads."""
+    return {
+        "log_dir": opsagent.LOG_DIR,
+        "boot_log_file": opsagent.LOG_FILES["boot"],
+        "vllm_log_file": opsagent.LOG_FILES["vllm"],
+        "frontdoor_log_file": opsagent.LOG_FILES["frontdoor"],
+        "log_ids": list(TPUVM_LOG_IDS.values()),
+        "ops_agent_config": opsagent.render_config(cfg),
+        "ops_agent_config_path": opsagent.CONFIG_PATH,
+        "ops_agent_installer_url": opsagent.INSTALLER_URL,
+        "ops_agent_installer_args": opsagent.INSTALLER_ARGS,
+        "ops_agent_unit": opsagent.AGENT_UNIT,
+    }
 
 
 def render_shutdown_script(cfg: DeployConfig) -> str:

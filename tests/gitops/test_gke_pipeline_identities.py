@@ -145,7 +145,12 @@ def test_no_project_grant_of_a_deploy_identity_reaches_the_project_policy() -> N
         "roles/container.defaultNodeServiceAccount",
         "roles/monitoring.viewer",
     }
-    assert identities.project_members(VM, project=PROJECT, project_number=NUMBER) == []
+    # The TPU VM's node account: the Ops Agent's log and metric writers (issue 38).
+    vm = identities.project_members(VM, project=PROJECT, project_number=NUMBER)
+    assert {m.role for m in vm} == {"roles/logging.logWriter", "roles/monitoring.metricWriter"}
+    assert {m.member for m in vm} == {
+        f"serviceAccount:{VM.service_account_id}@{PROJECT}.iam.gserviceaccount.com"
+    }
 
 
 # What a deploy identity holds no permission to make: the bootstrap makes it for a pipeline

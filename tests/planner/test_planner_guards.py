@@ -566,3 +566,21 @@ def test_a_context_past_max_model_len_gets_the_fix_that_exists(context: int, fix
     )
     (finding,) = only(cfg, "load.expected_context")
     assert fix in says(finding, "error", "load.expected_context", context)
+
+
+@pytest.mark.parametrize(
+    ("extra", "warned"),
+    [
+        (["--enable-log-requests"], True),
+        (["--no-enable-log-requests"], False),
+        (["--max-log-len", "10"], False),
+    ],
+)
+def test_logging_prompts_to_cloud_logging_is_a_warning(extra: list[str], warned: bool) -> None:
+    """vLLM's request log holds the prompt, and the node ships vLLM's output (issue 38)."""
+    settings = parse_config({"vllm": {"extra_args": extra}})
+    found = only(settings, "vllm.extra_args")
+    assert [f.severity for f in found] == (["warning"] if warned else [])
+    if warned:
+        assert "prompt" in found[0].message and "Cloud Logging" in found[0].message
+        assert "Fix: remove it" in found[0].message

@@ -162,14 +162,13 @@ def test_two_deployments_share_no_dashboard_policy_or_series(pair: tuple[str, st
 
 
 def test_the_absence_alert_only_where_metrics_flow() -> None:
-    """On the TPU VM nothing ships vLLM's metrics yet: an absence alert would fire forever."""
-    tpuvm, gke = CONFIGS["tpuvm"], CONFIGS["gke"]
-    assert platform_for(tpuvm).metrics_gap and platform_for(gke).metrics_gap is None
-    titles = [d["displayName"] for k, d in _documents(tpuvm) if k == "AlertPolicy"]
-    assert not any("No vLLM server" in t for t in titles)
-    assert any(
-        "No vLLM server" in d["displayName"] for k, d in _documents(gke) if k == "AlertPolicy"
-    )
+    """Where nothing ships vLLM's metrics an absence alert would fire forever; both platforms
+    ship them now (the TPU VM's Ops Agent, tpudeploy/opsagent.py), so both get it."""
+    assert alertpolicies.declared(metrics_flow=False) != alertpolicies.declared(metrics_flow=True)
+    for cfg in (CONFIGS["tpuvm"], CONFIGS["gke"]):
+        assert platform_for(cfg).metrics_gap is None
+        titles = [d["displayName"] for k, d in _documents(cfg) if k == "AlertPolicy"]
+        assert any("No vLLM server" in t for t in titles)
 
 
 def test_every_policy_says_why_and_the_fix() -> None:

@@ -56,14 +56,15 @@ def test_make_check_prices_the_policies_each_platform_declares() -> None:
     vm, gke = _cfg(None), _cfg(None, "gke")
     vm_line = next(x for x in watching_lines(vm) if x.startswith("watching:"))
     gke_line = next(x for x in watching_lines(gke) if x.startswith("watching:"))
-    # the PromQL policies where vLLM's metrics flow, and those over the log-based metrics
-    for cfg, line, flow in ((vm, vm_line, False), (gke, gke_line, True)):
-        count = len(declared(metrics_flow=flow)) + len(
+    # the PromQL policies (vLLM's metrics flow on both: the TPU VM's Ops Agent ships them), and
+    # those over the log-based metrics
+    for cfg, line in ((vm, vm_line), (gke, gke_line)):
+        count = len(declared(metrics_flow=True)) + len(
             log_policies(cfg, tuple(log_metrics_for(cfg)))
         )
         assert f"{count} conditions" in line
-    # the TPU VM ships no metrics yet: none are counted in its total
-    assert "vLLM metrics $0 now" in vm_line and "vLLM metrics $0 now" not in gke_line
+        # the node's metrics are priced on both platforms now
+        assert "vLLM metrics $0 now" not in line and "per server" in line
     assert "1 client" in vm_line and "set [load] expected_clients" in vm_line
 
 

@@ -285,8 +285,13 @@ def test_secret_level_iam_for_the_node_account_only(secrets_stack: dict[str, Any
         assert m and m[1] in secrets, iam["secret_id"]
         granted.add(secrets[m[1]]["secret_id"])
     assert f"{NAME}-hf-token" in granted
-    # No wider grant: no bindings/policies that could replace other members, no project IAM.
+    # No wider grant: no bindings/policies that could replace other members, no project IAM
+    # but the Ops Agent's two writers (test_the_node_account_writes_logs_and_metrics_...).
     for rtype in secrets_stack["resource"]:
+        if rtype == "google_project_iam_member":
+            roles = {g["role"] for g in secrets_stack["resource"][rtype].values()}
+            assert roles == {"roles/logging.logWriter", "roles/monitoring.metricWriter"}
+            continue
         assert not rtype.startswith("google_project_iam"), rtype
         assert not rtype.endswith(("_iam_binding", "_iam_policy")), rtype
 
@@ -295,7 +300,8 @@ def test_the_only_project_level_iam_is_the_deadline_jobs_delete(synth: Synthesiz
     """Secrets and the cache bucket are granted on themselves. A spot or on-demand node's
     deadline job needs tpu.nodes.delete, which Cloud TPU grants at project level only: one
     custom role with that permission (the secrets stack), bound to the stop account by the node
-    stack with the job, conditioned on the deadline (issue 36 item 10), and nothing else."""
+    stack with the job, conditioned on the deadline (issue 36 item 10), and nothing else but
+    the node account's log and metric writers (issue 38: no condition narrows them)."""
     for overrides in ALL:
         stacks = synth(overrides)
         roles = resources(stacks[f"{NAME}-secrets"], "google_project_iam_custom_role").values()
@@ -306,6 +312,14 @@ def test_the_only_project_level_iam_is_the_deadline_jobs_delete(synth: Synthesiz
             if not iam:
                 continue
             if name.endswith("-secrets"):
+                writers = found.pop("google_project_iam_member", {})
+                assert {g["role"] for g in writers.values()} == {
+                    "roles/logging.logWriter",
+                    "roles/monitoring.metricWriter",
+                }, name
+                iam = sorted(t for t in found if t.startswith("google_project_iam"))
+                if not iam:  # flex-start: no deadline job, no role
+                    continue
                 assert iam == ["google_project_iam_custom_role"], name
                 assert [role] == list(found["google_project_iam_custom_role"].values())
                 assert role["permissions"] == ["tpu.nodes.delete"], name
@@ -330,6 +344,24 @@ def test_required_services_kept_on_destroy(secrets_stack: dict[str, Any]) -> Non
     }
     for svc in services.values():
         assert svc["disable_on_destroy"] is False, svc["service"]
+
+
+def test_the_node_account_writes_logs_and_metrics_and_nothing_more(
+    secrets_stack: dict[str, Any],
+) -> None:
+    """The Ops Agent on the TPU VM writes as the node's account (issue 38): the two writer roles
+    Google's install page names, on the project (no condition can narrow them:
+    tpudeploy/opsagent.py), and no other project role."""
+    grants = [
+        g
+        for g in resources(secrets_stack, "google_project_iam_member").values()
+        if "google_service_account.node-sa.email" in g["member"]
+    ]
+    assert sorted(g["role"] for g in grants) == [
+        "roles/logging.logWriter",
+        "roles/monitoring.metricWriter",
+    ]
+    assert not [g for g in grants if "condition" in g]
 
 
 # --- outputs, variable, provider ---------------------------------------------------------------

@@ -467,9 +467,13 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages):
                 f"{_tail(result.log)}"
             )
         self._check_served_certificate(disk)
+        problems = self._sandbox.agent_problems()
+        if problems:
+            raise StageFailure(f"the node's Ops Agent config would not run: {problems}")
         return (
             "startup script from the node's metadata: vLLM ready behind the TLS proxy serving "
-            "the stored certificate, compile cache saved"
+            "the stored certificate, compile cache saved, Ops Agent configured (installer: a "
+            "stand-in, offline)"
         )
 
     def _internet(self, node: dict[str, object]) -> bool:

@@ -18,8 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.rehearsal.fakes.opsagent_rules import refusals
+
 HERE = Path(__file__).resolve().parent
 STAND_IN = HERE / "stubs" / "stand_in.py"
+# The Ops Agent's installer (templates/_telemetry.sh.j2): a stand-in read from a file:// URL by the
+# node's real curl. The rehearsal is offline; it never fetches Google's installer.
+OPS_AGENT_INSTALLER = HERE / "stubs" / "ops_agent_installer.sh"
 FAKE_VLLM = HERE / "fake_vllm.py"
 # The key poller's period in the rehearsal (the node's is 30 s, tpudeploy/render.py): one second,
 # so the keys stage measures a rotation's propagation in seconds.
@@ -133,6 +138,9 @@ class BootSandbox:
             "TPUDEPLOY_PULL_TIMEOUT": "60",
             "TPUDEPLOY_SSHD_CONFIG": str(self.sshd_config),
             "TPUDEPLOY_LOGIN_GATE": str(self.root / "sbin" / "tpudeploy-login"),
+            "TPUDEPLOY_LOG_DIR": str(self.log_dir),
+            "TPUDEPLOY_OPS_AGENT_CONFIG": str(self.ops_agent_config),
+            "TPUDEPLOY_OPS_AGENT_INSTALLER_URL": OPS_AGENT_INSTALLER.as_uri(),
         }
         if self.run_root.parent != SHM:
             # No /dev/shm here: say which filesystem stands in for memory (as tests do).
@@ -156,6 +164,32 @@ class BootSandbox:
                 check=False,
             )
         return BootResult(proc.returncode, log)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "var" / "log" / "tpudeploy"
+
+    @property
+    def ops_agent_config(self) -> Path:
+        return self.root / "etc" / "google-cloud-ops-agent" / "config.yaml"
+
+    def agent_problems(self) -> list[str]:
+        """What the Ops Agent would refuse in the config this boot wrote
+        (fakes/opsagent_rules.py), and any scrape target off loopback: vLLM is scraped on the
+        node itself, never through the front door or another host."""
+        if not self.ops_agent_config.exists():
+            return [f"the boot wrote no Ops Agent config ({self.ops_agent_config})"]
+        config = json.loads(self.ops_agent_config.read_text())
+        problems = refusals(config)
+        for receiver in config.get("metrics", {}).get("receivers", {}).values():
+            for scrape in (receiver.get("config") or {}).get("scrape_configs", []):
+                for group in scrape.get("static_configs", []):
+                    problems += [
+                        f"scrape target {t} is not on loopback"
+                        for t in group.get("targets", [])
+                        if t.rpartition(":")[0] not in ("127.0.0.1", "localhost", "[::1]")
+                    ]
+        return problems
 
     def pids(self) -> dict[str, int]:
         """What the stand-ins started and this VM still runs: container or unit -> pid (the

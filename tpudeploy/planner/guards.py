@@ -307,6 +307,26 @@ def check_block_size(cfg: DeployConfig) -> list[Finding]:
     ]
 
 
+def check_request_logging(cfg: DeployConfig) -> list[Finding]:
+    """--enable-log-requests makes vLLM log every request with its prompt ("Received request %s:
+    prompt: %r", vllm/entrypoints/logger.py), and vLLM's output ships to Cloud Logging (TPU VM:
+    the tpudeploy-vllm log, tpudeploy/opsagent.py; GKE: the vllm container's log)."""
+    # Exact: the config refuses a value on it (config/serveflags.py, "takes no value").
+    if "--enable-log-requests" not in cfg.vllm.extra_args:
+        return []
+    return [
+        Finding(
+            "warning",
+            "vllm.extra_args",
+            "--enable-log-requests",
+            "vLLM then logs every request's prompt, and its output is shipped to Cloud Logging: "
+            "the prompts would be stored there for the log's retention, readable by anyone who "
+            "may read the project's logs (docs/see-it-running.md, what the logs contain). Fix: "
+            "remove it; the front door's access log counts requests per client without content",
+        )
+    ]
+
+
 def check_load(cfg: DeployConfig, accel: Accelerator) -> list[Finding]:
     model = cfg.model_geometry
     if cfg.load.expected_clients is None or cfg.load.expected_context is None:
@@ -409,6 +429,7 @@ def check_settings(cfg: DeployConfig) -> list[Finding]:
     findings += check_max_num_batched_tokens(cfg)
     findings += check_provisioning_keys(cfg)
     findings += check_block_size(cfg)
+    findings += check_request_logging(cfg)
     try:
         accel = lookup_accelerator(cfg.accelerator_type)
     except AcceleratorError as exc:

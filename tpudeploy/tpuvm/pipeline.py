@@ -4,6 +4,7 @@ and its deadline job's one permission."""
 
 from __future__ import annotations
 
+from tpudeploy import opsagent
 from tpudeploy.config import DeployConfig
 from tpudeploy.grants import (
     PROJECT,
@@ -14,6 +15,7 @@ from tpudeploy.grants import (
     cel_string,
     one_of,
 )
+from tpudeploy.names import service_account_email
 from tpudeploy.tpuvm.deadline_target import STOP_PERMISSIONS
 
 FIREWALL_TYPE = "compute.googleapis.com/Firewall"
@@ -127,6 +129,11 @@ def stop_grant(dep: DeployConfig) -> Grant:
 
 
 def project_members(dep: DeployConfig, *, project: str, project_number: str) -> list[ProjectMember]:
-    """None: the TPU VM's node account holds no project role (its grants are on its secrets and
-    its cache bucket)."""
-    return []
+    """The node account's log and metric writers (tpudeploy/opsagent.NODE_PROJECT_ROLES: the Ops
+    Agent ships the node's logs and vLLM's metrics); its other grants are on its own secrets and
+    cache bucket."""
+    node = f"serviceAccount:{service_account_email(dep.service_account_id, project)}"
+    return [
+        ProjectMember(role, node, "the Ops Agent writes the node's logs and vLLM's metrics")
+        for role in opsagent.NODE_PROJECT_ROLES
+    ]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpudeploy import logsources, planner, policy, replicasecrets
+from tpudeploy import logsources, opsagent, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
@@ -45,7 +45,9 @@ class TpuVm:
     stop_nouns = deadline_target.STOP_NOUNS
     stop_permissions: tuple[str, ...] = deadline_target.STOP_PERMISSIONS
     node_reads_secrets = True
-    node_project_roles: tuple[str, ...] = ()
+    # The Ops Agent's log and metric writers (tpudeploy/opsagent.py says why, and why the
+    # project: no condition narrows them).
+    node_project_roles: tuple[str, ...] = opsagent.NODE_PROJECT_ROLES
     commands = COMMANDS
     # The node reads <name>-tls at every boot (templates/startup.sh.j2, read_tls), and a rerun
     # of the startup script restarts the proxy on what it read.
@@ -75,16 +77,15 @@ class TpuVm:
     def recover_note(self, cfg: DeployConfig) -> str | None:
         return None
 
-    metrics_gap: str | None = (
-        "its tiles stay empty on the TPU VM, and the no-server alert is left out, until the Ops "
-        "Agent ships vLLM's metrics (issue 38's later slice: nothing scrapes the node's /metrics "
-        "yet)"
-    )
+    # The node's Ops Agent ships vLLM's metrics (tpudeploy/opsagent.py): the tiles fill, and
+    # the no-server alert fires when they stop (an agent that could not install included).
+    metrics_gap: str | None = None
 
     def metrics_selector(self, cfg: DeployConfig) -> str:
-        # The Ops Agent's Prometheus receiver (issue 38's later slice) labels each series with
-        # its scrape job's job_name; that config must name the job after the deployment. Rests
-        # on the issue's reading: the agent's label page was not in the stored corpus.
+        # The Ops Agent's Prometheus receiver labels each series with its scrape job's job_name,
+        # which tpudeploy/opsagent.py sets to the deployment's name (tests/tpuvm/
+        # test_ops_agent.py). That the label reaches PromQL as `job` rests on the issue's
+        # reading: the agent's label page was not in the stored corpus.
         return f'job="{cfg.name}"'
 
     def log_filter(
@@ -116,6 +117,8 @@ class TpuVm:
     def permission_parts(self, cfg: DeployConfig, purpose: str) -> list[str]:
         vm = cfg.provisioning != "flex-start"
         keys = ["secrets (all models)", "secrets (tpu vm: the node account's access)"]
+        if not cfg.gitops_managed:
+            keys.append("secrets (tpu vm: the node account's log and metric writers)")
         if vm:
             keys.append("secrets (a deadline job's account and role: spot, on-demand, GKE)")
         if purpose == "deploy":

@@ -280,6 +280,15 @@ def docker(args: list[str]) -> int:
             return 1
         sys.stdout.write(CONFIG.get("logs", {}).get(name, ""))
         return 0
+    if sub == "inspect" and "--format" in args:
+        # `docker inspect --format '{{.LogPath}}' NAME`: where docker's json-file log of the
+        # container would be (the Ops Agent reads it through a link, templates/_telemetry.sh.j2).
+        name, template = args[-1], args[args.index("--format") + 1]
+        if template != "{{.LogPath}}" or name not in containers:
+            print(f"stand-in docker: no {template} for {name}", file=sys.stderr)
+            return 1
+        print(STUB_DIR / f"{name}-json.log")
+        return 0
     if sub == "exec":
         # `docker exec [-i] NAME CMD...`: scripted answers per container and program.
         rest = [a for a in args[1:] if a != "-i"]
@@ -493,6 +502,10 @@ def curl_answer(opts: dict[str, Any]) -> tuple[int, bytes]:
         if target.exists():
             return 200, target.read_bytes()
         return 404, b"<Error><Code>NoSuchKey</Code></Error>"
+    if url in CONFIG.get("downloads", {}):
+        # A download the boot makes from outside Google's APIs (the Ops Agent's installer):
+        # the test's stand-in text, never the internet.
+        return 200, CONFIG["downloads"][url].encode()
     if url.startswith("http://127.0.0.1:") and url.endswith("/health"):
         # vLLM on loopback: scripted answers, one per poll (the last one sticks).
         codes = CONFIG.get("health", [200])
