@@ -84,6 +84,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # them; the platform gives the label selector).
             "tpudeploy.dashboard",
             "tpudeploy.alertpolicies",
+            # The upstream watch's budget and name (make check prints them); the watch itself
+            # is a command (tpudeploy.upstream, below).
+            "tpudeploy.upstream.budget",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),
@@ -108,6 +111,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.identities",
             "tpudeploy.github_environments",
             "tpudeploy.stateinit",
+            "tpudeploy.upstream",
         ),
     ),
     ("stacks: cdktf constructs", ("stacks",)),

@@ -21,6 +21,7 @@ from tpudeploy.gke.platform import Gke
 from tpudeploy.grants import PipelinePart
 from tpudeploy.pins import moving_tags
 from tpudeploy.tpuvm.platform import TpuVm
+from tpudeploy.upstream import budget as upstream_budget
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -234,6 +235,7 @@ def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> l
     lines += [str(f) for f in moving_tags(cfg, pin_instead=pin_instead)]
     lines += platform.summary(cfg, today=today)
     lines += watching_lines(cfg)
+    lines += upstream_budget.check_lines(cfg)
     return lines
 
 
