@@ -15,6 +15,7 @@ from tools.tune_example import Effect
 from tpudeploy.accept import Verdict
 from tpudeploy.config import parse_config
 from tpudeploy.tune.runner import StepResult
+from tpudeploy.upstream.budget import watch_data
 from tpudeploy.upstream.registry import Release
 from tpudeploy.upstream.watch import (
     PIN_JSON,
@@ -23,7 +24,6 @@ from tpudeploy.upstream.watch import (
     VERDICT_JSON,
     Outcome,
     Watch,
-    watch_data,
 )
 
 PINNED = "a" * 64

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tpudeploy import names
 from tpudeploy.config import DeployConfig
@@ -39,6 +42,23 @@ def name_problem(cfg: DeployConfig) -> str | None:
         f"name; fix: shorten name to at most {NAME_MAX - len(WATCH_SUFFIX)} characters, or "
         "leave [watch] enabled = false"
     )
+
+
+def watch_data(base: Mapping[str, Any], cfg: DeployConfig, image: str) -> dict[str, Any]:
+    """The watch deployment's whole config: the deployment's own serving config with `image`,
+    under its own name, on flex-start, its node's max_run_duration the run's time limit (the
+    TPU API deletes the VM then: billing stops even if nobody destroys it)."""
+    data: dict[str, Any] = json.loads(json.dumps(dict(base), default=str))  # a deep copy
+    data.pop("watch", None)  # the watch deployment is not itself watched
+    data["name"] = watch_name(cfg)
+    data["provisioning"] = "flex-start"
+    data["max_run_duration"] = cfg.watch.time_limit
+    # A flex-start node needs no deadline job and no auto-recovery.
+    data.pop("auto_recover", None)
+    vllm = dict(data.get("vllm", {}))
+    vllm["image"] = image
+    data["vllm"] = vllm
+    return data
 
 
 @dataclass(frozen=True)
@@ -97,9 +117,10 @@ def budget(cfg: DeployConfig) -> Budget:
     return Budget(rate, note, limit, worst_case_seconds(limit), cfg.watch.budget_usd)
 
 
-def check_lines(cfg: DeployConfig) -> list[str]:
+def check_lines(cfg: DeployConfig, *, unsupported: str | None = None) -> list[str]:
     """What `make check` prints for a config with a `[watch]` table: on or off, the schedule, the
-    budget against the worst case, the time limit and what stops the billing."""
+    budget against the worst case, the time limit and what stops the billing. `unsupported`: why
+    the platform has no `make tune`, whose harness the watch runs (None: it has)."""
     if "watch" not in cfg.model_fields_set:
         return []
     w = cfg.watch
@@ -118,7 +139,12 @@ def check_lines(cfg: DeployConfig) -> list[str]:
         "each watch node's flex-start max_run_duration (= the time limit: the TPU API deletes "
         "the VM), and the next run destroys whatever a killed run left first",
     ]
-    for problem in (b.refusal, name_problem(cfg) if w.enabled else None):
+    platform = f"[watch] enabled = true: the watch runs make tune's harness, and {unsupported}"
+    for problem in (
+        b.refusal,
+        name_problem(cfg) if w.enabled else None,
+        platform if w.enabled and unsupported else None,
+    ):
         if problem:
             lines.append(f"  REFUSED: {problem}")
     return lines

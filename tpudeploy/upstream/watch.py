@@ -26,13 +26,15 @@ from typing import Any, TextIO
 
 from tpudeploy import accept, facts
 from tpudeploy.config import DeployConfig
+from tpudeploy.errors import NotOnThisPlatform
+from tpudeploy.platform import platform_for
 from tpudeploy.tune import tomlwrite
 from tpudeploy.tune.arms import BASELINE, load_arms
 from tpudeploy.tune.plan import TunePlan, build_plan
 from tpudeploy.tune.ranking import collect
 from tpudeploy.tune.runner import Step, run_tune
 from tpudeploy.tune.verdict import BETTER, WORSE, ArmVerdict, compare
-from tpudeploy.upstream.budget import budget, name_problem, watch_name
+from tpudeploy.upstream.budget import budget, name_problem, watch_data, watch_name
 from tpudeploy.upstream.registry import ImageRef, Release
 
 CANDIDATE = "candidate"
@@ -76,23 +78,6 @@ class Outcome:
     def exit_code(self) -> int:
         """0 when the run did its job (whatever it concluded), 1 when it could not."""
         return 1 if self.status in ("refused", "failed") else 0
-
-
-def watch_data(base: Mapping[str, Any], cfg: DeployConfig, image: str) -> dict[str, Any]:
-    """The watch deployment's whole config: the deployment's own serving config with `image`,
-    under its own name, on flex-start, its node's max_run_duration the run's time limit (the
-    TPU API deletes the VM then: billing stops even if nobody destroys it)."""
-    data: dict[str, Any] = json.loads(json.dumps(dict(base), default=str))  # a deep copy
-    data.pop("watch", None)  # the watch deployment is not itself watched
-    data["name"] = watch_name(cfg)
-    data["provisioning"] = "flex-start"
-    data["max_run_duration"] = cfg.watch.time_limit
-    # A flex-start node needs no deadline job and no auto-recovery.
-    data.pop("auto_recover", None)
-    vllm = dict(data.get("vllm", {}))
-    vllm["image"] = image
-    data["vllm"] = vllm
-    return data
 
 
 def accept_reasons(rows: Sequence[accept.Verdict]) -> list[str]:
@@ -236,6 +221,10 @@ class Watch:
                 ],
             )
         problems = [p for p in (budget(cfg).refusal, name_problem(cfg)) if p]
+        try:
+            platform_for(cfg).require(cfg, "tune")  # the harness the watch runs
+        except NotOnThisPlatform as exc:
+            problems.append(str(exc))
         pinned = image.pinned(image.digest)
         if problems:
             return Outcome("refused", problems, pinned=pinned)
