@@ -16,9 +16,9 @@ from tpudeploy.accept import Verdict
 from tpudeploy.config import parse_config
 from tpudeploy.tune.runner import StepResult
 from tpudeploy.upstream.budget import watch_data
+from tpudeploy.upstream.pinfile import PIN_JSON
 from tpudeploy.upstream.registry import Release
-from tpudeploy.upstream.watch import (
-    PIN_JSON,
+from tpudeploy.upstream.watchrun import (
     PR_BODY,
     RUN_FILE,
     VERDICT_JSON,
@@ -265,8 +265,7 @@ def test_the_watch_deployment_is_its_own_and_flex_start() -> None:
 
 
 def test_apply_pin_rewrites_the_one_pinned_image_or_nothing(tmp_path: Path) -> None:
-    from tpudeploy.errors import UserError
-    from tpudeploy.upstream.__main__ import apply_pin
+    from tpudeploy.upstream.pinfile import PinError, apply_pin
 
     old, new = f"vllm/vllm-tpu:nightly@sha256:{PINNED}", f"vllm/vllm-tpu:nightly@sha256:{NEW}"
     (tmp_path / PIN_JSON).write_text(json.dumps({"old": old, "new": new}))
@@ -275,5 +274,5 @@ def test_apply_pin_rewrites_the_one_pinned_image_or_nothing(tmp_path: Path) -> N
     assert apply_pin(tmp_path, deployment) == new
     assert tomllib.loads(deployment.read_text())["vllm"]["image"] == new
     # Applied once already (or moved since the run): the old pin is gone, nothing changes.
-    with pytest.raises(UserError, match="occurs 0 times, not once"):
+    with pytest.raises(PinError, match="occurs 0 times, not once"):
         apply_pin(tmp_path, deployment)

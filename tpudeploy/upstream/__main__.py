@@ -8,7 +8,6 @@ python -m tpudeploy.upstream apply-pin watch-out deployments/staging.toml
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tomllib
@@ -21,7 +20,8 @@ from tpudeploy.platform import load_config, platform_for
 from tpudeploy.tune.runner import make_step
 from tpudeploy.upstream import registry
 from tpudeploy.upstream.budget import check_lines
-from tpudeploy.upstream.watch import PIN_JSON, Watch
+from tpudeploy.upstream.pinfile import PinError, apply_pin
+from tpudeploy.upstream.watchrun import Watch
 
 
 def accept_rows(config: Path) -> list[accept.Verdict]:
@@ -63,24 +63,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def apply_pin(artifact: Path, deployment: Path) -> str:
-    """Rewrite the deployment file's pinned image to the proposed one: exactly one occurrence of
-    the old reference, in quotes, or nothing changes."""
-    pin = json.loads((artifact / PIN_JSON).read_text(encoding="utf-8"))
-    old, new = f'"{pin["old"]}"', f'"{pin["new"]}"'
-    registry.ImageRef.parse(pin["new"], key="pin.json new")
-    text = deployment.read_text(encoding="utf-8")
-    if text.count(old) != 1:
-        raise errors.UserError(
-            f"{deployment}: the pinned image {old} occurs {text.count(old)} times, not once; "
-            "the pin moved since the watch ran: let the next run judge the new one"
-        )
-    deployment.write_text(text.replace(old, new), encoding="utf-8")
-    return str(pin["new"])
-
-
 def _cmd_apply_pin(args: argparse.Namespace) -> int:
-    new = apply_pin(Path(args.artifact), Path(args.deployment))
+    try:
+        new = apply_pin(Path(args.artifact), Path(args.deployment))
+    except PinError as exc:
+        raise errors.UserError(str(exc)) from None
     print(f"{args.deployment}: image pinned to {new}")
     return 0
 

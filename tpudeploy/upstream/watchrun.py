@@ -35,6 +35,8 @@ from tpudeploy.tune.ranking import collect
 from tpudeploy.tune.runner import Step, run_tune
 from tpudeploy.tune.verdict import BETTER, WORSE, ArmVerdict, compare
 from tpudeploy.upstream.budget import budget, name_problem, watch_data, watch_name
+from tpudeploy.upstream.pinfile import PIN_JSON
+from tpudeploy.upstream.prbody import pr_body, verdict_markdown
 from tpudeploy.upstream.registry import ImageRef, Release
 
 CANDIDATE = "candidate"
@@ -46,7 +48,7 @@ REQUIRED_ROWS = ("chat", "tool call")
 # limit so that its own destroy still fits in the job.
 DESTROY_MARGIN_S = 15 * 60
 RUN_FILE = "watch-run.json"
-VERDICT_JSON, VERDICT_MD, PR_BODY, PIN_JSON = "verdict.json", "verdict.md", "pr-body.md", "pin.json"
+VERDICT_JSON, VERDICT_MD, PR_BODY = "verdict.json", "verdict.md", "pr-body.md"
 
 # Given the candidate's config file, its acceptance rows (production: tpudeploy.upstream.__main__
 # reaches the node's front door as `make accept` does).
@@ -353,8 +355,6 @@ class Watch:
     # ---- the artifact ----
 
     def _write(self, outcome: Outcome) -> None:
-        from tpudeploy.upstream.report import pr_body, verdict_markdown
-
         data = {
             "deployment": self.cfg.name,
             "watch_deployment": watch_name(self.cfg),
