@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tools.rehearsal.fakes.dockerhub import FakeDockerHub
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.planner import FLEX_START, price_table
 from tpudeploy.upstream import budget, gate, registry
@@ -18,39 +16,22 @@ from tpudeploy.upstream import budget, gate, registry
 DIGEST = "c" * 64
 
 
-class FakeHub(BaseHTTPRequestHandler):
-    """Docker Hub's GET /v2/namespaces/{ns}/repositories/{repo}/tags/{tag}, one tag known."""
-
-    def do_GET(self) -> None:
-        if self.path != "/v2/namespaces/vllm/repositories/vllm-tpu/tags/nightly":
-            self.send_response(404)
-            self.end_headers()
-            self.wfile.write(b'{"message": "httperror 404: tag not found"}')
-            return
-        body = {"name": "nightly", "digest": f"sha256:{DIGEST}", "last_updated": "2026-12-01"}
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(json.dumps(body).encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def hub() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+def hub() -> Iterator[FakeDockerHub]:
+    with FakeDockerHub() as fake:
+        fake.publish("vllm/vllm-tpu", "nightly", DIGEST)
+        yield fake
 
 
-def test_the_tags_digest_is_read_from_the_documented_endpoint(hub: str) -> None:
-    release = registry.latest("vllm/vllm-tpu", "nightly", base_url=hub)
+def test_the_tags_digest_is_read_from_the_documented_endpoint(hub: FakeDockerHub) -> None:
+    release = registry.latest("vllm/vllm-tpu", "nightly", base_url=hub.url)
     assert release.digest == DIGEST and release.tag == "nightly"
+    assert hub.requests == ["/v2/namespaces/vllm/repositories/vllm-tpu/tags/nightly"]
+    # A new release moves the tag: the next read sees it.
+    hub.publish("vllm/vllm-tpu", "nightly", "e" * 64)
+    assert registry.latest("vllm/vllm-tpu", "nightly", base_url=hub.url).digest == "e" * 64
     with pytest.raises(registry.RegistryError, match=r"answered 404; is vllm/vllm-tpu:gone"):
-        registry.latest("vllm/vllm-tpu", "gone", base_url=hub)
+        registry.latest("vllm/vllm-tpu", "gone", base_url=hub.url)
 
 
 def test_plain_http_is_refused_off_loopback() -> None:
