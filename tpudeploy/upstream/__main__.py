@@ -17,9 +17,10 @@ from pathlib import Path
 from tpudeploy import accept, errors, smoke
 from tpudeploy.config import ConfigError, config_path, require_project
 from tpudeploy.platform import load_config, platform_for
+from tpudeploy.tune import tomlwrite
 from tpudeploy.tune.runner import make_step
 from tpudeploy.upstream import registry
-from tpudeploy.upstream.budget import check_lines
+from tpudeploy.upstream.budget import check_lines, name_problem, watch_data, watch_name
 from tpudeploy.upstream.pinfile import PinError, apply_pin
 from tpudeploy.upstream.watchrun import Watch
 
@@ -42,6 +43,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     lines = check_lines(cfg)
     print("\n".join(lines) or f"{config_path()}: no [watch] table; the upstream watch is off")
     return 1 if any("REFUSED" in line for line in lines) else 0
+
+
+def _cmd_config(args: argparse.Namespace) -> int:
+    """The watch deployment's config with the pinned build: for its one-time setup
+    (`DEPLOY_CONFIG=<it> make secret` and `make api-key`) and for a look at what it deploys."""
+    path = config_path()
+    cfg = load_config(path)
+    problem = name_problem(cfg)
+    if problem:
+        raise errors.UserError(problem)
+    base = tomllib.loads(path.read_text(encoding="utf-8"))
+    out = Path(args.out)
+    header = f"The upstream watch's deployment for {cfg.name!r} ({path}); written by the watch."
+    out.write_text(tomlwrite.dumps(watch_data(base, cfg, cfg.vllm.image), header=header))
+    print(f"{out}: deployment {watch_name(cfg)!r} (flex-start, the pinned build)")
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -76,13 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tpudeploy.upstream")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("check", help="the watch's budget, time limit and what stops the billing")
+    config = sub.add_parser("config", help="write the watch deployment's config (one-time setup)")
+    config.add_argument("--out", required=True)
     run = sub.add_parser("run", help="one watch run: judge a new build, destroy, write a verdict")
     run.add_argument("--out", required=True, help="the artifact's folder")
     pin = sub.add_parser("apply-pin", help="write a proposed pin into the deployment file")
     pin.add_argument("artifact")
     pin.add_argument("deployment")
     args = parser.parse_args(argv)
-    commands = {"check": _cmd_check, "run": _cmd_run, "apply-pin": _cmd_apply_pin}
+    commands = {
+        "check": _cmd_check,
+        "config": _cmd_config,
+        "run": _cmd_run,
+        "apply-pin": _cmd_apply_pin,
+    }
     try:
         return commands[args.command](args)
     except (ConfigError, registry.RegistryError) as exc:
