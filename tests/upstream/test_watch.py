@@ -276,3 +276,17 @@ def test_apply_pin_rewrites_the_one_pinned_image_or_nothing(tmp_path: Path) -> N
     # Applied once already (or moved since the run): the old pin is gone, nothing changes.
     with pytest.raises(PinError, match="occurs 0 times, not once"):
         apply_pin(tmp_path, deployment)
+
+
+def test_a_leftover_that_cannot_be_destroyed_is_a_failed_run_with_its_artifact(
+    tmp_path: Path,
+) -> None:
+    class Stuck(FakeCloud):
+        def __call__(self, argv: Sequence[str], env: Mapping[str, str]) -> StepResult:
+            super().__call__(argv, env)
+            return StepResult(1, "Error: deleting queued resource: 409 (fake)")
+
+    outcome = run(tmp_path, Stuck(BETTER))
+    assert outcome.status == "failed" and outcome.exit_code == 1
+    assert "make destroy of gemma4-staging-watch failed" in outcome.reasons[0]
+    assert artifact(tmp_path)["status"] == "failed"

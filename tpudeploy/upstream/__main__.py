@@ -33,8 +33,9 @@ def accept_rows(config: Path) -> list[accept.Verdict]:
         endpoint = platform_for(cfg).endpoint(cfg, project)
         key = smoke.resolve_api_key(cfg, project)
         return accept.verdicts(endpoint, key, accept.Limits.of(cfg))
-    except smoke.SmokeError as exc:
-        # No row could run: the front door is unreachable, untrusted or open.
+    except errors.UserError as exc:
+        # No row could run (the front door unreachable, untrusted or open; no key): a failed
+        # row, so the run still destroys its node and files the verdict.
         return [accept.Verdict("front door", "FAIL", 0.0, str(exc))]
 
 

@@ -196,7 +196,11 @@ class Watch:
 
     def run(self) -> Outcome:
         self.out.mkdir(parents=True, exist_ok=True)
-        outcome = self._run()
+        try:
+            outcome = self._run()
+        except WatchError as exc:
+            # The leftover's destroy failed before anything new started: say so in the artifact.
+            outcome = Outcome("failed", [str(exc)])
         self._write(outcome)
         return outcome
 
