@@ -29,7 +29,8 @@ QUIET_CDKTF = if [ ! -t 1 ] && { [ -n "$(AUTO_APPROVE)" ] || [ ! -t 0 ]; }; then
 	preflight \
 	capacity cost plan-scale status bench bench-quick bench-plan report readme mutants \
 	bootstrap bootstrap-synth bootstrap-scan bootstrap-check state-init secret api-key tls-cert usage logs dashboard wait pin smoke accept endpoint tunnel \
-	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report
+	rehearse test-fast test-slow test-all recover extend tune-plan tune tune-report \
+	watch-check upstream-watch
 
 # Sorted by name, the descriptions in one column however long the longest target name is.
 help: ## List the targets
@@ -271,6 +272,15 @@ tune: install ## TPU VM only: boot each arm from scratch, bench it, stop the bil
 tune-report: $(VENV_STAMP) ## The tune's verdict: make tune-report OUT=tune-results/<name>-<profile>
 	@test -n "$(OUT)" || { echo "usage: make tune-report OUT=<the OUT of make tune>" >&2; exit 2; }
 	@$(PY) -m tpudeploy.tune report $(OUT) $(TUNE_ARGS)
+
+# The upstream watch ([watch] table, docs/tuning.md); exit 1 when its run would be refused.
+watch-check: $(VENV_STAMP) ## The upstream watch's budget, worst case, time limit and billing stop
+	@$(PY) -m tpudeploy.upstream check
+
+# Paid: what .github/workflows/upstream-watch.yml runs. A new vllm-tpu build on its own flex-start
+# deployment <name>-watch, judged against the pinned one, always destroyed; OUT gets the verdict.
+upstream-watch: install ## Judge a new vllm-tpu build on its own flex-start node (OUT=dir)
+	@$(PY) -m tpudeploy.upstream run --out $(or $(OUT),watch-out)
 
 # Two pytest workers (pytest-xdist), one per core of the machines this runs on; each test file
 # stays on one worker, so a module's shared fixture (the rehearsal starts all its runs at once)

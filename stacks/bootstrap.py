@@ -60,6 +60,7 @@ from tpudeploy import errors, identities
 from tpudeploy.bootstrap_config import (
     BOOTSTRAP_STACK,
     DEPLOY_ATTRIBUTE,
+    WATCH_ATTRIBUTE,
     Bootstrap,
     bootstrap_path,
     load_bootstrap,
@@ -215,7 +216,11 @@ class BootstrapStack(TerraformStack):
 
         deploy_emails = {}
         project_members: dict[tuple[str, str], GoogleProjectIamMember] = {}
-        for dep in config.deployments:
+        watch_names = {w.name for w in config.watches}
+        # The upstream watch's deployments (<name>-watch) get everything a pipeline deployment
+        # gets, their deploy identity bound to the watch's own attribute and workflow.
+        for dep in (*config.deployments, *config.watches):
+            watch = dep.name in watch_names
             # The node's account lives here, not in the deployment's secrets stack, so that the
             # deploy identity gets actAs on this one account (an IAM grant on a resource that
             # exists when the bootstrap runs) instead of project-wide serviceAccountUser.
@@ -271,7 +276,7 @@ class BootstrapStack(TerraformStack):
                 depends_on=services,
             )
             deploy_emails[dep.name] = deploy_sa.email
-            grants = identities.deploy_grants(
+            grants = (identities.watch_grants if watch else identities.deploy_grants)(
                 dep,
                 project=cfg.project,
                 project_number=project_number,
@@ -288,7 +293,8 @@ class BootstrapStack(TerraformStack):
                         role=grant.role,
                         member=(
                             f"principalSet://iam.googleapis.com/{pool.name}"
-                            f"/attribute.{DEPLOY_ATTRIBUTE}/{dep.name}"
+                            f"/attribute.{WATCH_ATTRIBUTE if watch else DEPLOY_ATTRIBUTE}"
+                            f"/{dep.name}"
                         ),
                     )
                 elif grant.scope in (identities.NODE_ACCOUNT, identities.STOP_ACCOUNT):
@@ -388,6 +394,8 @@ def main() -> int:
     print(f"  {outdir}/stacks/{BOOTSTRAP_STACK}/cdk.tf.json")
     for dep in cfg.deployments:
         print(f"  environment {dep.name}: deploy identity {dep.deploy_account_id}")
+    for dep in cfg.watches:
+        print(f"  environment {dep.name}: upstream watch identity {dep.deploy_account_id}")
     print()
     print(github_settings_text(cfg.config))
     return 0

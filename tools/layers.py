@@ -93,6 +93,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.watchcost",
             # The TPU VM node's Ops Agent configuration (logs and vLLM's metrics), as data.
             "tpudeploy.opsagent",
+            # The upstream watch's budget and name (make check prints them); the watch itself
+            # is a command (tpudeploy.upstream, below).
+            "tpudeploy.upstream.budget",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),
@@ -119,6 +122,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.identities",
             "tpudeploy.github_environments",
             "tpudeploy.stateinit",
+            "tpudeploy.upstream",
         ),
     ),
     ("stacks: cdktf constructs", ("stacks",)),

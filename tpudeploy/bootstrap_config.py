@@ -24,7 +24,8 @@ from tpudeploy.config import ConfigError, DeployConfig
 from tpudeploy.config.base import Strict
 from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.grants import cel_list, cel_string
-from tpudeploy.platform import load_config
+from tpudeploy.platform import load_config, platform_for
+from tpudeploy.platform import parse_config as load_config_data
 
 DEFAULT_BOOTSTRAP_PATH = "gitops.toml"
 BOOTSTRAP_ENV = "BOOTSTRAP_CONFIG"
@@ -50,6 +51,11 @@ DEPLOY_WORKFLOWS = ("deploy.yml", "destroy.yml", "recover.yml")
 # The custom attribute the deploy identities' bindings match: the job's GitHub environment when the
 # token passes every deploy check, this value otherwise (never a deployment name).
 DEPLOY_ATTRIBUTE = "deploy_environment"
+# The upstream watch (docs/tuning.md): its own workflow, its own environments (<name>-watch) and
+# its own mapped attribute, so that a watch job never obtains a deploy identity and a deploy job
+# never the watch's.
+WATCH_WORKFLOW = "upstream-watch.yml"
+WATCH_ATTRIBUTE = "watch_environment"
 NOT_A_DEPLOYMENT = "-"
 # Where the two numeric ids come from, for a gitops.toml that lacks them.
 ID_HINTS = {
@@ -84,6 +90,9 @@ class BootstrapConfig(Strict):
     state_bucket_location: str = "US-WEST4"
     # Noncurrent state versions kept per object: enough to roll back a bad apply, bounded cost.
     noncurrent_versions: int = Field(default=10, ge=1, le=100)
+    # Derived, never written: the watch deployment (<name>-watch) of each pipeline deployment
+    # whose [watch] enabled = true; load_bootstrap fills it from the deployment files.
+    watch_environments: tuple[str, ...] = ()
     pool_id: str = "tpudeploy-github"
     provider_id: str = "github-actions"
     plan_account_id: str = "tpudeploy-plan"
@@ -204,6 +213,20 @@ class BootstrapConfig(Strict):
         )
 
     @property
+    def watch_workflow_ref(self) -> str:
+        return f"{self.github_repository}/.github/workflows/{WATCH_WORKFLOW}@{self.main_ref}"
+
+    def _watch_check(self) -> str:
+        return (
+            f"assertion.ref == {cel_string(self.main_ref)} && "
+            f"assertion.job_workflow_ref == {cel_string(self.watch_workflow_ref)}"
+        )
+
+    @property
+    def watch_subjects(self) -> tuple[str, ...]:
+        return tuple(self.subject(f"environment:{env}") for env in self.watch_environments)
+
+    @property
     def attribute_condition(self) -> str:
         """CEL evaluated on every GitHub token before any binding is looked at: only this
         repository; plan subjects (pull requests, main) as they come; environment subjects only
@@ -212,9 +235,14 @@ class BootstrapConfig(Strict):
         # Subjects as `==` disjunctions rather than `in [...]` (same meaning): checkov's
         # CKV_GCP_125 recognizes only `assertion.sub == '...'`, and keeping it applicable keeps
         # its check of the subject's shape.
+        watch = (
+            f" || (({_any_subject(self.watch_subjects)}) && {self._watch_check()})"
+            if self.watch_environments
+            else ""
+        )
         return (
             f"{self._repository_check()} && ({_any_subject(self.plan_subjects)} || ("
-            f"({_any_subject(self.deploy_subjects)}) && {self._deploy_check()}))"
+            f"({_any_subject(self.deploy_subjects)}) && {self._deploy_check()}){watch})"
         )
 
     @property
@@ -226,7 +254,15 @@ class BootstrapConfig(Strict):
             f"{self._repository_check()} && {self._deploy_check()} && "
             f"'environment' in assertion ? assertion.environment : {cel_string(NOT_A_DEPLOYMENT)}"
         )
+        # The watch's: its environment only from upstream-watch.yml on main (never a deploy
+        # workflow's job, whose environment maps to deploy_environment alone).
+        watch_gate = (
+            f"{self._repository_check()} && {self._watch_check()} && "
+            f"'environment' in assertion ? assertion.environment : {cel_string(NOT_A_DEPLOYMENT)}"
+        )
+        watch = {f"attribute.{WATCH_ATTRIBUTE}": watch_gate} if self.watch_environments else {}
         return {
+            **watch,
             "google.subject": "assertion.sub",
             "attribute.repository": "assertion.repository",
             "attribute.repository_id": "assertion.repository_id",
@@ -247,6 +283,8 @@ class Bootstrap:
 
     config: BootstrapConfig
     deployments: tuple[DeployConfig, ...]  # one per config.environments, same order
+    # The upstream watch's deployments (<name>-watch, flex-start), one per watch_environments.
+    watches: tuple[DeployConfig, ...] = ()
 
 
 def cross_check(
@@ -388,4 +426,23 @@ def load_bootstrap(path: str | Path | None = None, *, root: str | Path = ".") ->
     # Every name, id and bucket the grants are scoped to comes from the deployment's own config
     # (tpudeploy.config.DeployConfig), so the bootstrap and the deployment can never disagree.
     configs = tuple(load_config(Path(root) / by_name[env].config) for env in cfg.environments)
-    return Bootstrap(config=cfg, deployments=configs)
+    watches = tuple(
+        _watch_config(dep, Path(root) / by_name[dep.name].config)
+        for dep in configs
+        if dep.watch.enabled
+    )
+    if watches:
+        cfg = cfg.model_copy(update={"watch_environments": tuple(w.name for w in watches)})
+    return Bootstrap(config=cfg, deployments=configs, watches=watches)
+
+
+def _watch_config(dep: DeployConfig, path: Path) -> DeployConfig:
+    """The watch deployment of `dep` ([watch] enabled): its own name, accounts and secrets."""
+    from tpudeploy.upstream.budget import name_problem, watch_data
+
+    problem_text = name_problem(dep)
+    if problem_text:
+        raise ConfigError(str(path), [problem_text])
+    platform_for(dep).require(dep, "tune")  # the watch runs make tune's harness
+    raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    return load_config_data(watch_data(raw, dep, dep.vllm.image), source=f"{path} [watch]")

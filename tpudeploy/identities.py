@@ -249,6 +249,48 @@ def deploy_grants(
     ]
 
 
+def watch_grants(
+    watch: DeployConfig, *, project: str, project_number: str, state_bucket: str
+) -> list[Grant]:
+    """The upstream watch's identity (`<name>-watch-apply`): a deploy identity of its own
+    flex-start deployment `<name>-watch` (deploy and destroy it: node, firewall rules, its
+    secrets' and cache's IAM, its state under its own prefix), obtained only by
+    upstream-watch.yml's jobs, plus reading the watch node's own API key, which `make accept`'s
+    rows send (accessSecretVersion needs secretmanager.versions.access on the secret:
+    https://cloud.google.com/secret-manager/docs/access-control). The pin it reads is in the
+    repository (the workflow's checkout): no cloud permission."""
+    who = f"deploy:{watch.name}"
+    grants = deploy_grants(
+        watch, project=project, project_number=project_number, state_bucket=state_bucket
+    )
+    wif = grants[0]
+    assert wif.role == "roles/iam.workloadIdentityUser" and wif.scope == DEPLOY_ACCOUNT
+    grants[0] = Grant(
+        who,
+        wif.role,
+        DEPLOY_ACCOUNT,
+        "GitHub Actions jobs of the watch's environment, on main, from upstream-watch.yml "
+        "only, may act as this account (the provider's attribute.watch_environment)",
+    )
+    key = f"projects/{project_number}/secrets/{watch.api_key_secret_id}"
+    grants.append(
+        Grant(
+            who,
+            "roles/secretmanager.secretAccessor",
+            PROJECT,
+            "read the watch node's own API key to run make accept's rows and the sweep "
+            "against it (the key of no other deployment)",
+            Condition(
+                f"{watch.name} api key",
+                "resource.type == 'secretmanager.googleapis.com/Secret' && "
+                f"resource.name == {cel_string(key)}",
+                "the watch deployment's API key secret only",
+            ),
+        )
+    )
+    return grants
+
+
 def stop_grants(dep: DeployConfig) -> list[Grant]:
     """The deadline job's account (<name>-stop): its platform's delete and nothing else (the TPU
     VM's node; GKE's cluster, by its name)."""

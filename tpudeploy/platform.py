@@ -21,6 +21,7 @@ from tpudeploy.gke.platform import Gke
 from tpudeploy.grants import PipelinePart
 from tpudeploy.pins import moving_tags
 from tpudeploy.tpuvm.platform import TpuVm
+from tpudeploy.upstream import budget as upstream_budget
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget
@@ -254,6 +255,9 @@ def summary_lines(cfg: DeployConfig, *, today: datetime.date | None = None) -> l
     lines += [str(f) for f in moving_tags(cfg, pin_instead=pin_instead)]
     lines += platform.summary(cfg, today=today)
     lines += watching_lines(cfg)
+    # The watch boots its builds with make tune's harness: where the platform has no make tune,
+    # its reason refuses the watch too.
+    lines += upstream_budget.check_lines(cfg, unsupported=platform.commands.get("tune"))
     return lines
 
 

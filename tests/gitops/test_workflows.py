@@ -33,6 +33,8 @@ MAKE_TARGETS = {
     "destroy-cluster",
     "recover",
     "check",
+    "watch-check",
+    "upstream-watch",
 }
 
 
@@ -58,6 +60,7 @@ def test_expected_workflows_exist() -> None:
         "destroy.yml",
         "drift.yml",
         "recover.yml",
+        "upstream-watch.yml",
     } <= names
 
 
@@ -254,7 +257,7 @@ def _auth_steps(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def test_deploy_identities_only_in_the_deploy_workflows() -> None:
     """The bootstrap's federation admits a deploy identity only for environment jobs of these
     files (as committed on main); every other job authenticates as the read-only plan identity."""
-    from tpudeploy.bootstrap_config import DEPLOY_WORKFLOWS
+    from tpudeploy.bootstrap_config import DEPLOY_WORKFLOWS, WATCH_WORKFLOW
 
     assert {p.name for p in FILES} >= set(DEPLOY_WORKFLOWS)
     suffix = "@${{ vars.GCP_PROJECT }}.iam.gserviceaccount.com"
@@ -268,7 +271,13 @@ def test_deploy_identities_only_in_the_deploy_workflows() -> None:
     for path in FILES:
         for job, auth in _auth_steps(load(path.name)):
             gated = "environment" in load(path.name)["jobs"][job]
-            if path.name in DEPLOY_WORKFLOWS and gated:
+            if path.name == WATCH_WORKFLOW:
+                # The watch's own identity, in its own environment's job only.
+                assert gated and job == "watch", job
+                assert auth["service_account"] == (
+                    "${{ needs.gate.outputs.deploy_account }}" + suffix
+                )
+            elif path.name in DEPLOY_WORKFLOWS and gated:
                 # An environment job: its reviewers and branch rule gate the apply.
                 assert auth["service_account"] == expected[path.name], (path.name, job)
                 deploy_jobs.add(path.name)
@@ -481,3 +490,72 @@ def test_make_destroy_cluster_lifts_protection_then_destroys_serving_and_cluster
     )
     assert tpu.returncode == 0, tpu.stdout + tpu.stderr
     assert "nothing more to destroy" in tpu.stdout and not log.exists()
+
+
+# ---- the upstream watch (docs/tuning.md) ----------------------------------------------------
+
+
+def test_the_upstream_watch_is_off_until_enabled_and_only_its_pr_job_writes() -> None:
+    from tpudeploy.bootstrap_config import WATCH_WORKFLOW
+
+    doc = load(WATCH_WORKFLOW)
+    jobs = doc["jobs"]
+    gate, watch, propose = jobs["gate"], jobs["watch"], jobs["propose"]
+    step = next(s for s in gate["steps"] if s.get("id") == "gate")
+    assert step["env"]["WATCH_CONFIG"] == "${{ vars.UPSTREAM_WATCH_CONFIG }}"
+    assert "python3 -m tpudeploy.upstream.gate" in step["run"]
+    assert gate["permissions"] == {"contents": "read"}
+    assert watch["needs"] == "gate" and watch["if"] == "needs.gate.outputs.enabled == 'true'"
+    assert watch["environment"]["name"] == "${{ needs.gate.outputs.environment }}"
+    assert watch["permissions"] == {"contents": "read", "id-token": "write"}
+    assert watch["concurrency"]["cancel-in-progress"] is False
+    assert watch["timeout-minutes"] == "${{ fromJSON(needs.gate.outputs.timeout_minutes) }}"
+    script = "\n".join(s.get("run", "") for s in watch["steps"])
+    assert "make upstream-watch" in script and "make watch-check" in script
+    # The budget is checked before the cloud credential exists.
+    names = [s.get("name", s.get("uses", "")) for s in watch["steps"]]
+    auth = next(i for i, n in enumerate(names) if "google-github-actions/auth@" in n)
+    assert names.index("Check the config and the watch's budget") < auth
+    upload = next(s for s in watch["steps"] if "upload-artifact@" in s.get("uses", ""))
+    assert upload["if"] == "always()"  # the verdict is kept whatever the run concluded
+    assert propose["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert propose["if"] == "needs.watch.outputs.proposed == 'true'"
+    assert not _auth_steps({"jobs": {"propose": propose}})
+    writers = [n for n, j in jobs.items() if "write" in j.get("permissions", {}).values()]
+    assert sorted(writers) == ["propose", "watch"]  # watch: id-token only (checked above)
+
+
+def test_the_upstream_watch_schedule_is_every_watched_deployments() -> None:
+    import tomllib
+
+    from tpudeploy.bootstrap_config import WATCH_WORKFLOW
+    from tpudeploy.config.watch_table import WatchConfig
+
+    (cron,) = [entry["cron"] for entry in load(WATCH_WORKFLOW)["on"]["schedule"]]
+    assert WatchConfig().schedule == cron
+    for path in sorted((ROOT / "deployments").glob("*.toml")):
+        watch = tomllib.loads(path.read_text(encoding="utf-8")).get("watch")
+        if watch is not None:
+            assert watch.get("schedule", cron) == cron, path.name
+
+
+def test_the_watch_workflows_stdlib_steps_run_without_installed_packages(tmp_path: Path) -> None:
+    """The gate and the pin writer run before `make install` (python3 -S: no site-packages)."""
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "tpudeploy.upstream.gate", "deployments/staging.toml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "enabled=false" in result.stdout.splitlines()
+    assert "[watch] enabled is not true" in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "tpudeploy.upstream.pinfile", str(tmp_path), "x.toml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1 and "pin.json" in result.stderr, result.stderr

@@ -30,6 +30,7 @@ from tpudeploy.config.platforms import PlatformSection, section_of
 from tpudeploy.config.proxy import ProxyConfig
 from tpudeploy.config.routing_table import RoutingConfig
 from tpudeploy.config.vllm_table import VllmConfig
+from tpudeploy.config.watch_table import WatchConfig
 from tpudeploy.config.workload import BenchConfig, LoadConfig
 from tpudeploy.durations import parse_duration
 
@@ -126,6 +127,8 @@ class DeployConfig(Strict):
     """[gke] table: replicas, capacity and cluster (platform = "gke" only)"""
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     """[routing] table: the Gateway and endpoint picker (platform = "gke" only)"""
+    watch: WatchConfig = Field(default_factory=WatchConfig)
+    """[watch] table: the scheduled upstream watch of new vllm-tpu builds (off by default)"""
     # $/chip-hour per region where the build log has none (tpudeploy.config.prices): a rate is
     # never applied to a region it was not read for.
     prices: dict[str, dict[str, float | datetime.date | str]] = Field(
