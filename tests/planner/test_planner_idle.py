@@ -23,6 +23,8 @@ def test_on_it_says_the_saving_the_example_and_the_boot_it_costs() -> None:
     assert "$1.59 instead of $4.62" in line
     # The next deploy's boot, billed: 497 s warm ($0.08), 857 s cold ($0.14).
     assert "497 s warm with the compile cache, 857 s cold: $0.08-$0.14" in line
+    # The grant it needs reaches the project's other TPU nodes: said where the user decides.
+    assert "tpu.nodes.delete on every TPU node of the project until the deadline" in line
 
 
 def test_off_it_says_what_turning_it_on_would_save() -> None:

@@ -48,5 +48,7 @@ def idle_line(cfg: DeployConfig, hourly: float | None) -> str | None:
         )
     return (
         f"idle stop: after {after_s // 60} min with no request the node deletes itself, saving "
-        f"${hourly:.4f} per idle hour before the deadline{example}; its cost: {boot}"
+        f"${hourly:.4f} per idle hour before the deadline{example}; its cost: {boot}; and the "
+        "node's account holds tpu.nodes.delete on every TPU node of the project until the "
+        "deadline (no condition can name one node: docs/security.md, residual risk)"
     )
