@@ -95,7 +95,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.opsagent",
             # The upstream watch's budget and name (make check prints them); the watch itself
             # is a command (tpudeploy.upstream, below).
-            "tpudeploy.upstream.budget",
+            "tpudeploy.watchbudget",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),

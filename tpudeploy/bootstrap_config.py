@@ -438,7 +438,7 @@ def load_bootstrap(path: str | Path | None = None, *, root: str | Path = ".") ->
 
 def _watch_config(dep: DeployConfig, path: Path) -> DeployConfig:
     """The watch deployment of `dep` ([watch] enabled): its own name, accounts and secrets."""
-    from tpudeploy.upstream.budget import name_problem, watch_data
+    from tpudeploy.watchbudget import name_problem, watch_data
 
     problem_text = name_problem(dep)
     if problem_text:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tpudeploy import config, planner, policy
+from tpudeploy import watchbudget as upstream_budget
 from tpudeploy.config import ConfigError, DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.gke.platform import Gke
 from tpudeploy.grants import PipelinePart
 from tpudeploy.pins import moving_tags
 from tpudeploy.tpuvm.platform import TpuVm
-from tpudeploy.upstream import budget as upstream_budget
 
 if TYPE_CHECKING:
     from tpudeploy.bench.commands import BenchTarget

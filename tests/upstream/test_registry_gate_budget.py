@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from tools.rehearsal.fakes.dockerhub import FakeDockerHub
+from tpudeploy import watchbudget as budget
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.planner import FLEX_START, price_table
-from tpudeploy.upstream import budget, gate, registry
+from tpudeploy.upstream import gate, registry
 
 DIGEST = "c" * 64
 

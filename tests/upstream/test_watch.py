@@ -15,7 +15,6 @@ from tools.tune_example import Effect
 from tpudeploy.accept import Verdict
 from tpudeploy.config import parse_config
 from tpudeploy.tune.runner import StepResult
-from tpudeploy.upstream.budget import watch_data
 from tpudeploy.upstream.pinfile import PIN_JSON
 from tpudeploy.upstream.registry import Release
 from tpudeploy.upstream.watchrun import (
@@ -25,6 +24,7 @@ from tpudeploy.upstream.watchrun import (
     Outcome,
     Watch,
 )
+from tpudeploy.watchbudget import watch_data
 
 PINNED = "a" * 64
 NEW = "b" * 64

@@ -20,9 +20,9 @@ from tpudeploy.platform import load_config, platform_for
 from tpudeploy.tune import tomlwrite
 from tpudeploy.tune.runner import make_step
 from tpudeploy.upstream import registry
-from tpudeploy.upstream.budget import check_lines, name_problem, watch_data, watch_name
 from tpudeploy.upstream.pinfile import PinError, apply_pin
 from tpudeploy.upstream.watchrun import Watch
+from tpudeploy.watchbudget import check_lines, name_problem, watch_data, watch_name
 
 
 def accept_rows(config: Path) -> list[accept.Verdict]:

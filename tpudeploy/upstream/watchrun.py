@@ -34,10 +34,10 @@ from tpudeploy.tune.plan import TunePlan, build_plan
 from tpudeploy.tune.ranking import collect
 from tpudeploy.tune.runner import Step, run_tune
 from tpudeploy.tune.verdict import BETTER, WORSE, ArmVerdict, compare
-from tpudeploy.upstream.budget import budget, name_problem, watch_data, watch_name
 from tpudeploy.upstream.pinfile import PIN_JSON
 from tpudeploy.upstream.prbody import pr_body, verdict_markdown
 from tpudeploy.upstream.registry import ImageRef, Release
+from tpudeploy.watchbudget import budget, name_problem, watch_data, watch_name
 
 CANDIDATE = "candidate"
 PROFILE = "quick"
