@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tools.rehearsal.scenarios import Stage, StageFailure, StageHost
+from tools.rehearsal.scenarios import Stage, StageFailure, VmStageHost
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy.names import service_account_email
 
@@ -35,31 +35,14 @@ IDLE_INTERVAL_S = 1
 GRACE_S = 30
 
 
-class IdleStages(StageHost):
+class IdleStages(VmStageHost):
     """Stages the Rehearsal runs for SCENARIO=idle."""
 
-    def _node_name(self) -> str:
-        raise NotImplementedError
-
-    def _boot(self, disk: str = "node") -> str:
-        raise NotImplementedError
-
+    # Provided by the Rehearsal (ScenarioStages), besides VmStageHost's.
     def _log(self, target: str) -> str:
         raise NotImplementedError
 
     def _job(self) -> dict[str, object]:
-        raise NotImplementedError
-
-    def _deploy_again(self) -> str:
-        raise NotImplementedError
-
-    def _destroy(self) -> str:
-        raise NotImplementedError
-
-    def _destroy_all(self) -> str:
-        raise NotImplementedError
-
-    def _no_secret_left(self) -> str:
         raise NotImplementedError
 
     def idle_env(self) -> dict[str, str]:

@@ -81,19 +81,10 @@ class StageHost:
         raise NotImplementedError
 
 
-class ScenarioStages(StageHost):
-    """Stages the Rehearsal runs for SCENARIO=preemption and SCENARIO=deadline."""
+class VmStageHost(StageHost):
+    """What the TPU VM's scenario mixins (preemption, deadline, idle) also ask of the
+    Rehearsal: its node, its boot and its deploy and destroy steps, declared once."""
 
-    workdir: Path
-    logs: Path
-    _step: int
-    _sandbox: BootSandbox | None
-    _before_spec: dict[str, Any]
-    _before_deadline: object
-    _config_path: Path
-    _cfg: DeployConfig | None
-
-    # Provided by the Rehearsal (tools/rehearsal/lifecycle.py), besides StageHost's.
     def _node_name(self) -> str:
         raise NotImplementedError
 
@@ -112,6 +103,20 @@ class ScenarioStages(StageHost):
     def _no_secret_left(self) -> str:
         raise NotImplementedError
 
+
+class ScenarioStages(VmStageHost):
+    """Stages the Rehearsal runs for SCENARIO=preemption and SCENARIO=deadline."""
+
+    workdir: Path
+    logs: Path
+    _step: int
+    _sandbox: BootSandbox | None
+    _before_spec: dict[str, Any]
+    _before_deadline: object
+    _config_path: Path
+    _cfg: DeployConfig | None
+
+    # Provided by the Rehearsal (tools/rehearsal/lifecycle.py), besides VmStageHost's.
     def _served_sha256(self) -> str:
         raise NotImplementedError
 
