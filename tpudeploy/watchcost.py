@@ -121,7 +121,10 @@ def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int, metrics
     )
     metrics_usd = cost.metrics_usd if metrics_flow else 0.0
     metrics = (
-        f"vLLM metrics ${cost.metrics_usd:.2f} per server"
+        # A TPU VM serves for its run only (4 h by default): the hour's figure is what a run
+        # pays; the month's total assumes a server that serves all month.
+        f"vLLM metrics ${cost.metrics_usd:.2f} per server serving all month "
+        f"(${cost.metrics_usd / HOURS_PER_MONTH:.4f} per serving hour)"
         if metrics_flow
         else f"vLLM metrics $0 now (not shipped yet; ${cost.metrics_usd:.2f} per server once "
         "they are)"

@@ -73,3 +73,13 @@ def test_every_rate_names_its_source_and_the_day_it_was_read() -> None:
     for price in WATCHING_PRICES:
         assert price.source.startswith("https://cloud.google.com/") and price.quote
         assert f"{price.usd:.2f}".rstrip("0").rstrip(".") in price.quote.replace("$0.", "0.")
+
+
+def test_a_run_pays_the_metrics_by_the_serving_hour_not_the_month() -> None:
+    # A TPU VM serves for its run (4 h by default): the line gives the hour's figure beside the
+    # month's, each from the samples an hour scrapes (series x 3600 / 15 s) at $0.15 per million.
+    line = next(x for x in watching_lines(_cfg(None)) if x.startswith("watching:"))
+    series = watchcost.vllm_series(TYPES)
+    hour = series * 3600 / 15 / 1e6 * 0.15
+    assert f"(${hour:.4f} per serving hour)" in line
+    assert f"${hour * 730:.2f} per server serving all month" in line
