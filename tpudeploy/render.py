@@ -351,7 +351,8 @@ def _idle_values(cfg: DeployConfig) -> dict[str, object]:
         "idle_stop_after": seconds or "",
         "idle_interval": IDLE_INTERVAL_S,
         "idle_unit": f"tpudeploy-idle-{cfg.name}",
-        "idlewatch": idlewatch_source() if seconds else "",
+        # Rendered only under the template's `if idle_stop_after` (templates/_idle_watch.sh.j2).
+        "idlewatch": idlewatch_source(),
         # The TPU API the deadline job calls too (tpudeploy/tpuvm/deadline_target.py).
         "tpu_api": names.TPU_API,
         "idle_node_path": f"locations/{cfg.zone}/nodes/{cfg.node_id}",

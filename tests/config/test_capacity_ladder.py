@@ -55,6 +55,10 @@ def test_a_ladder_and_a_top_level_zone_or_provisioning_are_one_of_two() -> None:
         (line,) = _problems({"capacity": LADDER, key: value})
         assert line.startswith(f"{key} = '{value}': set together with capacity")
         assert f"remove {key}" in line and "or remove capacity" in line
+    # The refusal names the file it read, like every other config problem.
+    with pytest.raises(ConfigError) as info:
+        parse_config({"capacity": LADDER, "zone": "us-west4-a"}, source="team.toml")
+    assert str(info.value).startswith("team.toml: ")
 
 
 @pytest.mark.parametrize(

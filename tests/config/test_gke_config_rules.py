@@ -113,6 +113,9 @@ def test_an_rfc1918_slash_28_is_the_control_planes_range_as_written(value: str) 
 def test_zero_replicas_on_an_old_floor_names_the_version_gke_documents() -> None:
     found = problems({"gke": {"min_replicas": 0}})
     (version,) = [p for p in found if p.startswith("gke.min_version = ")]
+    # It names the value the config holds: GKE's default floor, not the 1.37 it needs.
+    default = parse_config(GKE).gke.min_version
+    assert version.startswith(f"gke.min_version = {default!r}: min_replicas = 0 needs")
     assert f"GKE supports from {HPA_SCALE_TO_ZERO_MIN_VERSION}" in version
     assert 'Fix: set min_version = "1.37"' in version
     assert "scale-to-from-zero-hpa" in version  # the source is named
@@ -131,6 +134,8 @@ def test_zero_replicas_behind_the_gateway_names_the_callout_bound() -> None:
     found = [p for p in problems(data) if "callout" in p]
     assert len(found) == 1, problems(data)
     assert "at most 10,000 ms" in found[0] and "Fix: set min_replicas = 1, or [routing]" in found[0]
+    # The key and value it refuses are the ones the user set.
+    assert found[0].startswith("gke.min_replicas = 0: with [routing] gateway")
 
 
 def test_a_negative_count_is_refused_as_a_count() -> None:

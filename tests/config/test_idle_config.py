@@ -70,3 +70,12 @@ def test_refused_where_it_cannot_work(data: dict[str, Any], why: str, fix: str) 
     line = refusal({"project": "idle-proj", **data, "idle": {"stop_after": "30m"}})
     assert line.startswith("idle.stop_after = '30m': ")
     assert why in line and f"Fix: {fix}" in line
+
+
+def test_a_pipeline_deployment_is_refused_until_the_bootstrap_grants_the_delete() -> None:
+    pipeline = {**SPOT, "pipeline": True, "state_bucket": "idle-proj-state"}
+    line = refusal({**pipeline, "idle": {"stop_after": "30m"}})
+    assert line.startswith("idle.stop_after = '30m': a pipeline deployment's grants")
+    assert "Fix: remove [idle] from a pipeline deployment" in line
+    # The same deployment without [idle] is accepted: the refusal is the idle stop's alone.
+    assert parse_config(pipeline).idle.seconds is None

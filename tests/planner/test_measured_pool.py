@@ -80,7 +80,15 @@ def test_the_plan_and_the_boot_check_use_the_measured_pool() -> None:
             {"tokens": 900_000, "kv_cache_groups": 2, "source": "a", "image": "x"},
             "takes exactly tokens, kv_cache_groups, source (unknown 'image')",
         ),
-        ({"tokens": 900_000, "kv_cache_groups": 2, "source": " "}, "source must say which boot"),
+        (
+            {"tokens": 900_000, "kv_cache_groups": 2, "source": " "},
+            ": source must say which boot measured it (a boot record's path). Fix:",
+        ),
+        # A number written as a string (TOML "900000") is not a count.
+        (
+            {"tokens": "900000", "kv_cache_groups": 2, "source": "a"},
+            "tokens = '900000' must be a whole number",
+        ),
         ({"tokens": 900_000, "kv_cache_groups": 2, "source": 3}, "source must say which boot"),
     ],
 )
@@ -117,3 +125,24 @@ def test_the_tune_report_prints_the_line_that_plans_with_a_windowed_build(tmp_pa
     table = line.split("measured_kv_pool = ", 1)[1].strip("` ")
     parsed = tomllib.loads(f"measured_kv_pool = {table}")["measured_kv_pool"]
     assert parse_config({"vllm": {"measured_kv_pool": parsed}}).vllm.measured_pool is not None
+
+
+@pytest.mark.parametrize(
+    "vllm",
+    [
+        {"gpu_memory_utilization": 0.6},  # the arithmetic's pool: 27,904 tokens
+        {"kv_cache_memory_bytes": 100_000_000},  # a pinned pool: 5,376 tokens
+    ],
+)
+def test_the_one_request_guard_follows_the_measured_pool(vllm: dict[str, Any]) -> None:
+    """A pool the arithmetic sizes under max_model_len refuses the config; the build's measured
+    pool (896,000 tokens) holds one request, so the same settings pass with it."""
+
+    def fit(data: dict[str, Any]) -> list[str]:
+        return [f.message for f in guard_rails(parse_config(data)) if f.key == "vllm.max_model_len"]
+
+    (refused,) = fit({"vllm": vllm})
+    assert "one request does not fit" in refused and "measured" not in refused
+    measured = windowed()
+    measured["vllm"].update(vllm)
+    assert fit(measured) == []

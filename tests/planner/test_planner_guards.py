@@ -584,3 +584,5 @@ def test_logging_prompts_to_cloud_logging_is_a_warning(extra: list[str], warned:
     if warned:
         assert "prompt" in found[0].message and "Cloud Logging" in found[0].message
         assert "Fix: remove it" in found[0].message
+        # The finding names the flag the user wrote, as they wrote it.
+        assert found[0].value == "--enable-log-requests"

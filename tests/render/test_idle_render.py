@@ -23,7 +23,9 @@ def test_the_watcher_is_shipped_with_its_values() -> None:
     assert f"readonly IDLE_UNIT=tpudeploy-idle-{cfg.name}\n" in script
     assert 'readonly TPU_API="${TPUDEPLOY_TPU_URL:-https://tpu.googleapis.com/v2}"' in script
     assert f"readonly IDLE_NODE_PATH=locations/{cfg.zone}/nodes/{cfg.node_id}\n" in script
-    assert Path(idlewatch.__file__).read_text() in script
+    source = Path(idlewatch.__file__).read_text()
+    assert source in script
+    assert source.isascii()  # so any locale reads it the same
     # Started after ready, once.
     main = script[script.index("\nmain() {") :]
     assert (

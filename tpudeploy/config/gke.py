@@ -246,7 +246,7 @@ def gke_problems(
     accelerator_type: str,
     gke: GkeConfig,
     allow_untested_flex_zone: bool,
-    routing_gateway: bool = False,
+    routing_gateway: bool,
 ) -> list[str]:
     """What GKE refuses, checked before any API call; each problem names key, value, reason, fix."""
     problems = []
