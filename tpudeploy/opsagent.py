@@ -61,6 +61,23 @@ AGENT_UNIT = "google-cloud-ops-agent"
 # (the boot sandbox proves it, tests/tpuvm/test_ops_agent_boot.py).
 LOG_DIR = "/var/log/tpudeploy"
 LOG_FILES = {"vllm": "vllm.log", "frontdoor": "frontdoor.log", "boot": "boot.log"}
+# docker's json-file driver keeps a container's output unbounded by default ("max-size: ... -1
+# (unlimited)", docs.docker.com/engine/logging/drivers/json-file/). The front door writes one
+# access line per request for as long as the node runs (a team's agents all day, `make extend`
+# or no deadline at all), so each container's log is capped: at most max-file files of max-size.
+# Docker renames a full file and opens a new one under the same path, so the agent's link (the
+# LogPath) keeps following the current file, and `docker logs` (the boot check) still reads the
+# rotated ones. vLLM's boot output, which the boot check reads, is a few MB, far under the cap.
+CONTAINER_LOG_OPTS = {"max-size": "100m", "max-file": "5"}
+
+
+def container_log_bytes() -> int:
+    """The most one container's docker log can hold on the boot disk: max-file x max-size."""
+    size = CONTAINER_LOG_OPTS["max-size"]
+    units = {"k": 1024, "m": 1024**2, "g": 1024**3}
+    return int(CONTAINER_LOG_OPTS["max-file"]) * int(size[:-1]) * units[size[-1]]
+
+
 # GKE's PodMonitoring scrapes every 15 s (tpudeploy/gke/manifests.py); the same here keeps the
 # dashboard's 5-minute windows at four scrapes or more on both platforms. The agent raises
 # anything under 10 s to 10 s (prometheus.go, minScrapeInterval).

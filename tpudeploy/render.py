@@ -421,6 +421,7 @@ def _telemetry_values(cfg: DeployConfig) -> dict[str, object]:
         "ops_agent_installer_url": opsagent.INSTALLER_URL,
         "ops_agent_installer_args": opsagent.INSTALLER_ARGS,
         "ops_agent_unit": opsagent.AGENT_UNIT,
+        "container_log_opts": [f"{k}={v}" for k, v in opsagent.CONTAINER_LOG_OPTS.items()],
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -253,3 +254,29 @@ def test_an_agent_that_cannot_install_is_said_and_the_node_serves(
     assert {"phase": "ops-agent", "event": "fail"}.items() <= next(
         e for e in node.boot_entries() if e["phase"] == "ops-agent" and e["event"] != "start"
     ).items()
+
+
+# docker's json-file driver (docs.docker.com/engine/logging/drivers/json-file/): "max-size: The
+# maximum size of the log before it is rolled. A positive integer plus a modifier representing
+# the unit of measure (k, m, or g)"; "max-file: The maximum number of log files that can be
+# present. ... A positive integer. Only effective when max-size is also set." Unset, both are
+# unlimited: a front door logging every request of a team's agents fills the boot disk.
+DOCKER_MAX_SIZE = re.compile(r"[1-9][0-9]*[kmg]")
+DOCKER_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def test_each_containers_docker_log_is_capped(default_boot: tuple[Node, Boot]) -> None:
+    node, _ = default_boot
+    runs = {call["run"]["name"]: call["argv"] for call in node.docker("run")}
+    total = 0
+    for container in (node.cfg.vllm.container_name, node.cfg.proxy.container_name):
+        argv = runs[container]
+        opts = dict(argv[i + 1].split("=", 1) for i, arg in enumerate(argv) if arg == "--log-opt")
+        assert set(opts) == {"max-size", "max-file"}, (container, opts)
+        assert DOCKER_MAX_SIZE.fullmatch(opts["max-size"]), opts
+        assert int(opts["max-file"]) >= 2, opts  # one file would drop the whole log at a roll
+        size = int(opts["max-size"][:-1]) * DOCKER_UNITS[opts["max-size"][-1]]
+        total += size * int(opts["max-file"])
+    # Both logs together stay a small share of a 100 GB boot disk, and the one the make check
+    # names (opsagent.container_log_bytes) is what docker is told.
+    assert total == 2 * opsagent.container_log_bytes() <= 2 * 1024**3

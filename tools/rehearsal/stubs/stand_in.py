@@ -94,6 +94,7 @@ def run_options(args: list[str]) -> dict[str, Any]:
         "--entrypoint",
         "--user",
         "--network",
+        "--log-opt",
     }
     opts: dict[str, Any] = {
         "name": None,
