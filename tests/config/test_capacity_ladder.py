@@ -11,10 +11,13 @@ import pytest
 from tpudeploy import facts
 from tpudeploy.config import ConfigError, load_config, parse_config
 from tpudeploy.config.ladder import (
+    DEFAULT_NAME,
     GCS_INTER_REGION_NA_PER_GIB,
     RUNG_ENV,
     cache_read_cost,
+    check_capacity,
     record_path,
+    rung_in_use,
 )
 from tpudeploy.tpuvm.flex import node_labels
 
@@ -76,6 +79,34 @@ def test_a_malformed_rung_is_named_by_its_number(rung: object, said: str) -> Non
     assert line.startswith("capacity = ") and said in line and "Fix:" in line
 
 
+@pytest.mark.parametrize(
+    ("rung", "fix"),
+    [
+        ({"provisioning": "spot"}, "Fix: a rung takes exactly provisioning and zone"),
+        (
+            {"provisioning": "spot", "zone": "us-west4-a", "size": 1},
+            "Fix: a rung takes exactly provisioning and zone",
+        ),
+        (
+            {"provisioning": "spoot", "zone": "us-west4-a"},
+            "is not one of flex-start, spot, on-demand. Fix: use one of them",
+        ),
+    ],
+)
+def test_a_malformed_rung_says_what_a_rung_takes(rung: dict[str, Any], fix: str) -> None:
+    (line,) = _problems({"capacity": [rung]})
+    assert line.endswith(fix), line
+
+
+def test_a_rung_already_checked_is_passed_over_and_the_next_one_still_judged() -> None:
+    """A config built from checked rungs (Rung objects) is read again by the same check: a
+    checked rung is skipped, never the end of the check."""
+    checked = parse_config({"capacity": LADDER}).capacity
+    assert check_capacity(list(checked)) == checked
+    with pytest.raises(ValueError, match="rung 3 is not a table"):
+        check_capacity([*checked, "spot"])
+
+
 def test_each_rung_meets_the_zone_rules_under_its_own_key() -> None:
     found = _problems(
         {
@@ -119,6 +150,41 @@ def test_rules_that_span_rungs(extra: dict[str, Any], key: str) -> None:
     assert [line.split(" = ")[0] for line in found] == [key], found
 
 
+def test_rules_that_span_rungs_name_what_the_user_wrote() -> None:
+    """Each refusal shows the value it judged, as the user wrote it, and the regions it saw."""
+    (gke,) = _problems({"capacity": LADDER, "platform": "gke"})
+    assert gke.startswith(
+        "capacity = [{provisioning = 'spot', zone = 'us-west4-a'}, "
+        "{provisioning = 'flex-start', zone = 'us-central1-a'}]: the ladder is for one TPU VM"
+    )
+    (twice,) = _problems({"capacity": [LADDER[0], LADDER[0]]})
+    assert twice.startswith(
+        "capacity[2] = {provisioning = 'spot', zone = 'us-west4-a'}: the same rung as capacity[1]"
+    )
+    (region,) = _problems({"capacity": LADDER, "region": "us-west4"})
+    assert region.startswith(
+        "region = 'us-west4': the ladder's rungs are in us-central1, us-west4: a rung outside "
+        "region would never deploy. Fix: leave region out"
+    )
+    (subnet,) = _problems({"capacity": LADDER, "network": {"subnetwork": "tpu-subnet"}})
+    assert subnet.startswith(
+        "network.subnetwork = 'tpu-subnet': a subnetwork is regional, and the ladder's rungs "
+        "span us-central1, us-west4: the node of a rung in another region cannot join it"
+    )
+
+
+def test_a_ladder_within_the_region_and_its_subnetwork_is_accepted() -> None:
+    """Two zones of one region: the region and a regional subnetwork serve every rung."""
+    one_region = [
+        {"provisioning": "spot", "zone": "us-west4-a"},
+        {"provisioning": "spot", "zone": "us-west4-b"},
+    ]
+    cfg = parse_config(
+        {"capacity": one_region, "region": "us-west4", "network": {"subnetwork": "tpu-subnet"}}
+    )
+    assert [r.zone for r in cfg.capacity] == ["us-west4-a", "us-west4-b"]
+
+
 def test_an_empty_ladder_is_no_ladder() -> None:
     """A whole config dumped and read back carries capacity = [] beside its zone."""
     whole = parse_config({}).model_dump()
@@ -128,6 +194,41 @@ def test_an_empty_ladder_is_no_ladder() -> None:
 def test_a_rung_out_of_range_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     (line,) = _problems({"capacity": LADDER}, rung=3)
     assert line.startswith(f"{RUNG_ENV} = 3: the ladder has 2 rung(s)")
+    assert line.endswith(f"Fix: unset {RUNG_ENV}, or give a number from 1 to 2")
+
+
+def test_both_top_level_keys_beside_a_ladder_are_named_in_the_fix() -> None:
+    (line,) = _problems({"capacity": LADDER, "provisioning": "spot", "zone": "us-west4-a"})
+    assert "Fix: remove provisioning and zone and write the preferred choice" in line
+
+
+@pytest.mark.parametrize(
+    ("record", "rung"),
+    [
+        pytest.param(None, 1, id="no-record"),
+        pytest.param('{"rung": 2}', 2, id="recorded"),
+        pytest.param("not json", 1, id="unreadable"),
+        pytest.param("[2]", 1, id="not-a-table"),
+        pytest.param('{"rung": "2"}', 1, id="a-string"),
+        pytest.param('{"rung": 0}', 1, id="zero"),
+        pytest.param('{"rung": 1}', 1, id="the-first"),
+    ],
+)
+def test_the_recorded_rung_is_read_only_when_it_is_a_rung_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record: str | None, rung: int
+) -> None:
+    """A record the walker did not write (or wrote and a crash cut short) falls back to the
+    first rung, never to a rung nobody chose. A config without a name reads the default
+    deployment's record."""
+    monkeypatch.delenv(RUNG_ENV, raising=False)
+    config = tmp_path / "deploy.toml"
+    if record is not None:
+        record_path(config, DEFAULT_NAME).write_text(record)
+    assert rung_in_use(config, {"capacity": LADDER}) == rung
+    # Another deployment's name reads another record: the default one is not its.
+    assert rung_in_use(config, {"capacity": LADDER, "name": "team-b"}) == 1
+    # No ladder: the one "rung" is the config itself, whatever a record says.
+    assert rung_in_use(config, {}) == 1
 
 
 def test_loading_takes_the_walkers_rung_then_the_recorded_one(
