@@ -37,6 +37,7 @@ from tools.rehearsal.scratch import (
     write_config,
     write_user_credentials,
 )
+from tools.rehearsal.watch_stage import WatchStages
 from tpudeploy import terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.config.secretshape import HF_TOKEN_RE
@@ -61,7 +62,7 @@ _DROPPED_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GOOGLE_CLOUD_PROJECT", "DEP
 
 
 @dataclass
-class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages):
+class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchStages):
     provisioning: str
     workdir: Path
     out: TextIO = sys.stdout
@@ -195,6 +196,9 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages):
                 else []
             ),
             Stage("destroy", self._destroy),
+            # Issue 40: the upstream watch end to end on its own flex-start deployment
+            # (tools/rehearsal/watch_stage.py), beside the watched one's secrets.
+            *(self.watch_stages() if self.provisioning == "flex-start" else []),
             Stage("destroy-all", self._destroy_all),
             Stage("no-secret-left", self._no_secret_left),
         ]
