@@ -151,7 +151,6 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
         cfg,
         selector=platform.metrics_selector(cfg),
         channels=[c.name for c in channels],
-        metrics_flow=platform.metrics_gap is None,
         log_metric_keys=tuple(log_metrics_for(cfg)),
     )
     for key, policy in policies.items():

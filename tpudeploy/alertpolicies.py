@@ -105,17 +105,6 @@ def alert_policy(
     }
 
 
-# Fires on absence: where nothing ships vLLM's metrics yet (the TPU VM until the Ops Agent
-# slice) it would fire from the first minute and never stop, so it is declared only where they
-# flow (Platform.metrics_gap is None).
-ABSENCE_POLICIES = ("no-server",)
-
-
-def declared(*, metrics_flow: bool) -> tuple[Policy, ...]:
-    """The policies a platform gets: the absence ones only where vLLM's metrics flow."""
-    return tuple(p for p in POLICIES if metrics_flow or p.key not in ABSENCE_POLICIES)
-
-
 # More than this share of the front door's requests failing (5xx or 429) for 5 minutes.
 ERROR_SHARE = 0.05
 
@@ -161,11 +150,10 @@ def alert_policies(
     *,
     selector: str,
     channels: list[str],
-    metrics_flow: bool,
     log_metric_keys: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every policy this deployment gets, by its stable key."""
-    policies = declared(metrics_flow=metrics_flow) + log_policies(cfg, log_metric_keys)
+    policies = POLICIES + log_policies(cfg, log_metric_keys)
     return {p.key: alert_policy(cfg, p, selector=selector, channels=channels) for p in policies}
 
 

@@ -91,10 +91,6 @@ class Platform(Protocol):
         applies; else why this platform has nothing for it to replace."""
         ...
 
-    # Why the dashboard's tiles stay empty on this platform for now, or None when vLLM's
-    # metrics reach Cloud Monitoring already (GKE's Managed Prometheus scrapes every replica).
-    metrics_gap: str | None
-
     def metrics_selector(self, cfg: DeployConfig) -> str:
         """The PromQL label matchers that pick this deployment's vLLM series out of the
         project's (the dashboard's and the alert policies': tpudeploy/dashboard.py)."""
@@ -272,7 +268,7 @@ def log_metrics_for(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
 
 def watching_lines(cfg: DeployConfig) -> list[str]:
     """The dashboard and the alert policies: where they are, what they show, who they notify."""
-    from tpudeploy.alertpolicies import declared, log_policies, notifications_line
+    from tpudeploy.alertpolicies import POLICIES, log_policies, notifications_line
 
     if cfg.gitops_managed:
         # The deploy identity would need monitoring.dashboards.* and alertPolicies.* on the
@@ -284,8 +280,7 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
     from tpudeploy.gke.metrics import published
     from tpudeploy.watchcost import line as watching_cost_line
 
-    gap = platform_for(cfg).metrics_gap
-    policies = declared(metrics_flow=gap is None) + log_policies(cfg, tuple(log_metrics_for(cfg)))
+    policies = POLICIES + log_policies(cfg, tuple(log_metrics_for(cfg)))
     titles = ", ".join(p.title for p in policies)
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "
@@ -296,9 +291,6 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
             cfg,
             metric_types=list(published().values()),
             conditions=len(policies),
-            metrics_flow=gap is None,
         ),
     ]
-    if gap:
-        lines.append(f"dashboard: {gap}")
     return lines

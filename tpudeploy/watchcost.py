@@ -107,9 +107,10 @@ def estimate(cfg: DeployConfig, *, metric_types: list[str], conditions: int) -> 
     return WatchCost(requests, door, log_gib, series, samples, conditions)
 
 
-def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int, metrics_flow: bool) -> str:
-    """The `make check` line: per month, each part, what it assumes, where the prices are.
-    `metrics_flow`: whether vLLM's metrics reach Cloud Monitoring on this platform yet."""
+def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int) -> str:
+    """The `make check` line: per month, each part, what it assumes, where the prices are
+    (vLLM's metrics reach Cloud Monitoring on both platforms: GKE's Managed Prometheus, the TPU
+    VM's Ops Agent)."""
     cost = estimate(cfg, metric_types=metric_types, conditions=conditions)
     clients = cfg.load.expected_clients
     assumed = (
@@ -119,17 +120,13 @@ def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int, metrics
         else f"{cost.requests_per_hour} requests/hour (1 client, one a minute: set [load] "
         "expected_clients)"
     )
-    metrics_usd = cost.metrics_usd if metrics_flow else 0.0
+    # A TPU VM serves for its run only (4 h by default): the hour's figure is what a run pays;
+    # the month's total assumes a server that serves all month.
     metrics = (
-        # A TPU VM serves for its run only (4 h by default): the hour's figure is what a run
-        # pays; the month's total assumes a server that serves all month.
         f"vLLM metrics ${cost.metrics_usd:.2f} per server serving all month "
         f"(${cost.metrics_usd / HOURS_PER_MONTH:.4f} per serving hour)"
-        if metrics_flow
-        else f"vLLM metrics $0 now (not shipped yet; ${cost.metrics_usd:.2f} per server once "
-        "they are)"
     )
-    total = cost.logs_usd + metrics_usd + cost.alerts_usd
+    total = cost.logs_usd + cost.metrics_usd + cost.alerts_usd
     return (
         f"watching: ~${total:,.2f}/month: logs {cost.log_gib:.2f} GiB/month "
         f"(${cost.logs_usd:.2f}: the first {LOG_STORAGE.free:.0f} GiB/project are free, shared "

@@ -45,7 +45,6 @@ def _documents(cfg: DeployConfig) -> list[tuple[str, dict[str, Any]]]:
         cfg,
         selector=selector,
         channels=["projects/p/notificationChannels/1"],
-        metrics_flow=platform.metrics_gap is None,
     )
     docs += [("AlertPolicy", p) for p in policies.values()]
     docs.append(("NotificationChannel", alertpolicies.email_channel(cfg, "oncall@example.com")))
@@ -161,12 +160,10 @@ def test_two_deployments_share_no_dashboard_policy_or_series(pair: tuple[str, st
                 assert q.count("vllm:") == q.count("{" + selector + "}"), q
 
 
-def test_the_absence_alert_only_where_metrics_flow() -> None:
-    """Where nothing ships vLLM's metrics an absence alert would fire forever; both platforms
-    ship them now (the TPU VM's Ops Agent, tpudeploy/opsagent.py), so both get it."""
-    assert alertpolicies.declared(metrics_flow=False) != alertpolicies.declared(metrics_flow=True)
+def test_both_platforms_get_the_absence_alert() -> None:
+    """Both platforms ship vLLM's metrics (GKE's Managed Prometheus, the TPU VM's Ops Agent:
+    tpudeploy/opsagent.py), so both get the alert that fires when they stop."""
     for cfg in (CONFIGS["tpuvm"], CONFIGS["gke"]):
-        assert platform_for(cfg).metrics_gap is None
         titles = [d["displayName"] for k, d in _documents(cfg) if k == "AlertPolicy"]
         assert any("No vLLM server" in t for t in titles)
 

@@ -113,8 +113,6 @@ class Gke:
             "themselves; nothing to recover"
         )
 
-    metrics_gap: str | None = None
-
     def metrics_selector(self, cfg: DeployConfig) -> str:
         # Managed Prometheus writes each scraped series to the prometheus_target resource with
         # the cluster's name and the PodMonitoring's namespace as labels (cloud.google.com/

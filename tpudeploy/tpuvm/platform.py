@@ -77,10 +77,6 @@ class TpuVm:
     def recover_note(self, cfg: DeployConfig) -> str | None:
         return None
 
-    # The node's Ops Agent ships vLLM's metrics (tpudeploy/opsagent.py): the tiles fill, and
-    # the no-server alert fires when they stop (an agent that could not install included).
-    metrics_gap: str | None = None
-
     def metrics_selector(self, cfg: DeployConfig) -> str:
         # The Ops Agent's Prometheus receiver labels each series with its scrape job's job_name,
         # which tpudeploy/opsagent.py sets to the deployment's name (tests/tpuvm/
