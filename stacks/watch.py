@@ -151,6 +151,7 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
         cfg,
         selector=platform.metrics_selector(cfg),
         channels=[c.name for c in channels],
+        absence_grace_s=platform.absence_grace_s(cfg),
         log_metric_keys=tuple(log_metrics_for(cfg)),
     )
     for key, policy in policies.items():

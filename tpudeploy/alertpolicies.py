@@ -11,6 +11,7 @@ requests from a full KV pool, not the node's, and is covered by the KV-wall poli
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,17 +61,49 @@ POLICIES: tuple[Policy, ...] = (
         "Lower the clients' streams or rate ([access.limits]), or add replicas on GKE (make "
         "plan-scale); make usage shows who sends what.",
     ),
-    Policy(
+)
+
+# No vLLM series exists until a boot's compile ends (the build log: 857 s cold, 497 s warm;
+# tpudeploy/facts.py), so an absence held for five minutes fired on every boot: the first
+# deploy, a recovered TPU VM, every GKE replacement. The grace is the platform's boot timeline
+# (Platform.absence_grace_s) rounded up to whole minutes: a condition's duration "must be a
+# multiple of a minute" for the threshold and MQL conditions (Monitoring API v3,
+# MonitoringQueryLanguageCondition.duration: "only values that are a multiple of a minute--e.g.,
+# 0, 60, 120, or 300 seconds--are supported"); the PromQL condition's field documents no step
+# and no maximum (schemas/discovery/monitoring.v3.AlertPolicy.json: "Must be a non-negative
+# duration or missing"), so the stricter rule is kept. The margin over a cold boot is the one
+# GKE's startup probe gives it (tpudeploy/gke/replicaplan.STARTUP_MARGIN; a test ties them).
+BOOT_GRACE_MARGIN = 1.5
+
+
+def whole_minutes(seconds: float) -> int:
+    return math.ceil(seconds / 60) * 60
+
+
+def no_server(grace_s: int) -> Policy:
+    """The absence policy: no vLLM series for longer than a boot may take (`grace_s`)."""
+    minutes = whole_minutes(grace_s)
+    return Policy(
         "no-server",
         "No vLLM server reporting",
         "absent(vllm:num_requests_running{sel})",
-        FIVE_MINUTES,
-        "No ready replica or serving node: a spot node was preempted, a flex-start run ended, "
-        "or vLLM died or has not finished booting (the build log: 857 s cold, 497 s warm).",
+        f"{minutes}s",
+        f"No ready replica or serving node for {minutes // 60} minutes, longer than a boot may "
+        "take (the build log: 857 s cold, 497 s warm; no metric exists before the compile "
+        "ends): a spot node was preempted and not replaced, a flex-start run ended, or vLLM "
+        "died or cannot finish booting.",
         "make status says which; make deploy re-creates a preempted TPU VM; on GKE make "
-        "status lists the replicas and their nodes.",
-    ),
-)
+        "status lists the replicas and their nodes; make logs WHAT=boot shows how far the "
+        "boot got.",
+    )
+
+
+def declared(absence_grace_s: int | None) -> tuple[Policy, ...]:
+    """The PromQL policies over vLLM's metrics; the absence one only where a server is always
+    expected (`absence_grace_s`: Platform.absence_grace_s, None where none is)."""
+    if absence_grace_s is None:
+        return POLICIES
+    return (*POLICIES, no_server(absence_grace_s))
 
 
 def display_name(cfg: DeployConfig, policy: Policy) -> str:
@@ -150,10 +183,11 @@ def alert_policies(
     *,
     selector: str,
     channels: list[str],
+    absence_grace_s: int | None,
     log_metric_keys: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every policy this deployment gets, by its stable key."""
-    policies = POLICIES + log_policies(cfg, log_metric_keys)
+    policies = declared(absence_grace_s) + log_policies(cfg, log_metric_keys)
     return {p.key: alert_policy(cfg, p, selector=selector, channels=channels) for p in policies}
 
 

@@ -91,6 +91,12 @@ class Platform(Protocol):
         applies; else why this platform has nothing for it to replace."""
         ...
 
+    def absence_grace_s(self, cfg: DeployConfig) -> int | None:
+        """How long no vLLM server may report before the no-server alert fires: the longest a
+        boot may take here (no metric exists before its compile ends), or None where no server
+        is expected at times (the alert is left out: tpudeploy/alertpolicies.declared)."""
+        ...
+
     def metrics_selector(self, cfg: DeployConfig) -> str:
         """The PromQL label matchers that pick this deployment's vLLM series out of the
         project's (the dashboard's and the alert policies': tpudeploy/dashboard.py)."""
@@ -268,7 +274,7 @@ def log_metrics_for(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
 
 def watching_lines(cfg: DeployConfig) -> list[str]:
     """The dashboard and the alert policies: where they are, what they show, who they notify."""
-    from tpudeploy.alertpolicies import POLICIES, log_policies, notifications_line
+    from tpudeploy.alertpolicies import declared, log_policies, notifications_line
 
     if cfg.gitops_managed:
         # The deploy identity would need monitoring.dashboards.* and alertPolicies.* on the
@@ -280,7 +286,9 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
     from tpudeploy.gke.metrics import published
     from tpudeploy.watchcost import line as watching_cost_line
 
-    policies = POLICIES + log_policies(cfg, tuple(log_metrics_for(cfg)))
+    policies = declared(platform_for(cfg).absence_grace_s(cfg)) + log_policies(
+        cfg, tuple(log_metrics_for(cfg))
+    )
     titles = ", ".join(p.title for p in policies)
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "

@@ -107,7 +107,9 @@ def test_every_metric_a_query_names_is_vllms_or_a_declared_log_metric(platform: 
     declared = {logmetrics.promql_name(cfg, logmetrics.spec(key)) for key in metrics}
     selector = platform_for(cfg).metrics_selector(cfg)
     board = dashboard.dashboard(cfg, selector=selector, extra=logmetrics.tiles(cfg, tuple(metrics)))
-    policies = alert_policies(cfg, selector=selector, channels=[], log_metric_keys=tuple(metrics))
+    policies = alert_policies(
+        cfg, selector=selector, channels=[], absence_grace_s=None, log_metric_keys=tuple(metrics)
+    )
     assert problems(board, "Dashboard") == []
     for policy in policies.values():
         assert problems(policy, "AlertPolicy") == []

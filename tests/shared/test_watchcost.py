@@ -8,12 +8,12 @@ import datetime
 import pytest
 
 from tpudeploy import watchcost
-from tpudeploy.alertpolicies import POLICIES, log_policies
+from tpudeploy.alertpolicies import declared, log_policies
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.config.prices import WATCHING_AS_OF, WATCHING_PRICES
 from tpudeploy.gke.metrics import published
 from tpudeploy.planner.cost import HOURS_PER_MONTH
-from tpudeploy.platform import log_metrics_for, watching_lines
+from tpudeploy.platform import log_metrics_for, platform_for, watching_lines
 
 TYPES = list(published().values())
 GIB = 2**30
@@ -59,7 +59,9 @@ def test_make_check_prices_the_policies_each_platform_declares() -> None:
     # the PromQL policies (vLLM's metrics flow on both: the TPU VM's Ops Agent ships them), and
     # those over the log-based metrics
     for cfg, line in ((vm, vm_line), (gke, gke_line)):
-        count = len(POLICIES) + len(log_policies(cfg, tuple(log_metrics_for(cfg))))
+        count = len(declared(platform_for(cfg).absence_grace_s(cfg))) + len(
+            log_policies(cfg, tuple(log_metrics_for(cfg)))
+        )
         assert f"{count} conditions" in line
         # the node's metrics are priced on both platforms now
         assert "vLLM metrics $0 now" not in line and "per server" in line

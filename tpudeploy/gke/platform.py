@@ -17,7 +17,7 @@ from tpudeploy import logsources, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.gke import deadline_target, identifiers, pipeline
+from tpudeploy.gke import deadline_target, identifiers, pipeline, pod
 from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
 from tpudeploy.grants import PipelinePart
 
@@ -112,6 +112,17 @@ class Gke:
             f"{cfg.name} runs on GKE: the node pools replace preempted or recycled TPU nodes "
             "themselves; nothing to recover"
         )
+
+    def absence_grace_s(self, cfg: DeployConfig) -> int | None:
+        if cfg.gke.min_replicas == 0:
+            # Scale to zero (issue 39): no replica is expected while idle, so an absence is no
+            # fault. A request that wakes the pool and is not served shows as the front door's
+            # 5xx (the errors policy); with no replica there is no vLLM series to read a queue
+            # from, so "requests waiting with no replica" has no metric here.
+            return None
+        # A replacement replica waits for spot capacity, then boots cold within its startup
+        # probe's budget: the same bound the rollout's progress deadline uses.
+        return pod.progress_deadline_s()
 
     def metrics_selector(self, cfg: DeployConfig) -> str:
         # Managed Prometheus writes each scraped series to the prometheus_target resource with

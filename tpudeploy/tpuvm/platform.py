@@ -8,13 +8,14 @@ never pays for the TPU API client), always from this package or below it.
 from __future__ import annotations
 
 import datetime
+import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tpudeploy import logsources, opsagent, planner, policy, replicasecrets
-from tpudeploy.alertpolicies import watching_parts
+from tpudeploy import facts, logsources, opsagent, planner, policy, replicasecrets
+from tpudeploy.alertpolicies import BOOT_GRACE_MARGIN, watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.grants import PipelinePart
@@ -76,6 +77,11 @@ class TpuVm:
 
     def recover_note(self, cfg: DeployConfig) -> str | None:
         return None
+
+    def absence_grace_s(self, cfg: DeployConfig) -> int | None:
+        # A cold boot with the margin GKE's startup probe gives one: a recovered or re-created
+        # node compiles again (the build log's 857 s) before its first metric.
+        return math.ceil(facts.COLD_BOOT_S * BOOT_GRACE_MARGIN)
 
     def metrics_selector(self, cfg: DeployConfig) -> str:
         # The Ops Agent's Prometheus receiver labels each series with its scrape job's job_name,
