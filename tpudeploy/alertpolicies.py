@@ -1,12 +1,12 @@
 """The deployment's alert policies, as the Monitoring API v3 AlertPolicy's JSON.
 
 Each policy is one PromQL condition over vLLM's own metrics (the same names and the same
-selector as the dashboard: tpudeploy/dashboard.py) and carries the build log's reason and the
-fix in documentation.content, which Cloud Monitoring sends with every notification. Left out,
-and why: node preemption or replacement has no metric here (spot preemption is an audit-log
-entry, compute.instances.preempted, and GKE's node replacement a Kubernetes event: both need a
-log-based alert, the logs slice of issue 38); vllm:num_preemptions counts the engine evicting
-requests from a full KV pool, not the node's, and is covered by the KV-wall policy.
+selector as the dashboard: tpudeploy/dashboard.py) or over the deployment's log-based metrics
+(tpudeploy/logmetrics.py), and carries the build log's reason and the fix in
+documentation.content, which Cloud Monitoring sends with every notification. A node's spot
+preemption is read from its log entry (tpudeploy/logsources.py says which, per platform);
+vllm:num_preemptions counts the engine evicting requests from a full KV pool, not the node's,
+and is covered by the KV-wall policy.
 """
 
 from __future__ import annotations
@@ -159,6 +159,25 @@ def log_policies(cfg: DeployConfig, log_metric_keys: tuple[str, ...]) -> tuple[P
                 "make usage shows which client fails and how; make logs WHAT=frontdoor shows the "
                 "lines, WHAT=vllm the server's. Raise a client's limit only below the KV wall "
                 "(make check shows it).",
+            )
+        )
+    if "preemptions" in log_metric_keys:
+        out.append(
+            Policy(
+                "preempted",
+                "A spot node was preempted",
+                f"{logmetrics.preemptions_query(cfg)} > 0",
+                "0s",
+                "Spot capacity is the price of spot's rate: Google may take the node back at any "
+                "time with about 30 s of notice. The build log: each preemption wastes a boot "
+                "(857 s cold, 497 s with the compile cache), and spot wins over flex-start only "
+                "while preemptions come less often than the planner's break-even (make check). "
+                "A TPU VM stays down until make deploy re-creates it; on GKE the pool replaces "
+                "the node and the replica boots again.",
+                "TPU VM: make deploy (it re-creates the preempted node; make status says "
+                "PREEMPTED). GKE: make status shows the replacement replica booting. Preempted "
+                'often: provisioning = "flex-start" (TPU VM) or [gke] capacity = '
+                '"flex-start": a flex-start node is never preempted once it runs.',
             )
         )
     if "bootcheck-disagreements" in log_metric_keys:

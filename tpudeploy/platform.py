@@ -290,15 +290,16 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
         cfg, tuple(log_metrics_for(cfg))
     )
     titles = ", ".join(p.title for p in policies)
+    metrics = ", ".join(log_metrics_for(cfg))
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "
-        f"policies: {titles} (none on a node preemption: no metric records one; see "
-        "docs/see-it-running.md)",
+        f"policies: {titles}; log-based metrics: {metrics} (docs/see-it-running.md)",
         notifications_line(cfg),
         watching_cost_line(
             cfg,
             metric_types=list(published().values()),
             conditions=len(policies),
+            log_metrics=len(log_metrics_for(cfg)),
         ),
     ]
     return lines

@@ -107,7 +107,7 @@ def estimate(cfg: DeployConfig, *, metric_types: list[str], conditions: int) -> 
     return WatchCost(requests, door, log_gib, series, samples, conditions)
 
 
-def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int) -> str:
+def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int, log_metrics: int) -> str:
     """The `make check` line: per month, each part, what it assumes, where the prices are
     (vLLM's metrics reach Cloud Monitoring on both platforms: GKE's Managed Prometheus, the TPU
     VM's Ops Agent)."""
@@ -133,7 +133,9 @@ def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int) -> str:
         f"with the project's other logs; 30 days kept), {metrics} ({cost.series} series every "
         f"{SCRAPE_S} s, {cost.samples_millions:.1f}M "
         f"samples at ${PROMETHEUS_SAMPLES.usd}/M), alerts ${cost.alerts_usd:.2f} "
-        f"({cost.conditions} conditions at ${ALERT_CONDITION.usd:.2f}), dashboard free; assumes "
+        f"({cost.conditions} conditions at ${ALERT_CONDITION.usd:.2f}), {log_metrics} log-based "
+        "metrics (their points not priced: the bytes a point counts were not found), dashboard "
+        "free; assumes "
         f"{assumed}, {cost.frontdoor_entry_bytes} bytes per front-door entry; prices read "
         f"{WATCHING_AS_OF.isoformat()} (cloud.google.com/stackdriver/pricing, "
         "cloud.google.com/monitoring/alerts/cost-control)"

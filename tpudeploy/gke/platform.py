@@ -151,6 +151,13 @@ class Gke:
         )
 
     def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        if what == logsources.PREEMPTION:
+            # Only the spot pool's nodes are preempted; a flex-start node runs to its end.
+            if "spot" not in cfg.gke.capacity_order:
+                return None
+            return logsources.gke_preemption_filter(
+                cluster=identifiers.cluster_name(cfg), pool=identifiers.pool_name("spot")
+            )
         return logsources.gke_metric_filter(
             cluster=identifiers.cluster_name(cfg), namespace=identifiers.namespace(cfg), what=what
         )

@@ -105,6 +105,11 @@ class TpuVm:
         )
 
     def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        if what == logsources.PREEMPTION:
+            # Only a spot node is preempted (on-demand is not; flex-start runs to its end).
+            if cfg.provisioning != "spot":
+                return None
+            return logsources.tpuvm_preemption_filter(deployment=cfg.name)
         return logsources.tpuvm_metric_filter(deployment=cfg.name, what=what)
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:
