@@ -48,7 +48,7 @@ def dashboard(
             dashboard_json(
                 cfg,
                 selector=platform_for(cfg).metrics_selector(cfg),
-                extra=tiles(cfg, tuple(metrics)),
+                extra=tiles(cfg, tuple(metrics)) + platform_for(cfg).dashboard_tiles(cfg),
             )
         ),
         depends_on=services,

@@ -91,6 +91,11 @@ class Platform(Protocol):
         applies; else why this platform has nothing for it to replace."""
         ...
 
+    def dashboard_tiles(self, cfg: DeployConfig) -> list[dict[str, Any]]:
+        """The dashboard's widgets only this platform has (GKE: replicas and TPU nodes by
+        capacity type), beside the shared ones (tpudeploy/dashboard.py)."""
+        ...
+
     def absence_grace_s(self, cfg: DeployConfig) -> int | None:
         """How long no vLLM server may report before the no-server alert fires: the longest a
         boot may take here (no metric exists before its compile ends), or None where no server

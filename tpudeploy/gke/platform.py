@@ -11,13 +11,13 @@ import datetime
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpudeploy import logsources, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.gke import deadline_target, identifiers, pipeline, pod
+from tpudeploy.gke import deadline_target, identifiers, nodetiles, pipeline, pod
 from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
 from tpudeploy.grants import PipelinePart
 
@@ -112,6 +112,9 @@ class Gke:
             f"{cfg.name} runs on GKE: the node pools replace preempted or recycled TPU nodes "
             "themselves; nothing to recover"
         )
+
+    def dashboard_tiles(self, cfg: DeployConfig) -> list[dict[str, Any]]:
+        return nodetiles.tiles(cfg, selector=self.metrics_selector(cfg))
 
     def absence_grace_s(self, cfg: DeployConfig) -> int | None:
         if cfg.gke.min_replicas == 0:

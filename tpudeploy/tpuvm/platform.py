@@ -12,7 +12,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpudeploy import facts, logsources, opsagent, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import BOOT_GRACE_MARGIN, watching_parts
@@ -77,6 +77,10 @@ class TpuVm:
 
     def recover_note(self, cfg: DeployConfig) -> str | None:
         return None
+
+    def dashboard_tiles(self, cfg: DeployConfig) -> list[dict[str, Any]]:
+        # One node, one server: the shared "servers reporting" tile says it all.
+        return []
 
     def absence_grace_s(self, cfg: DeployConfig) -> int | None:
         # A cold boot with the margin GKE's startup probe gives one: a recovered or re-created
