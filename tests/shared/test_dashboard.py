@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gke_configs
+from tests.conftest import REPO_ROOT, gke_configs
 from tools.rehearsal.fakes.monitoring_rules import problems
 from tpudeploy import alertpolicies, dashboard, facts
 from tpudeploy.config import DeployConfig, parse_config
@@ -251,3 +251,10 @@ def test_console_url() -> None:
     assert dashboard.console_url("p1", "abc") == (
         "https://console.cloud.google.com/monitoring/dashboards/builder/abc?project=p1"
     )
+
+
+def test_the_docs_give_the_absence_alerts_waits() -> None:
+    """docs/see-it-running.md states the minutes: they follow the boot timeline, not a typo."""
+    text = (REPO_ROOT / "docs" / "see-it-running.md").read_text()
+    vm, gke = (_duration_s(_no_server(CONFIGS[k]) or {}) // 60 for k in ("tpuvm", "gke"))
+    assert f"{vm} minutes on the TPU VM, {gke} on GKE" in text
