@@ -48,7 +48,7 @@ def dashboard(
             dashboard_json(
                 cfg,
                 selector=platform_for(cfg).metrics_selector(cfg),
-                extra=tiles(cfg, tuple(metrics)),
+                extra=tiles(cfg, tuple(metrics)) + platform_for(cfg).dashboard_tiles(cfg),
             )
         ),
         depends_on=services,
@@ -151,7 +151,7 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
         cfg,
         selector=platform.metrics_selector(cfg),
         channels=[c.name for c in channels],
-        metrics_flow=platform.metrics_gap is None,
+        absence_grace_s=platform.absence_grace_s(cfg),
         log_metric_keys=tuple(log_metrics_for(cfg)),
     )
     for key, policy in policies.items():

@@ -1,16 +1,17 @@
 """The deployment's alert policies, as the Monitoring API v3 AlertPolicy's JSON.
 
 Each policy is one PromQL condition over vLLM's own metrics (the same names and the same
-selector as the dashboard: tpudeploy/dashboard.py) and carries the build log's reason and the
-fix in documentation.content, which Cloud Monitoring sends with every notification. Left out,
-and why: node preemption or replacement has no metric here (spot preemption is an audit-log
-entry, compute.instances.preempted, and GKE's node replacement a Kubernetes event: both need a
-log-based alert, the logs slice of issue 38); vllm:num_preemptions counts the engine evicting
-requests from a full KV pool, not the node's, and is covered by the KV-wall policy.
+selector as the dashboard: tpudeploy/dashboard.py) or over the deployment's log-based metrics
+(tpudeploy/logmetrics.py), and carries the build log's reason and the fix in
+documentation.content, which Cloud Monitoring sends with every notification. A node's spot
+preemption is read from its log entry (tpudeploy/logsources.py says which, per platform);
+vllm:num_preemptions counts the engine evicting requests from a full KV pool, not the node's,
+and is covered by the KV-wall policy.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,17 +61,49 @@ POLICIES: tuple[Policy, ...] = (
         "Lower the clients' streams or rate ([access.limits]), or add replicas on GKE (make "
         "plan-scale); make usage shows who sends what.",
     ),
-    Policy(
+)
+
+# No vLLM series exists until a boot's compile ends (the build log: 857 s cold, 497 s warm;
+# tpudeploy/facts.py), so an absence held for five minutes fired on every boot: the first
+# deploy, a recovered TPU VM, every GKE replacement. The grace is the platform's boot timeline
+# (Platform.absence_grace_s) rounded up to whole minutes: a condition's duration "must be a
+# multiple of a minute" for the threshold and MQL conditions (Monitoring API v3,
+# MonitoringQueryLanguageCondition.duration: "only values that are a multiple of a minute--e.g.,
+# 0, 60, 120, or 300 seconds--are supported"); the PromQL condition's field documents no step
+# and no maximum (schemas/discovery/monitoring.v3.AlertPolicy.json: "Must be a non-negative
+# duration or missing"), so the stricter rule is kept. The margin over a cold boot is the one
+# GKE's startup probe gives it (tpudeploy/gke/replicaplan.STARTUP_MARGIN; a test ties them).
+BOOT_GRACE_MARGIN = 1.5
+
+
+def whole_minutes(seconds: float) -> int:
+    return math.ceil(seconds / 60) * 60
+
+
+def no_server(grace_s: int) -> Policy:
+    """The absence policy: no vLLM series for longer than a boot may take (`grace_s`)."""
+    minutes = whole_minutes(grace_s)
+    return Policy(
         "no-server",
         "No vLLM server reporting",
         "absent(vllm:num_requests_running{sel})",
-        FIVE_MINUTES,
-        "No ready replica or serving node: a spot node was preempted, a flex-start run ended, "
-        "or vLLM died or has not finished booting (the build log: 857 s cold, 497 s warm).",
+        f"{minutes}s",
+        f"No ready replica or serving node for {minutes // 60} minutes, longer than a boot may "
+        "take (the build log: 857 s cold, 497 s warm; no metric exists before the compile "
+        "ends): a spot node was preempted and not replaced, a flex-start run ended, or vLLM "
+        "died or cannot finish booting.",
         "make status says which; make deploy re-creates a preempted TPU VM; on GKE make "
-        "status lists the replicas and their nodes.",
-    ),
-)
+        "status lists the replicas and their nodes; make logs WHAT=boot shows how far the "
+        "boot got.",
+    )
+
+
+def declared(absence_grace_s: int | None) -> tuple[Policy, ...]:
+    """The PromQL policies over vLLM's metrics; the absence one only where a server is always
+    expected (`absence_grace_s`: Platform.absence_grace_s, None where none is)."""
+    if absence_grace_s is None:
+        return POLICIES
+    return (*POLICIES, no_server(absence_grace_s))
 
 
 def display_name(cfg: DeployConfig, policy: Policy) -> str:
@@ -105,17 +138,6 @@ def alert_policy(
     }
 
 
-# Fires on absence: where nothing ships vLLM's metrics yet (the TPU VM until the Ops Agent
-# slice) it would fire from the first minute and never stop, so it is declared only where they
-# flow (Platform.metrics_gap is None).
-ABSENCE_POLICIES = ("no-server",)
-
-
-def declared(*, metrics_flow: bool) -> tuple[Policy, ...]:
-    """The policies a platform gets: the absence ones only where vLLM's metrics flow."""
-    return tuple(p for p in POLICIES if metrics_flow or p.key not in ABSENCE_POLICIES)
-
-
 # More than this share of the front door's requests failing (5xx or 429) for 5 minutes.
 ERROR_SHARE = 0.05
 
@@ -137,6 +159,25 @@ def log_policies(cfg: DeployConfig, log_metric_keys: tuple[str, ...]) -> tuple[P
                 "make usage shows which client fails and how; make logs WHAT=frontdoor shows the "
                 "lines, WHAT=vllm the server's. Raise a client's limit only below the KV wall "
                 "(make check shows it).",
+            )
+        )
+    if "preemptions" in log_metric_keys:
+        out.append(
+            Policy(
+                "preempted",
+                "A spot node was preempted",
+                f"{logmetrics.preemptions_query(cfg)} > 0",
+                "0s",
+                "Spot capacity is the price of spot's rate: Google may take the node back at any "
+                "time with about 30 s of notice. The build log: each preemption wastes a boot "
+                "(857 s cold, 497 s with the compile cache), and spot wins over flex-start only "
+                "while preemptions come less often than the planner's break-even (make check). "
+                "A TPU VM stays down until make deploy re-creates it; on GKE the pool replaces "
+                "the node and the replica boots again.",
+                "TPU VM: make deploy (it re-creates the preempted node; make status says "
+                "PREEMPTED). GKE: make status shows the replacement replica booting. Preempted "
+                'often: provisioning = "flex-start" (TPU VM) or [gke] capacity = '
+                '"flex-start": a flex-start node is never preempted once it runs.',
             )
         )
     if "bootcheck-disagreements" in log_metric_keys:
@@ -161,11 +202,11 @@ def alert_policies(
     *,
     selector: str,
     channels: list[str],
-    metrics_flow: bool,
+    absence_grace_s: int | None,
     log_metric_keys: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every policy this deployment gets, by its stable key."""
-    policies = declared(metrics_flow=metrics_flow) + log_policies(cfg, log_metric_keys)
+    policies = declared(absence_grace_s) + log_policies(cfg, log_metric_keys)
     return {p.key: alert_policy(cfg, p, selector=selector, channels=channels) for p in policies}
 
 

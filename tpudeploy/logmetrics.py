@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tpudeploy import logsources
 from tpudeploy.config import DeployConfig
 from tpudeploy.facts import COLD_BOOT_S, WARM_BOOT_S
 
@@ -32,7 +33,7 @@ PHASE_BOUNDS = (15.0, 30.0, 60.0, 120.0, 240.0, 480.0, 600.0, 900.0, 1200.0, 180
 class LogMetricSpec:
     key: str  # the name's suffix after the deployment's
     what: str  # the log it reads (tpudeploy.logsources.WHATS)
-    also: str  # more of the filter, ANDed to the platform's
+    also: str  # more of the filter, ANDed to the platform's ("" for none)
     description: str
     labels: dict[str, str] = field(default_factory=dict)  # label -> extractor
     value: str = ""  # a distribution's value extractor; "" for a counter
@@ -53,6 +54,13 @@ SPECS: tuple[LogMetricSpec, ...] = (
         "Each boot phase's elapsed_s when it ends (the node's boot log).",
         {"phase": "EXTRACT(jsonPayload.phase)"},
         "EXTRACT(jsonPayload.elapsed_s)",
+    ),
+    LogMetricSpec(
+        "preemptions",
+        logsources.PREEMPTION,
+        "",  # the platform's filter is whole (tpudeploy/logsources.py)
+        "Preemptions of the deployment's spot nodes (the TPU VM's own shutdown entry; on GKE "
+        "Compute Engine's compute.instances.preempted audit entry of the spot pool's VMs).",
     ),
     LogMetricSpec(
         "bootcheck-disagreements",
@@ -90,7 +98,7 @@ def log_metric(cfg: DeployConfig, spec: LogMetricSpec, base_filter: str) -> dict
     body: dict[str, Any] = {
         "name": metric_name(cfg, spec),
         "description": f"{cfg.name}: {spec.description}",
-        "filter": f"{base_filter} AND {spec.also}",
+        "filter": f"{base_filter} AND {spec.also}" if spec.also else base_filter,
         "metricDescriptor": descriptor,
     }
     if spec.labels:
@@ -129,6 +137,12 @@ def error_rate_query(cfg: DeployConfig) -> str:
 
 def bootcheck_query(cfg: DeployConfig) -> str:
     return f"sum(increase({promql_name(cfg, spec('bootcheck-disagreements'))}[1h]))"
+
+
+def preemptions_query(cfg: DeployConfig) -> str:
+    """Preemptions counted in the last hour: the alert fires with the first, and its incident
+    closes an hour after the last."""
+    return f"sum(increase({promql_name(cfg, spec('preemptions'))}[1h]))"
 
 
 def tiles(cfg: DeployConfig, keys: tuple[str, ...]) -> list[dict[str, Any]]:

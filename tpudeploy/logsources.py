@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from typing import Final
 
 # The three kinds of log `make logs WHAT=` names, in the order it prints them by default.
@@ -49,6 +50,32 @@ GKE_CONTAINERS: Final = {"vllm": "vllm", "frontdoor": "frontdoor"}
 GKE_CONTAINER_RESOURCE: Final = "k8s_container"
 GKE_POD_RESOURCE: Final = "k8s_pod"
 GKE_EVENTS_LOG_ID: Final = "events"
+
+
+# A node preemption, as a log-based metric reads it (tpudeploy/logmetrics.py, "preemptions"):
+# not one of WHATS (`make logs` prints no such log), a kind of its own whose filter each
+# platform writes whole (Platform.log_metric_filter).
+PREEMPTION: Final = "preemption"
+# TPU VM: no Google page in the stored corpus says what a TPU VM's spot preemption writes to
+# Cloud Logging (the Cloud TPU pages name only the node's state: "If a TPU has been preempted,
+# the status changes from READY to PREEMPTED", cloud.google.com/tpu/docs/preemptible, read
+# 2026-12-03). So the node says it itself: its shutdown script, which a preemption runs, asks
+# the metadata server (Compute Engine: "check the metadata server for the preempted value in
+# your instance's default instance metadata ... instance/preempted ... TRUE", the Spot and
+# preemptible VM pages, cloud.google.com/compute/docs/instances/create-use-spot; their TPU VM
+# form rests on the issue's reading) and writes one boot-log entry with this phase.
+PREEMPTED_PHASE: Final = "preempted"
+# GKE: Compute Engine records a spot node's preemption as a system-event audit entry, method
+# compute.instances.preempted, on the node's VM (resource.type gce_instance, resourceName
+# projects/P/zones/Z/instances/NAME). The entry's fields are as Google writes them in a
+# third-party exporter's fixture (github.com/thought-machine/spot-interruption-exporter: "The
+# audit log for instance preemption does not contain information about the Kubernetes cluster");
+# Google's own Spot page (create-use-spot, "How to detect ... preemption") was in the corpus only
+# as an abstract. GKE names a pool's VMs gke-<cluster>-<pool>-<hash>-<suffix>: the observed
+# form, on the issue's reading (no page on it was found in the stored corpus; GKE shortens
+# long names, so a cluster name long enough to be shortened would escape the filter).
+AUDIT_SYSTEM_EVENT_LOG_ID: Final = "cloudaudit.googleapis.com/system_event"
+PREEMPTED_METHOD: Final = "compute.instances.preempted"
 
 
 def quoted(value: str) -> str:
@@ -126,6 +153,29 @@ def gke_metric_filter(*, cluster: str, namespace: str, what: str) -> str | None:
         f"resource.labels.cluster_name={quoted(cluster)} AND "
         f"resource.labels.namespace_name={quoted(namespace)} AND "
         f"resource.labels.container_name={quoted(GKE_CONTAINERS[what])}"
+    )
+
+
+def tpuvm_preemption_filter(*, deployment: str) -> str:
+    """The deployment's node saying, from its shutdown script, that it is being preempted."""
+    return (
+        f"{tpuvm_metric_filter(deployment=deployment, what='boot')} AND "
+        f"jsonPayload.phase={quoted(PREEMPTED_PHASE)}"
+    )
+
+
+def gke_preemption_filter(*, cluster: str, pool: str) -> str:
+    """Compute Engine's preemption entries of the deployment's spot pool's VMs: the name anchored
+    at both ends, so that another cluster whose name starts with this one's (or ends in the
+    pool's) never matches. Cluster and pool names are DNS labels ([a-z0-9-]): nothing in them is
+    special to the regular expression."""
+    if not re.fullmatch(r"[a-z0-9-]+", cluster + pool):
+        raise ValueError(f"not a DNS label: {cluster!r} / {pool!r}")
+    return (
+        f"log_id({quoted(AUDIT_SYSTEM_EVENT_LOG_ID)}) AND "
+        f"resource.type={quoted('gce_instance')} AND "
+        f"protoPayload.methodName={quoted(PREEMPTED_METHOD)} AND "
+        f"protoPayload.resourceName=~{quoted(f'/instances/gke-{cluster}-{pool}-[0-9a-z]+-[0-9a-z]+$')}"
     )
 
 

@@ -91,9 +91,16 @@ class Platform(Protocol):
         applies; else why this platform has nothing for it to replace."""
         ...
 
-    # Why the dashboard's tiles stay empty on this platform for now, or None when vLLM's
-    # metrics reach Cloud Monitoring already (GKE's Managed Prometheus scrapes every replica).
-    metrics_gap: str | None
+    def dashboard_tiles(self, cfg: DeployConfig) -> list[dict[str, Any]]:
+        """The dashboard's widgets only this platform has (GKE: replicas and TPU nodes by
+        capacity type), beside the shared ones (tpudeploy/dashboard.py)."""
+        ...
+
+    def absence_grace_s(self, cfg: DeployConfig) -> int | None:
+        """How long no vLLM server may report before the no-server alert fires: the longest a
+        boot may take here (no metric exists before its compile ends), or None where no server
+        is expected at times (the alert is left out: tpudeploy/alertpolicies.declared)."""
+        ...
 
     def metrics_selector(self, cfg: DeployConfig) -> str:
         """The PromQL label matchers that pick this deployment's vLLM series out of the
@@ -284,21 +291,20 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
     from tpudeploy.gke.metrics import published
     from tpudeploy.watchcost import line as watching_cost_line
 
-    gap = platform_for(cfg).metrics_gap
-    policies = declared(metrics_flow=gap is None) + log_policies(cfg, tuple(log_metrics_for(cfg)))
+    policies = declared(platform_for(cfg).absence_grace_s(cfg)) + log_policies(
+        cfg, tuple(log_metrics_for(cfg))
+    )
     titles = ", ".join(p.title for p in policies)
+    metrics = ", ".join(log_metrics_for(cfg))
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "
-        f"policies: {titles} (none on a node preemption: no metric records one; see "
-        "docs/see-it-running.md)",
+        f"policies: {titles}; log-based metrics: {metrics} (docs/see-it-running.md)",
         notifications_line(cfg),
         watching_cost_line(
             cfg,
             metric_types=list(published().values()),
             conditions=len(policies),
-            metrics_flow=gap is None,
+            log_metrics=len(log_metrics_for(cfg)),
         ),
     ]
-    if gap:
-        lines.append(f"dashboard: {gap}")
     return lines

@@ -16,7 +16,7 @@ from tpudeploy import bootcheck, cacheguard, facts, frontdoor_log, names, nodebu
 from tpudeploy.config import DeployConfig, VllmConfig
 from tpudeploy.config.idle_table import INTERVAL_S as IDLE_INTERVAL_S
 from tpudeploy.config.secretshape import API_KEY_ERE, HF_TOKEN_ERE
-from tpudeploy.logsources import TPUVM_LOG_IDS
+from tpudeploy.logsources import PREEMPTED_PHASE, TPUVM_LOG_IDS
 from tpudeploy.node import idlewatch, keymap
 from tpudeploy.node.keymap import KEY_ID_CHARS
 from tpudeploy.pins import pinned_digest
@@ -426,8 +426,18 @@ def _telemetry_values(cfg: DeployConfig) -> dict[str, object]:
 
 
 def render_shutdown_script(cfg: DeployConfig) -> str:
-    """Best-effort upload of a compile cache packed at startup, inside the preemption notice."""
-    return _environment().get_template("shutdown.sh.j2").render(**_boot_values(cfg))
+    """Best-effort upload of a compile cache packed at startup, inside the preemption notice,
+    after the boot-log entry that says the shutdown is a preemption."""
+    return (
+        _environment()
+        .get_template("shutdown.sh.j2")
+        .render(
+            **_boot_values(cfg),
+            log_dir=opsagent.LOG_DIR,
+            boot_log_file=opsagent.LOG_FILES["boot"],
+            preempted_phase=PREEMPTED_PHASE,
+        )
+    )
 
 
 def node_metadata(cfg: DeployConfig) -> dict[str, str]:

@@ -107,9 +107,10 @@ def estimate(cfg: DeployConfig, *, metric_types: list[str], conditions: int) -> 
     return WatchCost(requests, door, log_gib, series, samples, conditions)
 
 
-def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int, metrics_flow: bool) -> str:
-    """The `make check` line: per month, each part, what it assumes, where the prices are.
-    `metrics_flow`: whether vLLM's metrics reach Cloud Monitoring on this platform yet."""
+def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int, log_metrics: int) -> str:
+    """The `make check` line: per month, each part, what it assumes, where the prices are
+    (vLLM's metrics reach Cloud Monitoring on both platforms: GKE's Managed Prometheus, the TPU
+    VM's Ops Agent)."""
     cost = estimate(cfg, metric_types=metric_types, conditions=conditions)
     clients = cfg.load.expected_clients
     assumed = (
@@ -119,24 +120,22 @@ def line(cfg: DeployConfig, *, metric_types: list[str], conditions: int, metrics
         else f"{cost.requests_per_hour} requests/hour (1 client, one a minute: set [load] "
         "expected_clients)"
     )
-    metrics_usd = cost.metrics_usd if metrics_flow else 0.0
+    # A TPU VM serves for its run only (4 h by default): the hour's figure is what a run pays;
+    # the month's total assumes a server that serves all month.
     metrics = (
-        # A TPU VM serves for its run only (4 h by default): the hour's figure is what a run
-        # pays; the month's total assumes a server that serves all month.
         f"vLLM metrics ${cost.metrics_usd:.2f} per server serving all month "
         f"(${cost.metrics_usd / HOURS_PER_MONTH:.4f} per serving hour)"
-        if metrics_flow
-        else f"vLLM metrics $0 now (not shipped yet; ${cost.metrics_usd:.2f} per server once "
-        "they are)"
     )
-    total = cost.logs_usd + metrics_usd + cost.alerts_usd
+    total = cost.logs_usd + cost.metrics_usd + cost.alerts_usd
     return (
         f"watching: ~${total:,.2f}/month: logs {cost.log_gib:.2f} GiB/month "
         f"(${cost.logs_usd:.2f}: the first {LOG_STORAGE.free:.0f} GiB/project are free, shared "
         f"with the project's other logs; 30 days kept), {metrics} ({cost.series} series every "
         f"{SCRAPE_S} s, {cost.samples_millions:.1f}M "
         f"samples at ${PROMETHEUS_SAMPLES.usd}/M), alerts ${cost.alerts_usd:.2f} "
-        f"({cost.conditions} conditions at ${ALERT_CONDITION.usd:.2f}), dashboard free; assumes "
+        f"({cost.conditions} conditions at ${ALERT_CONDITION.usd:.2f}), {log_metrics} log-based "
+        "metrics (their points not priced: the bytes a point counts were not found), dashboard "
+        "free; assumes "
         f"{assumed}, {cost.frontdoor_entry_bytes} bytes per front-door entry; prices read "
         f"{WATCHING_AS_OF.isoformat()} (cloud.google.com/stackdriver/pricing, "
         "cloud.google.com/monitoring/alerts/cost-control)"

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gke_configs
+from tests.conftest import REPO_ROOT, gke_configs
 from tools.rehearsal.fakes.monitoring_rules import problems
-from tpudeploy import alertpolicies, dashboard
+from tpudeploy import alertpolicies, dashboard, facts
 from tpudeploy.config import DeployConfig, parse_config
+from tpudeploy.gke import pod, replicaplan
 from tpudeploy.gke.metrics import published
 from tpudeploy.planner.capacity import kv_pool
-from tpudeploy.platform import platform_for
+from tpudeploy.platform import platform_for, watching_lines
 
 # prometheus_client's sample suffix -> the family type it belongs to (prometheus_client/
 # exposition.py: a counter's samples end in _total, a histogram's in _bucket, _sum, _count).
@@ -45,7 +46,7 @@ def _documents(cfg: DeployConfig) -> list[tuple[str, dict[str, Any]]]:
         cfg,
         selector=selector,
         channels=["projects/p/notificationChannels/1"],
-        metrics_flow=platform.metrics_gap is None,
+        absence_grace_s=platform.absence_grace_s(cfg),
     )
     docs += [("AlertPolicy", p) for p in policies.values()]
     docs.append(("NotificationChannel", alertpolicies.email_channel(cfg, "oncall@example.com")))
@@ -161,18 +162,70 @@ def test_two_deployments_share_no_dashboard_policy_or_series(pair: tuple[str, st
                 assert q.count("vllm:") == q.count("{" + selector + "}"), q
 
 
-def test_the_absence_alert_only_where_metrics_flow() -> None:
-    """Where nothing ships vLLM's metrics an absence alert would fire forever; both platforms
-    ship them now (the TPU VM's Ops Agent, tpudeploy/opsagent.py), so both get it."""
-    assert alertpolicies.declared(metrics_flow=False) != alertpolicies.declared(metrics_flow=True)
+def test_both_platforms_get_the_absence_alert() -> None:
+    """Both platforms ship vLLM's metrics (GKE's Managed Prometheus, the TPU VM's Ops Agent:
+    tpudeploy/opsagent.py), so both get the alert that fires when they stop."""
     for cfg in (CONFIGS["tpuvm"], CONFIGS["gke"]):
-        assert platform_for(cfg).metrics_gap is None
         titles = [d["displayName"] for k, d in _documents(cfg) if k == "AlertPolicy"]
         assert any("No vLLM server" in t for t in titles)
 
 
+def _duration_s(doc: dict[str, Any]) -> int:
+    duration = doc["conditions"][0]["conditionPrometheusQueryLanguage"]["duration"]
+    assert duration.endswith("s"), duration
+    return int(duration.removesuffix("s"))
+
+
+def _no_server(cfg: DeployConfig) -> dict[str, Any] | None:
+    return next(
+        (
+            d
+            for k, d in _documents(cfg)
+            if k == "AlertPolicy" and "No vLLM server" in d["displayName"]
+        ),
+        None,
+    )
+
+
+@pytest.mark.parametrize("which", ["tpuvm", "gke"])
+def test_the_absence_alert_outlasts_a_cold_boot(which: str) -> None:
+    """No vLLM series exists before the compile ends (the build log: 857 s cold): an absence
+    alert shorter than a cold boot fires on every deploy, recovery and replacement."""
+    doc = _no_server(CONFIGS[which])
+    assert doc is not None
+    held = _duration_s(doc)
+    assert held >= facts.COLD_BOOT_S * replicaplan.STARTUP_MARGIN, held
+    assert held % 60 == 0, "a condition's duration is a whole number of minutes"
+    # and it says, in its own text, how long it waited
+    assert f"for {held // 60} minutes" in doc["documentation"]["content"]
+
+
+def test_on_gke_the_absence_alert_outlasts_a_replacements_capacity_wait_and_boot() -> None:
+    held = _duration_s(_no_server(CONFIGS["gke"]) or {})
+    assert held >= pod.capacity_wait_s() + replicaplan.startup_budget_s()
+
+
+def test_the_grace_margin_is_the_startup_probes() -> None:
+    assert alertpolicies.BOOT_GRACE_MARGIN == replicaplan.STARTUP_MARGIN
+
+
+def test_no_absence_alert_when_gke_scales_to_zero() -> None:
+    """min_replicas = 0: no replica is expected while idle; an absence alert would fire every
+    idle hour. Left out (the front door's errors policy sees a request nobody served)."""
+    gke, _ = gke_configs()
+    raw = copy.deepcopy(gke)
+    raw["gke"] = {**raw.get("gke", {}), "min_replicas": 0, "min_version": "1.37"}
+    cfg = parse_config(raw)
+    assert platform_for(cfg).absence_grace_s(cfg) is None
+    assert _no_server(cfg) is None
+    titles = [d["displayName"] for k, d in _documents(cfg) if k == "AlertPolicy"]
+    assert any("KV cache" in t for t in titles)
+    line = next(x for x in watching_lines(cfg) if x.startswith("dashboard:"))
+    assert "No vLLM server" not in line
+
+
 def test_every_policy_says_why_and_the_fix() -> None:
-    for policy in alertpolicies.POLICIES:
+    for policy in (*alertpolicies.POLICIES, alertpolicies.no_server(900)):
         doc = alertpolicies.alert_policy(CONFIGS["gke"], policy, selector='job="x"', channels=[])
         content = doc["documentation"]["content"]
         assert "**Why:**" in content and "**Fix:**" in content
@@ -198,3 +251,10 @@ def test_console_url() -> None:
     assert dashboard.console_url("p1", "abc") == (
         "https://console.cloud.google.com/monitoring/dashboards/builder/abc?project=p1"
     )
+
+
+def test_the_docs_give_the_absence_alerts_waits() -> None:
+    """docs/see-it-running.md states the minutes: they follow the boot timeline, not a typo."""
+    text = (REPO_ROOT / "docs" / "see-it-running.md").read_text()
+    vm, gke = (_duration_s(_no_server(CONFIGS[k]) or {}) // 60 for k in ("tpuvm", "gke"))
+    assert f"{vm} minutes on the TPU VM, {gke} on GKE" in text

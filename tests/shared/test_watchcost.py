@@ -13,7 +13,7 @@ from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.config.prices import WATCHING_AS_OF, WATCHING_PRICES
 from tpudeploy.gke.metrics import published
 from tpudeploy.planner.cost import HOURS_PER_MONTH
-from tpudeploy.platform import log_metrics_for, watching_lines
+from tpudeploy.platform import log_metrics_for, platform_for, watching_lines
 
 TYPES = list(published().values())
 GIB = 2**30
@@ -59,7 +59,7 @@ def test_make_check_prices_the_policies_each_platform_declares() -> None:
     # the PromQL policies (vLLM's metrics flow on both: the TPU VM's Ops Agent ships them), and
     # those over the log-based metrics
     for cfg, line in ((vm, vm_line), (gke, gke_line)):
-        count = len(declared(metrics_flow=True)) + len(
+        count = len(declared(platform_for(cfg).absence_grace_s(cfg))) + len(
             log_policies(cfg, tuple(log_metrics_for(cfg)))
         )
         assert f"{count} conditions" in line
@@ -83,3 +83,16 @@ def test_a_run_pays_the_metrics_by_the_serving_hour_not_the_month() -> None:
     hour = series * 3600 / 15 / 1e6 * 0.15
     assert f"(${hour:.4f} per serving hour)" in line
     assert f"${hour * 730:.2f} per server serving all month" in line
+
+
+def test_the_preemption_alert_and_its_log_metric_are_listed_and_priced() -> None:
+    spot = parse_config({"project": "watch-cost-1", "provisioning": "spot"})
+    flex = _cfg(None)
+    lines = {c.provisioning: watching_lines(c) for c in (spot, flex)}
+    cost = {k: next(x for x in v if x.startswith("watching:")) for k, v in lines.items()}
+    listed = {k: next(x for x in v if x.startswith("dashboard:")) for k, v in lines.items()}
+    assert "A spot node was preempted" in listed["spot"] and "preemptions" in listed["spot"]
+    assert "preempted" not in listed["flex-start"]
+    # one more condition and one more log-based metric on spot than on flex-start
+    assert "6 conditions" in cost["spot"] and "5 conditions" in cost["flex-start"]
+    assert "4 log-based metrics" in cost["spot"] and "3 log-based metrics" in cost["flex-start"]

@@ -75,6 +75,8 @@ def test_gke_pair_each_its_own_dashboard_policies_and_series(
             "alert-waiting",
             "alert-no-server",
             "alert-errors",
+            # the spot pool's preemptions (Compute Engine's audit entries of its VMs)
+            "alert-preempted",
         }
         for policy in policies.values():
             body = _api_body(policy)

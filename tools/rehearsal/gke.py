@@ -55,12 +55,13 @@ DEFAULT_ENABLED = ("logging.googleapis.com", "monitoring.googleapis.com")
 # one VPC must not touch each other): another name, the same shipped settings otherwise.
 NEIGHBOUR = "gemma4-gke-b"
 
-# Each GKE deployment's dashboard and its log-based metric (secrets stack: front-door requests;
-# GKE has no structured boot log) and alert policies (serving stack: KV wall, waiting, no server,
-# errors; no email channel in the rehearsal's config), each its own by label or name. The
-# neighbour deploys no serving stack: its dashboard and metric only.
-WATCHING = {"dashboards": 1, "alertPolicies": 4, "metrics": 1}
-NEIGHBOUR_WATCHING = {"dashboards": 1, "metrics": 1}
+# Each GKE deployment's dashboard and its log-based metrics (secrets stack: front-door requests
+# and its spot pool's preemptions; GKE has no structured boot log) and alert policies (serving
+# stack: KV wall, waiting, no server, errors, preempted; no email channel in the rehearsal's
+# config), each its own by label or name. The neighbour deploys no serving stack: its dashboard
+# and metrics only.
+WATCHING = {"dashboards": 1, "alertPolicies": 5, "metrics": 2}
+NEIGHBOUR_WATCHING = {"dashboards": 1, "metrics": 2}
 
 
 @dataclass
@@ -332,8 +333,8 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             f"{NEIGHBOUR}: secrets and cluster stacks beside {self.cfg.name} in network "
             f"{cfg.network.network}, {cfg.effective_region}; control planes "
             f"{', '.join(sorted(str(r) for r in ranges.values()))}; NATs {', '.join(nats)}; "
-            f"{self.cfg.name}'s dashboard, log-based metric and 4 alert policies, {cfg.name}'s "
-            "own dashboard and metric"
+            f"{self.cfg.name}'s dashboard, log-based metrics and alert policies {WATCHING}, "
+            f"{cfg.name}'s own dashboard and metrics"
         )
 
     def _watching(self, deployment: str) -> dict[str, int]:

@@ -11,13 +11,13 @@ import datetime
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpudeploy import logsources, planner, policy, replicasecrets
 from tpudeploy.alertpolicies import watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
-from tpudeploy.gke import deadline_target, identifiers, pipeline
+from tpudeploy.gke import deadline_target, identifiers, nodetiles, pipeline, pod
 from tpudeploy.gke.identifiers import NAMESPACE_PREFIX, NODE_PROJECT_ROLES
 from tpudeploy.grants import PipelinePart
 
@@ -113,7 +113,19 @@ class Gke:
             "themselves; nothing to recover"
         )
 
-    metrics_gap: str | None = None
+    def dashboard_tiles(self, cfg: DeployConfig) -> list[dict[str, Any]]:
+        return nodetiles.tiles(cfg, selector=self.metrics_selector(cfg))
+
+    def absence_grace_s(self, cfg: DeployConfig) -> int | None:
+        if cfg.gke.min_replicas == 0:
+            # Scale to zero (issue 39): no replica is expected while idle, so an absence is no
+            # fault. A request that wakes the pool and is not served shows as the front door's
+            # 5xx (the errors policy); with no replica there is no vLLM series to read a queue
+            # from, so "requests waiting with no replica" has no metric here.
+            return None
+        # A replacement replica waits for spot capacity, then boots cold within its startup
+        # probe's budget: the same bound the rollout's progress deadline uses.
+        return pod.progress_deadline_s()
 
     def metrics_selector(self, cfg: DeployConfig) -> str:
         # Managed Prometheus writes each scraped series to the prometheus_target resource with
@@ -142,6 +154,13 @@ class Gke:
         )
 
     def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        if what == logsources.PREEMPTION:
+            # Only the spot pool's nodes are preempted; a flex-start node runs to its end.
+            if "spot" not in cfg.gke.capacity_order:
+                return None
+            return logsources.gke_preemption_filter(
+                cluster=identifiers.cluster_name(cfg), pool=identifiers.pool_name("spot")
+            )
         return logsources.gke_metric_filter(
             cluster=identifiers.cluster_name(cfg), namespace=identifiers.namespace(cfg), what=what
         )

@@ -8,13 +8,14 @@ never pays for the TPU API client), always from this package or below it.
 from __future__ import annotations
 
 import datetime
+import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from tpudeploy import logsources, opsagent, planner, policy, replicasecrets
-from tpudeploy.alertpolicies import watching_parts
+from tpudeploy import facts, logsources, opsagent, planner, policy, replicasecrets
+from tpudeploy.alertpolicies import BOOT_GRACE_MARGIN, watching_parts
 from tpudeploy.config import DeployConfig
 from tpudeploy.errors import NotOnThisPlatform
 from tpudeploy.grants import PipelinePart
@@ -77,9 +78,14 @@ class TpuVm:
     def recover_note(self, cfg: DeployConfig) -> str | None:
         return None
 
-    # The node's Ops Agent ships vLLM's metrics (tpudeploy/opsagent.py): the tiles fill, and
-    # the no-server alert fires when they stop (an agent that could not install included).
-    metrics_gap: str | None = None
+    def dashboard_tiles(self, cfg: DeployConfig) -> list[dict[str, Any]]:
+        # One node, one server: the shared "servers reporting" tile says it all.
+        return []
+
+    def absence_grace_s(self, cfg: DeployConfig) -> int | None:
+        # A cold boot with the margin GKE's startup probe gives one: a recovered or re-created
+        # node compiles again (the build log's 857 s) before its first metric.
+        return math.ceil(facts.COLD_BOOT_S * BOOT_GRACE_MARGIN)
 
     def metrics_selector(self, cfg: DeployConfig) -> str:
         # The Ops Agent's Prometheus receiver labels each series with its scrape job's job_name,
@@ -103,6 +109,11 @@ class TpuVm:
         )
 
     def log_metric_filter(self, cfg: DeployConfig, what: str) -> str | None:
+        if what == logsources.PREEMPTION:
+            # Only a spot node is preempted (on-demand is not; flex-start runs to its end).
+            if cfg.provisioning != "spot":
+                return None
+            return logsources.tpuvm_preemption_filter(deployment=cfg.name)
         return logsources.tpuvm_metric_filter(deployment=cfg.name, what=what)
 
     def summary(self, cfg: DeployConfig, *, today: datetime.date | None) -> list[str]:

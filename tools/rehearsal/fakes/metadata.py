@@ -58,6 +58,10 @@ class FakeMetadata(LoopbackServer):
             return 405, b"method not allowed"
         if key == "project/project-id":
             return 200, project.encode()
+        if key == "instance/preempted":
+            # "TRUE" once Compute Engine preempts the VM (the Spot VM pages); the rehearsal's
+            # node is never preempted.
+            return 200, b"FALSE"
         if key == "instance/service-accounts/default/token":
             email = (node.get("serviceAccount") or {}).get("email")
             if not email:

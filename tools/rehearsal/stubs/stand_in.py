@@ -459,6 +459,12 @@ def curl_answer(opts: dict[str, Any]) -> tuple[int, bytes]:
             return 200, json.dumps(body).encode()
         if path == "project/project-id":
             return 200, CONFIG.get("project", "test-proj").encode()
+        if path == "instance/preempted":
+            # "TRUE" once Compute Engine preempts the VM, else "FALSE" (the Spot VM pages).
+            answer = CONFIG.get("preempted", "FALSE")
+            if isinstance(answer, int):  # a test's HTTP status: the server does not answer
+                return answer, b"not found"
+            return 200, str(answer).encode()
         if path == "instance/network-interfaces/0/ip":
             return 200, CONFIG.get("internal_ip", "10.182.0.2").encode()
         if path == "instance/network-interfaces/0/access-configs/0/external-ip":
