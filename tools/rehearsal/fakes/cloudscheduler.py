@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from tools.rehearsal.fakes import iamrules
+from tools.rehearsal.fakes import iamrules, scheduler_rules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 
@@ -136,6 +136,9 @@ class FakeCloudScheduler(ApiFake):
             return api_error(400, "the fake Cloud Scheduler schedules in UTC only")
         if next_run(str(job.get("schedule", "")), datetime.now(UTC)) is None:
             return api_error(400, f"Schedule has more than one field or is invalid: {job}")
+        refused = scheduler_rules.problems(job)
+        if refused:
+            return api_error(400, "; ".join(refused))
         email = ((job.get("httpTarget") or {}).get("oauthToken") or {}).get("serviceAccountEmail")
         if email and not self.inventory.service_account_exists(email):
             return api_error(400, f"Service account {email} does not exist.")
