@@ -22,6 +22,7 @@ from cdktf_cdktf_provider_google_beta.google_project_iam_member import (
     GoogleProjectIamMemberCondition,
 )
 
+from stacks.deadline_warn import declare_stop_soon
 from tpudeploy import deadline
 from tpudeploy.config import DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE, service_account_email
@@ -165,6 +166,8 @@ def declare_deadline(
             f"{what} deletes itself after {cfg.idle.stop_after} idle, until "
             f"its deadline + {deadline.GRANT_MARGIN}",
         )
+    # "Stops soon" (issue 38): a warning job deadline.WARN_BEFORE ahead, and its alert.
+    declare_stop_soon(stack, cfg, project, at, what=what, uri=uri, idle=bool(self_stop_email))
     TerraformOutput(stack, "deadline", value=f"${{{at}}}")
     TerraformOutput(
         stack,
