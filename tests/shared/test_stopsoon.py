@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import copy
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from tools.rehearsal.fakes import scheduler_rules
+from tools.rehearsal.fakes.cloudscheduler import attempt_entry
 from tools.rehearsal.fakes.logging_rules import parse_filter
 from tools.rehearsal.fakes.monitoring_rules import problems
 from tpudeploy import stopsoon
@@ -21,6 +23,7 @@ from tpudeploy.platform import watching_lines
 BASE = {"project": "my-proj-123", "provisioning": "spot", "idle": {"stop_after": "30m"}}
 ALPHA, BETA = (parse_config({**BASE, "name": n}) for n in ("alpha", "alpha-b"))
 DEADLINE = "2026-08-09T16:00:00Z"
+WARNED = datetime(2026, 8, 9, 15, 30, tzinfo=UTC)  # 30 minutes before
 
 
 def _policies() -> list[dict[str, Any]]:
@@ -114,3 +117,14 @@ def test_make_check_lists_the_warnings_and_prices_their_conditions() -> None:
     count = re.compile(r"\((\d+) conditions at")
     (mine,), (theirs,) = count.findall(lines), count.findall(fewer)
     assert int(mine) == int(theirs) + 1
+
+
+def test_the_fake_schedulers_attempt_entry_is_what_the_warning_filter_matches() -> None:
+    def entry(cfg: Any, status: int) -> dict[str, Any]:
+        name = f"projects/my-proj-123/locations/{cfg.deadline_region}/jobs/"
+        uri = stopsoon.warn_uri("https://tpu.googleapis.com/v2/x")
+        return attempt_entry(name + stopsoon.warn_job_name(cfg), uri, status, WARNED)
+
+    mine = parse_filter(stopsoon.deadline_filter(ALPHA, DEADLINE))
+    assert mine(entry(ALPHA, 200)) and mine(entry(ALPHA, 404))  # a failed GET still warns
+    assert not mine(entry(BETA, 200))

@@ -27,6 +27,7 @@ from typing import Any
 
 from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import next_run
+from tools.rehearsal.fakes.logging_rules import parse_filter
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
 from tpudeploy import facts, stopsoon
@@ -221,6 +222,7 @@ class ScenarioStages(VmStageHost):
         return [
             Stage("deadline-job", self._deadline_job),
             Stage("extend", self._extend),
+            Stage("stops-soon", self._stops_soon),
             Stage("fire", self._fire),
             Stage("after-deadline", self._after_deadline),
             Stage("deploy-after", self._deploy_after),
@@ -272,6 +274,23 @@ class ScenarioStages(VmStageHost):
         if self._warning_at() != after - WARN_BEFORE:
             raise StageFailure(f"`{shown}` left the warning at {self._warning_at()}")
         return f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, its warning with it"
+
+    def _stops_soon(self) -> str:
+        """The warning job runs 30 min before the deadline (the fake logs its attempt as Cloud
+        Scheduler does); the deployment's declared alert policy's filter matches that entry."""
+        warn_name = self._job_name().rsplit("/", 1)[0] + "/" + stopsoon.warn_job_name(self.cfg)
+        self.cloud.cloudscheduler.fire(warn_name, at=self._warning_at())
+        with self.cloud.inventory.locked() as inv:
+            policies = [inv.get("monitoring", n) for n in inv.names("monitoring")]
+        title = f"{self.cfg.name}: {stopsoon.DEADLINE_SOON[1]}"
+        found = [p for p in policies if p and p.get("displayName") == title]
+        if len(found) != 1:
+            raise StageFailure(f"the fake Monitoring API holds {len(found)} policies {title!r}")
+        log_filter = found[0]["conditions"][0]["conditionMatchedLog"]["filter"]
+        matched = [e for e in self.cloud.logging.entries if parse_filter(log_filter)(e)]
+        if len(matched) != 1:
+            raise StageFailure(f"{log_filter!r} matched {len(matched)} entries, not the warning")
+        return f"warning job ran at {matched[0]['timestamp']}; {title!r} matches its entry"
 
     def _fire(self) -> str:
         stop = (
