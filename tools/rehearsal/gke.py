@@ -58,9 +58,11 @@ NEIGHBOUR = "gemma4-gke-b"
 # Each GKE deployment's dashboard and its log-based metric (secrets stack: front-door requests;
 # GKE has no structured boot log) and alert policies (serving stack: KV wall, waiting, no server,
 # errors; no email channel in the rehearsal's config), each its own by label or name. The
-# neighbour deploys no serving stack: its dashboard and metric only.
-WATCHING = {"dashboards": 1, "alertPolicies": 4, "metrics": 1}
-NEIGHBOUR_WATCHING = {"dashboards": 1, "metrics": 1}
+# neighbour deploys no serving stack: its dashboard and metric only. Each cluster stack adds its
+# deadline's "stops soon" policy (tpudeploy/stopsoon.py), the neighbour's included.
+STOPS_SOON = 1
+WATCHING = {"dashboards": 1, "alertPolicies": 4 + STOPS_SOON, "metrics": 1}
+NEIGHBOUR_WATCHING = {"dashboards": 1, "alertPolicies": STOPS_SOON, "metrics": 1}
 
 
 @dataclass
@@ -332,8 +334,8 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             f"{NEIGHBOUR}: secrets and cluster stacks beside {self.cfg.name} in network "
             f"{cfg.network.network}, {cfg.effective_region}; control planes "
             f"{', '.join(sorted(str(r) for r in ranges.values()))}; NATs {', '.join(nats)}; "
-            f"{self.cfg.name}'s dashboard, log-based metric and 4 alert policies, {cfg.name}'s "
-            "own dashboard and metric"
+            f"{self.cfg.name}'s dashboard, log-based metric and {WATCHING['alertPolicies']} alert "
+            f"policies, {cfg.name}'s own dashboard, metric and deadline warning"
         )
 
     def _watching(self, deployment: str) -> dict[str, int]:
