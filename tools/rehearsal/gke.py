@@ -24,7 +24,7 @@ from tools.rehearsal.lifecycle import MAKE, Rehearsal, _plain, _tail, stack_outp
 from tools.rehearsal.pipeline import STATE_BUCKET
 from tools.rehearsal.scenarios import EXTEND_BY, Stage, StageFailure, _time
 from tools.rehearsal.scratch import REHEARSAL_PROJECT, write_gke_config
-from tpudeploy import terraform
+from tpudeploy import stopsoon, terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.deadline import GRANT_MARGIN_SECONDS
 from tpudeploy.gke import identifiers
@@ -226,13 +226,22 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
         calls = self.cloud.call_count()
         shown = self._make("extend", args=(f"BY={int(EXTEND_BY.total_seconds() // 60)}m",))
         after = _time(self._job().get("scheduleTime"))
-        # The job, and the stop account's grant whose condition ends with the deadline (a
-        # project setIamPolicy: stacks/deadline_job.py).
+        # The jobs, the stop account's grant whose condition ends with the deadline (a project
+        # setIamPolicy: stacks/deadline_job.py) and the "stops soon" policy, whose filter ends
+        # with the deadline too (an update in place: tpudeploy/stopsoon.py).
+        with self.cloud.inventory.locked() as inv:
+            title = f"{self.cfg.name}: {stopsoon.DEADLINE_SOON[1]}"
+            soon = [
+                n
+                for n in inv.names("monitoring")
+                if (inv.get("monitoring", n) or {}).get("displayName") == title
+            ]
         changed = [
             m
             for m in self.cloud.mutations(calls)
             if not m.startswith("cloudscheduler ")
             and not (m.startswith("cloudresourcemanager ") and m.endswith(":setIamPolicy"))
+            and m not in {f"monitoring PATCH /v3/{n}" for n in soon}
         ]
         if after != before + EXTEND_BY or changed:
             raise StageFailure(
@@ -245,9 +254,13 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             conditions = [str((b.get("condition") or {}).get("expression")) for b in policy]
         if not any(ends in c for c in conditions):
             raise StageFailure(f"`{shown}` left the stop grant's end elsewhere than {ends}")
+        with self.cloud.inventory.locked() as inv:
+            filters = [str(inv.get("monitoring", n)) for n in soon]
+        if len(filters) != 1 or after.strftime("%Y-%m-%dT%H:%M:00Z") not in filters[0]:
+            raise StageFailure(f"`{shown}` left the warning's time bound elsewhere: {filters}")
         return (
-            f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, only the job and the stop "
-            f"grant (now ending {ends}) changed"
+            f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, only the jobs, the stop "
+            f"grant (now ending {ends}) and the warning's time bound changed"
         )
 
     def _destroy_gke(self) -> str:
