@@ -22,6 +22,7 @@ from cdktf_cdktf_provider_google_beta.google_project_iam_member import (
     GoogleProjectIamMemberCondition,
 )
 
+from stacks.deadline_warn import declare_stop_soon
 from tpudeploy import deadline
 from tpudeploy.config import DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE, service_account_email
@@ -132,34 +133,41 @@ def declare_deadline(
             ),
         ),
     )
-    if not cfg.gitops_managed:
+    role = f"projects/{project}/roles/{cfg.stop_role_id}"
+
+    def _stop_grant(id_: str, email: str, title: str, description: str) -> None:
+        # One grant shape for both holders: the stop role, until the deadline + GRANT_MARGIN.
         GoogleProjectIamMember(
             stack,
-            deadline.DEADLINE_GRANT_ID,
+            id_,
             project=project,
-            role=f"projects/{project}/roles/{cfg.stop_role_id}",
-            member=f"serviceAccount:{stop_email}",
+            role=role,
+            member=f"serviceAccount:{email}",
             condition=GoogleProjectIamMemberCondition(
-                title="until-deadline",
-                description=f"{cfg.deadline_job_name} deletes {what} until its deadline "
-                f"+ {deadline.GRANT_MARGIN}, never a year later",
+                title=title,
+                description=description,
                 expression=deadline.grant_expression(at, resource_condition),
             ),
+        )
+
+    if not cfg.gitops_managed:
+        _stop_grant(
+            deadline.DEADLINE_GRANT_ID,
+            stop_email,
+            "until-deadline",
+            f"{cfg.deadline_job_name} deletes {what} until its deadline "
+            f"+ {deadline.GRANT_MARGIN}, never a year later",
         )
     if self_stop_email and not cfg.gitops_managed:
-        GoogleProjectIamMember(
-            stack,
+        _stop_grant(
             deadline.IDLE_GRANT_ID,
-            project=project,
-            role=f"projects/{project}/roles/{cfg.stop_role_id}",
-            member=f"serviceAccount:{self_stop_email}",
-            condition=GoogleProjectIamMemberCondition(
-                title="idle-stop-until-deadline",
-                description=f"{what} deletes itself after {cfg.idle.stop_after} idle, until "
-                f"its deadline + {deadline.GRANT_MARGIN}",
-                expression=deadline.grant_expression(at, resource_condition),
-            ),
+            self_stop_email,
+            "idle-stop-until-deadline",
+            f"{what} deletes itself after {cfg.idle.stop_after} idle, until "
+            f"its deadline + {deadline.GRANT_MARGIN}",
         )
+    # "Stops soon" (issue 38): a warning job deadline.WARN_BEFORE ahead, and its alert.
+    declare_stop_soon(stack, cfg, project, at, what=what, uri=uri, idle=bool(self_stop_email))
     TerraformOutput(stack, "deadline", value=f"${{{at}}}")
     TerraformOutput(
         stack,

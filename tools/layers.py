@@ -89,6 +89,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.logsources",
             # The log-based metrics (LogMetric JSON), their tiles and PromQL names.
             "tpudeploy.logmetrics",
+            # "Stops soon": the deadline's warning job and the log-based alerts, as API JSON.
+            "tpudeploy.stopsoon",
             # What watching costs a month (make check's line), from config/prices.py's rates.
             "tpudeploy.watchcost",
             # The TPU VM node's Ops Agent configuration (logs and vLLM's metrics), as data.

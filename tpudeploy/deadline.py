@@ -47,6 +47,16 @@ DEADLINE_GRANT_ADDRESS = f"google_project_iam_member.{DEADLINE_GRANT_ID}"
 # (stacks/deadline_job.py says why no narrower grant exists).
 IDLE_GRANT_ID = "idle-stop-grant"
 IDLE_GRANT_ADDRESS = f"google_project_iam_member.{IDLE_GRANT_ID}"
+# The "stops soon" warning (issue 38): a second job, firing WARN_BEFORE ahead of the deadline
+# with a harmless request (tpudeploy/stopsoon.py), whose run Cloud Logging records and an alert
+# policy matches. Declared with the deadline job and hanging on the same value, so `make extend`
+# and a new deadline move it too (deadline_ops.EXTEND_ADDRESSES).
+WARN_BEFORE = "30m"
+WARN_BEFORE_SECONDS = 1800
+WARN_JOB_ID = "deadline-warn-job"
+WARN_JOB_ADDRESS = f"google_cloud_scheduler_job.{WARN_JOB_ID}"
+WARN_ALERT_ID = "alert-deadline-soon"
+WARN_ALERT_ADDRESS = f"google_monitoring_alert_policy.{WARN_ALERT_ID}"
 # Cloud Scheduler retries a failed attempt (a 5xx, an expired token) this often, backing off.
 RETRY_COUNT = 5
 MIN_BACKOFF = "60s"
@@ -89,6 +99,11 @@ def deadline_expression(seconds: int) -> str:
 def cron_expression(deadline_ref: str) -> str:
     """The job's schedule, from the deadline as Terraform holds it."""
     return f'formatdate("{CRON_FORMAT}", {deadline_ref})'
+
+
+def warn_cron_expression(deadline_ref: str) -> str:
+    """The warning job's schedule: WARN_BEFORE ahead of the deadline as Terraform holds it."""
+    return cron_expression(f'timeadd({deadline_ref}, "-{WARN_BEFORE}")')
 
 
 # Terraform refuses a `deadline` that is not a timestamp (a typo in `make extend` would

@@ -27,7 +27,8 @@ from tpudeploy.tfrun import Terraform, TerraformError
 ExtendError = deadline.ExtendError
 # What `make extend` may change: the deadline (replaced with the new value), its job (its
 # schedule patched in place), the stop account's grant and, with [idle], the node's own grant,
-# whose conditions end with the deadline (replaced: a condition is not updated in place).
+# whose conditions end with the deadline (replaced: a condition is not updated in place), and
+# the warning ahead of it.
 # Anything else its -target pulls in must plan no change. A pipeline deployment has no such
 # grant (the bootstrap's): -target on an address the configuration lacks plans nothing for it.
 EXTEND_ADDRESSES = (
@@ -35,6 +36,10 @@ EXTEND_ADDRESSES = (
     deadline.DEADLINE_JOB_ADDRESS,
     deadline.DEADLINE_GRANT_ADDRESS,
     deadline.IDLE_GRANT_ADDRESS,
+    # The "stops soon" warning: its job's schedule and its alert's time bound follow the
+    # deadline (both updated in place).
+    deadline.WARN_JOB_ADDRESS,
+    deadline.WARN_ALERT_ADDRESS,
 )
 
 

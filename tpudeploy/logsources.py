@@ -8,8 +8,11 @@ take the names from here, so the writer and the reader cannot drift apart.
   JSON access log lines, tpudeploy/frontdoor_log.py's ACCESS_LOG_FIELDS, as jsonPayload; the boot
   phases, one structured entry per phase with `phase`, `event` (start|end|fail), `elapsed_s`, and
   the boot-log check's verdict as phase="bootcheck" with `ok` and the disagreeing items), each
-  entry labelled DEPLOYMENT_LABEL=<deployment name>. The reader narrows by log name and that label
-  only: the monitored resource type the agent gives a TPU VM host is not part of the contract.
+  entry labelled DEPLOYMENT_LABEL=<deployment name>. The idle stop's watcher writes one entry
+  there too when the stop is near: phase IDLE_PHASE, event STOPS_SOON_EVENT, `elapsed_s` (the
+  idle seconds), `stop_after_s` and STOPS_AT_FIELD (when it stops, RFC 3339 UTC). The reader
+  narrows by log name and that label only: the monitored resource type the agent gives a TPU
+  VM host is not part of the contract.
 - GKE: container logs as GKE ships them (resource.type="k8s_container" with cluster_name,
   namespace_name and container_name labels), the front door's stdout lines JSON so that GKE
   parses them into jsonPayload; the boot is the vLLM container's lines plus the pod's events.
@@ -39,6 +42,12 @@ TPUVM_LOG_IDS: Final = {
 # The label every node entry carries, its value the deployment's name: two deployments in one
 # project are told apart by it.
 DEPLOYMENT_LABEL: Final = "tpudeploy_deployment"
+
+# The idle watcher's "stops soon" entry in the boot log (tpudeploy/node/idlewatch.py writes
+# it, standard library only, with the same names: tests/tpuvm/test_stopsoon.py ties them).
+IDLE_PHASE: Final = "idle"
+STOPS_SOON_EVENT: Final = "stops-soon"
+STOPS_AT_FIELD: Final = "stops_at"
 
 # GKE: the pod's containers whose logs `make logs` reads (tpudeploy/gke/pod.py names them in
 # the pod; tests/gke/test_gke_logsources.py ties the two).

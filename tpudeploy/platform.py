@@ -279,6 +279,7 @@ def log_metrics_for(cfg: DeployConfig) -> dict[str, dict[str, Any]]:
 
 def watching_lines(cfg: DeployConfig) -> list[str]:
     """The dashboard and the alert policies: where they are, what they show, who they notify."""
+    from tpudeploy import stopsoon
     from tpudeploy.alertpolicies import declared, log_policies, notifications_line
 
     if cfg.gitops_managed:
@@ -294,7 +295,9 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
     policies = declared(platform_for(cfg).absence_grace_s(cfg)) + log_policies(
         cfg, tuple(log_metrics_for(cfg))
     )
-    titles = ", ".join(p.title for p in policies)
+    # The "stops soon" warnings, declared with the deadline job (tpudeploy/stopsoon.py).
+    soon = stopsoon.titles(cfg, idle_watcher=cfg.idle.seconds is not None)
+    titles = ", ".join([*(p.title for p in policies), *soon])
     metrics = ", ".join(log_metrics_for(cfg))
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "
@@ -303,7 +306,7 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
         watching_cost_line(
             cfg,
             metric_types=list(published().values()),
-            conditions=len(policies),
+            conditions=len(policies) + len(soon),
             log_metrics=len(log_metrics_for(cfg)),
         ),
     ]

@@ -151,7 +151,7 @@ def test_the_job_deletes_the_cluster_as_the_stop_account(
 ) -> None:
     _, method = _container_delete()
     res = stacks[CFG.gke_stack_name]["resource"]
-    (job,) = res["google_cloud_scheduler_job"].values()
+    job = res["google_cloud_scheduler_job"][deadline.DEADLINE_JOB_ID]
     target = job["http_target"]
     assert target["http_method"] == method["httpMethod"]
     assert target["uri"] == gke_deadline.cluster_url(CFG, "${var.project}")

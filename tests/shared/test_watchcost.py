@@ -62,6 +62,8 @@ def test_make_check_prices_the_policies_each_platform_declares() -> None:
         count = len(declared(platform_for(cfg).absence_grace_s(cfg))) + len(
             log_policies(cfg, tuple(log_metrics_for(cfg)))
         )
+        # the deadline's "stops soon" warning, where a deadline job is declared
+        count += 0 if cfg.deadline_seconds is None else 1
         assert f"{count} conditions" in line
         # the node's metrics are priced on both platforms now
         assert "vLLM metrics $0 now" not in line and "per server" in line
@@ -93,6 +95,8 @@ def test_the_preemption_alert_and_its_log_metric_are_listed_and_priced() -> None
     listed = {k: next(x for x in v if x.startswith("dashboard:")) for k, v in lines.items()}
     assert "A spot node was preempted" in listed["spot"] and "preemptions" in listed["spot"]
     assert "preempted" not in listed["flex-start"]
-    # one more condition and one more log-based metric on spot than on flex-start
-    assert "6 conditions" in cost["spot"] and "5 conditions" in cost["flex-start"]
+    # Spot has two conditions more than flex-start: the preemption policy, and the deadline's
+    # "stops soon" (flex-start has no deadline job); and one more log-based metric.
+    assert "7 conditions" in cost["spot"] and "5 conditions" in cost["flex-start"]
+    assert "Deadline in 30m" in listed["spot"] and "Deadline in 30m" not in listed["flex-start"]
     assert "4 log-based metrics" in cost["spot"] and "3 log-based metrics" in cost["flex-start"]

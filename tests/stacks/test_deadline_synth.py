@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import Synthesizer, resources
 from tools.rehearsal.fakes import iamrules
+from tpudeploy.deadline import DEADLINE_JOB_ID
 
 PROJECT = "my-proj-123"
 NAME = "gemma4-v5e"
@@ -44,7 +45,7 @@ def test_the_job_deletes_this_node_as_the_stop_account(
     synth: Synthesizer, overrides: dict[str, Any]
 ) -> None:
     node = _node(synth, overrides)
-    (job,) = resources(node, "google_cloud_scheduler_job").values()
+    job = resources(node, "google_cloud_scheduler_job")[DEADLINE_JOB_ID]
     target = job["http_target"]
     assert target["http_method"] == "DELETE"
     # nodes.delete: DELETE https://tpu.googleapis.com/v2/{name=projects/*/locations/*/nodes/*};
@@ -72,7 +73,7 @@ def test_the_schedule_comes_from_deploy_time_plus_the_duration(
     synth: Synthesizer, overrides: dict[str, Any], seconds: int
 ) -> None:
     node = _node(synth, overrides)
-    (job,) = resources(node, "google_cloud_scheduler_job").values()
+    job = resources(node, "google_cloud_scheduler_job")[DEADLINE_JOB_ID]
     (held_id,) = [
         k for k, v in resources(node, "terraform_data").items() if "timestamp()" in v["input"]
     ]
@@ -181,7 +182,7 @@ def test_a_pipeline_deployment_uses_the_bootstraps_stop_account(synth: Synthesiz
     }
     stacks = synth(json.loads(json.dumps(data)))
     node = stacks[f"{data['name']}-node"]
-    (job,) = resources(node, "google_cloud_scheduler_job").values()
+    job = resources(node, "google_cloud_scheduler_job")[DEADLINE_JOB_ID]
     assert job["http_target"]["oauth_token"]["service_account_email"] == (
         f"{data['name']}-stop@${{var.project}}.iam.gserviceaccount.com"
     )

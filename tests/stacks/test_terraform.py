@@ -205,6 +205,10 @@ _DEADLINE_EXPRESSIONS = (
     ),
     re.compile(r'var\.extended_deadline == "" \|\| can\(timeadd\(var\.extended_deadline, "0s"\)\)'),
     re.compile(r'formatdate\("m h D M \'\*\'", (terraform_data\.[a-z-]+\.output)\)'),
+    # The "stops soon" job's cron line: 30 minutes before the deadline (stacks/deadline_warn.py).
+    re.compile(
+        r'formatdate\("m h D M \'\*\'", timeadd\((terraform_data\.[a-z-]+\.output), "-[0-9]+m"\)\)'
+    ),
     # The stop grant's condition: the deadline plus its margin (stacks/deadline_job.py).
     re.compile(r'timeadd\((terraform_data\.[a-z-]+\.output), "[0-9]+h"\)'),
 )

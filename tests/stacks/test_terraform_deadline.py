@@ -39,11 +39,18 @@ PROJECT = "tf-deadline-proj-1"
 SPOT = {"project": PROJECT, "provisioning": "spot"}
 SPOT_90M = {**SPOT, "max_run_duration": "90m"}
 STAND_IN = f"terraform_data.{DEADLINE_JOB_ID}"
+WARN_STAND_IN = f"terraform_data.{deadline.WARN_JOB_ID}"
+
+
+def warn_stand_in(stack: dict[str, Any]) -> dict[str, Any]:
+    """The "stops soon" job's stand-in: its synthesized schedule, verbatim."""
+    warn = stack["resource"]["google_cloud_scheduler_job"][deadline.WARN_JOB_ID]
+    return {"input": {"schedule": warn["schedule"], "uri": warn["http_target"]["uri"]}}
 
 
 def runnable(node: dict[str, Any]) -> dict[str, Any]:
-    """The deadline, its variables and a stand-in for the job holding the job's expressions."""
-    (job,) = node["resource"]["google_cloud_scheduler_job"].values()
+    """The deadline, its variables and stand-ins for the jobs holding the jobs' expressions."""
+    job = node["resource"]["google_cloud_scheduler_job"][DEADLINE_JOB_ID]
     held = node["resource"]["terraform_data"][DEADLINE_ID]
     return {
         "terraform": {"required_version": node["terraform"]["required_version"]},
@@ -58,11 +65,13 @@ def runnable(node: dict[str, Any]) -> dict[str, Any]:
                         "method": job["http_target"]["http_method"],
                     }
                 },
+                deadline.WARN_JOB_ID: warn_stand_in(node),
             }
         },
         "output": {
             "deadline": node["output"]["deadline"],
             "job": {"value": f"${{{STAND_IN}.output}}"},
+            "warn": {"value": f"${{{WARN_STAND_IN}.output}}"},
         },
     }
 
@@ -131,6 +140,10 @@ def test_deadline_is_deploy_time_plus_the_duration_and_a_second_deploy_plans_not
     assert _minute(before + timedelta(hours=8)) <= at <= _minute(after + timedelta(hours=8))
     job = ws.outputs()["job"]
     assert job["schedule"] == deadline.cron_of(at)
+    # The "stops soon" warning: 30 minutes before, a read-only GET needing no identity.
+    warn = ws.outputs()["warn"]
+    assert warn["schedule"] == deadline.cron_of(at - timedelta(minutes=30))
+    assert warn["uri"] == "https://tpu.googleapis.com/$discovery/rest?version=v2"
     assert job["method"] == "DELETE"
     assert (
         job["uri"]
@@ -166,17 +179,19 @@ def _job_id() -> str:
 
 
 def _wrapper(terraform: str, tmp_path: Path) -> str:
-    """The real terraform, with the job's address mapped onto its stand-in's, and back in what
-    `show` prints (make extend reads the saved plan's changes by address)."""
+    """The real terraform, with the jobs' addresses mapped onto their stand-ins', and back in
+    what `show` prints (make extend reads the saved plan's changes by address)."""
     script = tmp_path / "terraform-standin-job"
-    job = deadline.DEADLINE_JOB_ADDRESS
+    job, warn = deadline.DEADLINE_JOB_ADDRESS, deadline.WARN_JOB_ADDRESS
     script.write_text(
         f"#!{sys.executable}\nimport os, subprocess, sys\n"
-        f"args = [a.replace({job!r}, {STAND_IN!r}) for a in sys.argv[1:]]\n"
+        f"args = [a.replace({job!r}, {STAND_IN!r}).replace({warn!r}, {WARN_STAND_IN!r})"
+        " for a in sys.argv[1:]]\n"
         "if 'show' not in args:\n"
         f"    os.execv({terraform!r}, [{terraform!r}, *args])\n"
         f"shown = subprocess.run([{terraform!r}, *args], capture_output=True, text=True)\n"
-        f"sys.stdout.write(shown.stdout.replace({STAND_IN!r}, {job!r}))\n"
+        f"sys.stdout.write(shown.stdout.replace({STAND_IN!r}, {job!r})"
+        f".replace({WARN_STAND_IN!r}, {warn!r}))\n"
         "sys.stderr.write(shown.stderr)\n"
         "sys.exit(shown.returncode)\n"
     )
@@ -203,6 +218,8 @@ def test_make_extend_moves_the_deadline_and_later_deploys_keep_it(
     assert new == old + timedelta(hours=2)
     assert ws.deadline() == new
     assert ws.outputs()["job"]["schedule"] == deadline.cron_of(new)
+    # The warning moves with it (deadline_ops.EXTEND_ADDRESSES targets its job).
+    assert ws.outputs()["warn"]["schedule"] == deadline.cron_of(new - timedelta(minutes=30))
     assert "moving the deadline" in out.getvalue()
     # A later `make deploy` (no variable) keeps the extended deadline.
     assert ws.plan_exit() == 0

@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, Synthesizer
 from tests.fake_scheduler_api import FakeSchedulerApi
-from tests.stacks.test_terraform_deadline import Workspace, _wrapper
+from tests.stacks.test_terraform_deadline import Workspace, _wrapper, warn_stand_in
 from tpudeploy import cli, deadline
 from tpudeploy.config import DeployConfig, parse_config
 from tpudeploy.deadline import job_name
@@ -44,7 +44,7 @@ STAND_IN_JOB = f"terraform_data.{deadline.DEADLINE_JOB_ID}"
 
 
 def runnable(stack: dict[str, Any]) -> dict[str, Any]:
-    (job,) = stack["resource"]["google_cloud_scheduler_job"].values()
+    job = stack["resource"]["google_cloud_scheduler_job"][deadline.DEADLINE_JOB_ID]
     held = json.loads(
         json.dumps(stack["resource"]["terraform_data"][deadline.DEADLINE_ID]).replace(
             CLUSTER, STAND_IN_CLUSTER
@@ -65,11 +65,13 @@ def runnable(stack: dict[str, Any]) -> dict[str, Any]:
                         "method": job["http_target"]["http_method"],
                     }
                 },
+                deadline.WARN_JOB_ID: warn_stand_in(stack),
             }
         },
         "output": {
             "deadline": stack["output"]["deadline"],
             "job": {"value": f"${{{STAND_IN_JOB}.output}}"},
+            "warn": {"value": f"${{terraform_data.{deadline.WARN_JOB_ID}.output}}"},
         },
     }
 
@@ -102,6 +104,9 @@ def test_the_deadline_is_deploy_time_plus_8h_and_the_job_deletes_the_cluster(
     assert _minute(before + timedelta(hours=8)) <= at <= _minute(after + timedelta(hours=8))
     job = ws.outputs()["job"]
     assert job["schedule"] == deadline.cron_of(at)
+    warn = ws.outputs()["warn"]
+    assert warn["schedule"] == deadline.cron_of(at - timedelta(minutes=30))
+    assert warn["uri"] == "https://container.googleapis.com/$discovery/rest?version=v1"
     assert job["method"] == "DELETE"
     assert job["uri"] == (
         f"https://container.googleapis.com/v1/projects/{PROJECT}/locations/us-west4-a/"
@@ -195,6 +200,8 @@ def test_make_extend_on_gke_goes_through_the_seam_and_moves_the_clusters_deadlin
     assert asked == [CFG.gke_stack_name]  # the cluster stack holds the deadline on GKE
     assert ws.deadline() == old + timedelta(hours=2)
     assert ws.outputs()["job"]["schedule"] == deadline.cron_of(old + timedelta(hours=2))
+    moved = old + timedelta(hours=2) - timedelta(minutes=30)
+    assert ws.outputs()["warn"]["schedule"] == deadline.cron_of(moved)
     assert "deletes the cluster then" in capsys.readouterr().out
     assert [r for r in scheduler.requests if r[1] == f"/v1/{name}"]
     assert ws.plan_exit() == 0

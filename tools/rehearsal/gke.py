@@ -24,7 +24,7 @@ from tools.rehearsal.lifecycle import MAKE, Rehearsal, _plain, _tail, stack_outp
 from tools.rehearsal.pipeline import STATE_BUCKET
 from tools.rehearsal.scenarios import EXTEND_BY, Stage, StageFailure, _time
 from tools.rehearsal.scratch import REHEARSAL_PROJECT, write_gke_config
-from tpudeploy import terraform
+from tpudeploy import stopsoon, terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.deadline import GRANT_MARGIN_SECONDS
 from tpudeploy.gke import identifiers
@@ -59,9 +59,11 @@ NEIGHBOUR = "gemma4-gke-b"
 # and its spot pool's preemptions; GKE has no structured boot log) and alert policies (serving
 # stack: KV wall, waiting, no server, errors, preempted; no email channel in the rehearsal's
 # config), each its own by label or name. The neighbour deploys no serving stack: its dashboard
-# and metrics only.
-WATCHING = {"dashboards": 1, "alertPolicies": 5, "metrics": 2}
-NEIGHBOUR_WATCHING = {"dashboards": 1, "metrics": 2}
+# and metrics only. Each cluster stack adds its deadline's "stops soon" policy
+# (tpudeploy/stopsoon.py), the neighbour's included.
+STOPS_SOON = 1
+WATCHING = {"dashboards": 1, "alertPolicies": 5 + STOPS_SOON, "metrics": 2}
+NEIGHBOUR_WATCHING = {"dashboards": 1, "alertPolicies": STOPS_SOON, "metrics": 2}
 
 
 @dataclass
@@ -225,13 +227,22 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
         calls = self.cloud.call_count()
         shown = self._make("extend", args=(f"BY={int(EXTEND_BY.total_seconds() // 60)}m",))
         after = _time(self._job().get("scheduleTime"))
-        # The job, and the stop account's grant whose condition ends with the deadline (a
-        # project setIamPolicy: stacks/deadline_job.py).
+        # The jobs, the stop account's grant whose condition ends with the deadline (a project
+        # setIamPolicy: stacks/deadline_job.py) and the "stops soon" policy, whose filter ends
+        # with the deadline too (an update in place: tpudeploy/stopsoon.py).
+        with self.cloud.inventory.locked() as inv:
+            title = f"{self.cfg.name}: {stopsoon.DEADLINE_SOON[1]}"
+            soon = [
+                n
+                for n in inv.names("monitoring")
+                if (inv.get("monitoring", n) or {}).get("displayName") == title
+            ]
         changed = [
             m
             for m in self.cloud.mutations(calls)
             if not m.startswith("cloudscheduler ")
             and not (m.startswith("cloudresourcemanager ") and m.endswith(":setIamPolicy"))
+            and m not in {f"monitoring PATCH /v3/{n}" for n in soon}
         ]
         if after != before + EXTEND_BY or changed:
             raise StageFailure(
@@ -244,9 +255,13 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             conditions = [str((b.get("condition") or {}).get("expression")) for b in policy]
         if not any(ends in c for c in conditions):
             raise StageFailure(f"`{shown}` left the stop grant's end elsewhere than {ends}")
+        with self.cloud.inventory.locked() as inv:
+            filters = [str(inv.get("monitoring", n)) for n in soon]
+        if len(filters) != 1 or after.strftime("%Y-%m-%dT%H:%M:00Z") not in filters[0]:
+            raise StageFailure(f"`{shown}` left the warning's time bound elsewhere: {filters}")
         return (
-            f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, only the job and the stop "
-            f"grant (now ending {ends}) changed"
+            f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, only the jobs, the stop "
+            f"grant (now ending {ends}) and the warning's time bound changed"
         )
 
     def _destroy_gke(self) -> str:
@@ -333,8 +348,8 @@ class GkeRehearsal(Rehearsal, GkePipelineStages):
             f"{NEIGHBOUR}: secrets and cluster stacks beside {self.cfg.name} in network "
             f"{cfg.network.network}, {cfg.effective_region}; control planes "
             f"{', '.join(sorted(str(r) for r in ranges.values()))}; NATs {', '.join(nats)}; "
-            f"{self.cfg.name}'s dashboard, log-based metrics and alert policies {WATCHING}, "
-            f"{cfg.name}'s own dashboard and metrics"
+            f"{self.cfg.name}'s dashboard, log-based metrics and {WATCHING['alertPolicies']} "
+            f"alert policies, {cfg.name}'s own dashboard, metrics and deadline warning"
         )
 
     def _watching(self, deployment: str) -> dict[str, int]:

@@ -27,10 +27,12 @@ from typing import Any
 
 from tools.rehearsal.fakes.cloud import FakeCloud
 from tools.rehearsal.fakes.cloudscheduler import next_run
+from tools.rehearsal.fakes.logging_rules import parse_filter
 from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scratch import REHEARSAL_PROJECT
-from tpudeploy import facts
+from tpudeploy import facts, stopsoon
 from tpudeploy.config import DeployConfig, load_config
+from tpudeploy.deadline import WARN_BEFORE_SECONDS
 from tpudeploy.endpoint import colon_fingerprint
 from tpudeploy.names import service_account_email
 from tpudeploy.render import vllm_serve_args
@@ -39,6 +41,8 @@ from tpudeploy.render import vllm_serve_args
 # addresses or name).
 _VOLATILE = ("state", "health", "networkEndpoints", "name", "createTime")
 EXTEND_BY = timedelta(hours=1)
+# The "stops soon" warning job runs this long before the deadline (tpudeploy/deadline.py).
+WARN_BEFORE = timedelta(seconds=WARN_BEFORE_SECONDS)
 # SCENARIO=ladder: two rungs of the rehearsed model; the first zone is out of stock, the second,
 # in another region than the compile-cache bucket (the first rung's), has capacity.
 LADDER_ZONES = (facts.ZONE, next(iter(facts.TPU_ZONES["v5e"])))  # us-west4-a, us-central1-a
@@ -218,6 +222,7 @@ class ScenarioStages(VmStageHost):
         return [
             Stage("deadline-job", self._deadline_job),
             Stage("extend", self._extend),
+            Stage("stops-soon", self._stops_soon),
             Stage("fire", self._fire),
             Stage("after-deadline", self._after_deadline),
             Stage("deploy-after", self._deploy_after),
@@ -250,13 +255,42 @@ class ScenarioStages(VmStageHost):
             f"job {cfg.deadline_job_name}: DELETE of this node as {stop} at {job['scheduleTime']}"
         )
 
+    def _warning_at(self) -> datetime:
+        """When the "stops soon" job (tpudeploy/stopsoon.py) runs next."""
+        name = self._job_name().rsplit("/", 1)[0] + "/" + stopsoon.warn_job_name(self.cfg)
+        warn = self.cloud.cloudscheduler.job(name)
+        if warn is None:
+            raise StageFailure(f"the fake Cloud Scheduler has no warning job {name}")
+        return _time(warn.get("scheduleTime"))
+
     def _extend(self) -> str:
         before = _time(self._job().get("scheduleTime"))
+        if self._warning_at() != before - WARN_BEFORE:
+            raise StageFailure(f"the warning runs at {self._warning_at()}, not 30 min before")
         shown = self._make("extend", args=(f"BY={int(EXTEND_BY.total_seconds() // 60)}m",))
         after = _time(self._job().get("scheduleTime"))
         if after != before + EXTEND_BY:
             raise StageFailure(f"`{shown}` moved the deadline from {before} to {after}")
-        return f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC"
+        if self._warning_at() != after - WARN_BEFORE:
+            raise StageFailure(f"`{shown}` left the warning at {self._warning_at()}")
+        return f"{shown}: deadline {before:%H:%M} -> {after:%H:%M} UTC, its warning with it"
+
+    def _stops_soon(self) -> str:
+        """The warning job runs 30 min before the deadline (the fake logs its attempt as Cloud
+        Scheduler does); the deployment's declared alert policy's filter matches that entry."""
+        warn_name = self._job_name().rsplit("/", 1)[0] + "/" + stopsoon.warn_job_name(self.cfg)
+        self.cloud.cloudscheduler.fire(warn_name, at=self._warning_at())
+        with self.cloud.inventory.locked() as inv:
+            policies = [inv.get("monitoring", n) for n in inv.names("monitoring")]
+        title = f"{self.cfg.name}: {stopsoon.DEADLINE_SOON[1]}"
+        found = [p for p in policies if p and p.get("displayName") == title]
+        if len(found) != 1:
+            raise StageFailure(f"the fake Monitoring API holds {len(found)} policies {title!r}")
+        log_filter = found[0]["conditions"][0]["conditionMatchedLog"]["filter"]
+        matched = [e for e in self.cloud.logging.entries if parse_filter(log_filter)(e)]
+        if len(matched) != 1:
+            raise StageFailure(f"{log_filter!r} matched {len(matched)} entries, not the warning")
+        return f"warning job ran at {matched[0]['timestamp']}; {title!r} matches its entry"
 
     def _fire(self) -> str:
         stop = (

@@ -25,12 +25,16 @@ The rules (decide()):
 - a counter that went down (vLLM restarted): busy (it served or restarted; either way not idle).
 
 It publishes what it sees as the guest attribute tpudeploy/idle (JSON: state, idle_s,
-stop_after_s), which `make status` reads without SSH ("idle for 12 min, stops at 30").
+stop_after_s), which `make status` reads without SSH ("idle for 12 min, stops at 30"), and,
+warn_before(stop_after) ahead of the stop, writes one "stops soon" entry to the boot log (the log
+contract's names: tpudeploy/logsources.py IDLE_PHASE, STOPS_SOON_EVENT, STOPS_AT_FIELD), on
+which the deployment's alert fires (tpudeploy/stopsoon.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 import sys
@@ -130,6 +134,32 @@ def attribute_value(verdict: Verdict, stop_after: float, at: float) -> str:
     )
 
 
+# Warn this long ahead of the stop: a sixth of stop_after, at most 5 minutes. Long enough for
+# the entry to reach Cloud Logging, the alert to fire and someone to send one request (which
+# restarts the idle clock); short enough that the warning means the stop (the shortest
+# stop_after, 15 min, warns at 12.5 min; the default reading interval, 60 s, fits twice).
+WARN_MAX_S = 300.0
+
+
+def warn_before(stop_after: float) -> float:
+    return min(WARN_MAX_S, stop_after / 6)
+
+
+def soon_entry(verdict: Verdict, stop_after: float, at: float) -> dict[str, object] | None:
+    """The boot log's "stops soon" entry when an idle verdict is within warn_before of the stop
+    (`at`: wall-clock seconds); None otherwise. The caller writes it once per idle spell."""
+    if verdict.state != "idle" or verdict.idle_s < stop_after - warn_before(stop_after):
+        return None
+    stops = datetime.datetime.fromtimestamp(at + stop_after - verdict.idle_s, datetime.UTC)
+    return {
+        "phase": "idle",
+        "event": "stops-soon",
+        "elapsed_s": int(verdict.idle_s),
+        "stop_after_s": int(stop_after),
+        "stops_at": stops.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
 # ---- the node's side: loopback reads, the metadata server, the TPU API ----------------------
 
 
@@ -187,6 +217,15 @@ def stop(metadata: str, delete_url: str) -> bool:
     return True
 
 
+def write_entry(path: str, entry: dict[str, object]) -> None:
+    """One JSON line appended to the boot log (the Ops Agent ships it); never fatal."""
+    try:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(entry, separators=(",", ":")) + "\n")
+    except OSError as exc:
+        log(f"could not write to {path}: {exc}")
+
+
 def log(message: str) -> None:
     print(f"tpudeploy-idlewatch: {message}", file=sys.stderr, flush=True)
 
@@ -199,10 +238,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--stop-after", type=float, required=True)
     parser.add_argument("--interval", type=float, required=True)
     parser.add_argument("--rounds", type=int, default=0, help="0: forever (tests: a few)")
+    parser.add_argument("--boot-log", default="", help="where the stops-soon entry goes")
     args = parser.parse_args(argv)
     if not args.metrics_url.startswith(("http://127.0.0.1:", "http://[::1]:")):
         parser.error("--metrics-url must be on loopback")
-    watch, n = Watch(), 0
+    watch, n, warned = Watch(), 0, None
     every, after = f"{args.interval:g}s", f"{args.stop_after:g}s"
     log(f"watching {args.metrics_url} every {every}; stops after {after} idle")
     while args.rounds == 0 or n < args.rounds:
@@ -210,6 +250,10 @@ def main(argv: list[str]) -> int:
             watch, read_counters(args.metrics_url), time.monotonic(), args.stop_after
         )
         publish(args.metadata_url, attribute_value(verdict, args.stop_after, time.time()))
+        entry = soon_entry(verdict, args.stop_after, time.time())
+        if entry is not None and args.boot_log and warned != watch.idle_since:
+            write_entry(args.boot_log, entry)
+            warned = watch.idle_since  # once per idle spell
         if verdict.state == "stop" and stop(args.metadata_url, args.delete_url):
             publish(
                 args.metadata_url,

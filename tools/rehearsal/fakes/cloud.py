@@ -53,6 +53,7 @@ class FakeCloud:
                 "container.googleapis.com": self.container.host,
             },
         )
+        self.cloudscheduler.log_sink = self.logging.seed
         self._servers: list[Any] = [
             self.kubernetes,
             self.container,

@@ -20,12 +20,12 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from tools.rehearsal.fakes import iamrules
+from tools.rehearsal.fakes import iamrules, scheduler_rules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
 
@@ -52,6 +52,31 @@ LOCATIONS = (
 
 def rfc3339(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def attempt_entry(name: str, uri: str, status: int, at: datetime) -> dict[str, Any]:
+    """The Cloud Logging entry of one attempt: the monitored resource cloud_scheduler_job with
+    its project_id, job_id and location labels, in the log cloudscheduler.googleapis.com/
+    executions, an AttemptFinished payload and the answer's HTTP status. Its shape rests on the
+    issue's reading and on public code reading these entries (code search, 2026-12-03): Google's
+    Cloud Scheduler logging page is not in the stored corpus (tpudeploy/stopsoon.py)."""
+    _, project, _, location, _, job_id = name.split("/")
+    return {
+        "logName": f"projects/{project}/logs/cloudscheduler.googleapis.com%2Fexecutions",
+        "timestamp": rfc3339(at),
+        "severity": "INFO" if status < 400 else "ERROR",
+        "resource": {
+            "type": "cloud_scheduler_job",
+            "labels": {"project_id": project, "job_id": job_id, "location": location},
+        },
+        "httpRequest": {"status": status},
+        "jsonPayload": {
+            "@type": "type.googleapis.com/google.cloud.scheduler.logging.AttemptFinished",
+            "jobName": name,
+            "targetType": "HTTP",
+            "url": uri,
+        },
+    }
 
 
 def next_run(schedule: str, after: datetime) -> datetime | None:
@@ -87,6 +112,8 @@ class FakeCloudScheduler(ApiFake):
     def __init__(self, inventory: Any = None, *, targets: Mapping[str, str] | None = None) -> None:
         # Where a job's URL host really goes: {"tpu.googleapis.com": "127.0.0.1:PORT"}.
         self.targets = dict(targets or {})
+        # Where each attempt's log entry goes (FakeCloud: the Logging fake's seed).
+        self.log_sink: Callable[[list[dict[str, Any]]], None] | None = None
         super().__init__(inventory)
 
     def routes(self) -> None:
@@ -136,6 +163,9 @@ class FakeCloudScheduler(ApiFake):
             return api_error(400, "the fake Cloud Scheduler schedules in UTC only")
         if next_run(str(job.get("schedule", "")), datetime.now(UTC)) is None:
             return api_error(400, f"Schedule has more than one field or is invalid: {job}")
+        refused = scheduler_rules.problems(job)
+        if refused:
+            return api_error(400, "; ".join(refused))
         email = ((job.get("httpTarget") or {}).get("oauthToken") or {}).get("serviceAccountEmail")
         if email and not self.inventory.service_account_exists(email):
             return api_error(400, f"Service account {email} does not exist.")
@@ -240,6 +270,8 @@ class FakeCloudScheduler(ApiFake):
         except urllib.error.HTTPError as exc:
             status = exc.code
         ran = at or datetime.now(UTC)
+        if self.log_sink is not None:
+            self.log_sink([attempt_entry(name, str(target.get("uri", "")), status, ran)])
         with self.inventory.locked() as inv:
             job = inv.get(self.api, name)
             if job is not None:

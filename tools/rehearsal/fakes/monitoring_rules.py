@@ -55,6 +55,24 @@ RULES = (
         "A policy can have from one to six conditions.",
     ),
     Rule(
+        "a policy with a LogMatch condition (conditionMatchedLog) has no other condition",
+        "schemas/discovery/monitoring.v3.AlertPolicy.json, Condition.conditionMatchedLog",
+        "A condition that checks for log messages matching given constraints. If set, no "
+        "other conditions can be present.",
+    ),
+    Rule(
+        "a policy with a LogMatch condition sets alertStrategy.notificationRateLimit",
+        "schemas/discovery/monitoring.v3.AlertPolicy.json, AlertStrategy.notificationRateLimit",
+        "Required for log-based alerting policies, i.e. policies with a LogMatch condition.",
+    ),
+    Rule(
+        "a LogMatch condition's filter is required and a valid Logging query",
+        "schemas/discovery/monitoring.v3.AlertPolicy.json, LogMatch.filter (checked by the "
+        "Logging fake's parser, fakes/logging_rules.py)",
+        "Required. A logs-based filter. See Advanced Logs Queries ... for how this filter "
+        "should be constructed.",
+    ),
+    Rule(
         "a Duration is a number of seconds with an s suffix (proto3 JSON)",
         "https://protobuf.dev/programming-guides/json/ (Duration)",
         "Generated output always contains 0, 3, 6, or 9 fractional digits ... followed by the "
@@ -151,6 +169,37 @@ def _extra(name: str, value: Any, at: str) -> list[str]:
         count = len(value.get("conditions", []))
         if not 1 <= count <= MAX_CONDITIONS:
             out.append(f"{at}.conditions: {count}, not between 1 and {MAX_CONDITIONS}")
+        out += _log_match(value, at)
+    return out
+
+
+def _log_match(policy: dict[str, Any], at: str) -> list[str]:
+    """The LogMatch rules above (RULES), for a policy with a conditionMatchedLog."""
+    # Imported here: logging_rules builds on this module's Rule and check.
+    from tools.rehearsal.fakes.logging_rules import FilterError, parse_filter
+
+    conditions = [c for c in policy.get("conditions", []) if isinstance(c, dict)]
+    matched = [c["conditionMatchedLog"] for c in conditions if "conditionMatchedLog" in c]
+    if not matched:
+        return []
+    out = []
+    if len(conditions) != 1:
+        out.append(f"{at}.conditions: a LogMatch condition allows no other condition")
+    strategy = policy.get("alertStrategy") or {}
+    if not isinstance(strategy, dict) or not strategy.get("notificationRateLimit"):
+        out.append(
+            f"{at}.alertStrategy.notificationRateLimit: required for a policy with a LogMatch "
+            "condition"
+        )
+    for log in matched:
+        text = log.get("filter") if isinstance(log, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            out.append(f"{at}.conditions[].conditionMatchedLog.filter: required")
+            continue
+        try:
+            parse_filter(text)
+        except FilterError as exc:
+            out.append(f"{at}.conditions[].conditionMatchedLog.filter: {exc}")
     return out
 
 

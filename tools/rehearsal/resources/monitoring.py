@@ -85,12 +85,27 @@ class MonitoringAlertPolicy(_Named):
             promql = single_block(condition, "condition_prometheus_query_language")
             if promql:
                 out["conditionPrometheusQueryLanguage"] = camel(promql)
+            matched = single_block(condition, "condition_matched_log")
+            if matched:
+                # label_extractors' keys are the user's label names: never camel-cased.
+                log: dict[str, Any] = {"filter": matched.get("filter")}
+                if matched.get("label_extractors"):
+                    log["labelExtractors"] = matched["label_extractors"]
+                out["conditionMatchedLog"] = log
             conditions.append(out)
         body: dict[str, Any] = {
             "displayName": planned.get("display_name"),
             "combiner": planned.get("combiner"),
             "conditions": conditions,
         }
+        strategy = single_block(planned, "alert_strategy")
+        if strategy:
+            limit = single_block(strategy, "notification_rate_limit")
+            out_strategy = camel({"auto_close": strategy.get("auto_close")})
+            if limit:
+                out_strategy["notificationRateLimit"] = camel(limit)
+            if out_strategy:
+                body["alertStrategy"] = out_strategy
         doc = single_block(planned, "documentation")
         if doc:
             body["documentation"] = camel(doc)
