@@ -59,10 +59,30 @@ def test_recover_never_undoes_an_idle_stop(apis: tuple[FakeTpuApi, FakeScheduler
     assert recover.decide(plain, _live(plain), recover.RECOVER, NOW).create
 
 
-def test_make_deploy_says_warm_or_cold(apis: tuple[FakeTpuApi, FakeSchedulerApi]) -> None:
+@pytest.mark.parametrize(
+    ("cached", "says"),
+    [
+        (False, ("cold boot: no compile cache for this config yet, about 857 s",)),
+        (
+            True,
+            (
+                "warm boot: the compile cache holds this config",
+                "about 497 s (cold: 857 s)",
+            ),
+        ),
+    ],
+    ids=["cold", "warm"],
+)
+def test_make_deploy_says_warm_or_cold(
+    apis: tuple[FakeTpuApi, FakeSchedulerApi], cached: bool, says: tuple[str, ...]
+) -> None:
     _, sched = apis
     cfg = _cfg("spot", **IDLE)
     sched.set_job(_job(cfg), schedule_time=NOW + timedelta(hours=3))
+    if cached:
+        sched.add_bucket(
+            cfg.compile_cache_bucket(PROJECT), [f"xla/{compile_cache_key(cfg)}/5555.tar.gz"]
+        )
     out = io.StringIO()
     recover.recover(
         cfg,
@@ -73,22 +93,8 @@ def test_make_deploy_says_warm_or_cold(apis: tuple[FakeTpuApi, FakeSchedulerApi]
         out=out,
         now=NOW,
     )
-    assert "cold boot: no compile cache for this config yet, about 857 s" in out.getvalue()
-    sched.add_bucket(
-        cfg.compile_cache_bucket(PROJECT), [f"xla/{compile_cache_key(cfg)}/5555.tar.gz"]
-    )
-    out = io.StringIO()
-    recover.recover(
-        cfg,
-        PROJECT,
-        api=qr.TpuApi(num_retries=0),
-        stack_dir=_no_synth,
-        scheduler=lambda: SchedulerApi(num_retries=0),
-        out=out,
-        now=NOW,
-    )
-    assert "warm boot: the compile cache holds this config" in out.getvalue()
-    assert "about 497 s (cold: 857 s)" in out.getvalue()
+    for line in says:
+        assert line in out.getvalue()
 
 
 def _no_synth() -> Any:
