@@ -19,6 +19,7 @@ from tpudeploy.gcp.scheduler import SchedulerApi
 from tpudeploy.render import compile_cache_key
 from tpudeploy.tpuvm import queued_resource as qr
 from tpudeploy.tpuvm import recover
+from tpudeploy.tpuvm.addresses import QUEUED_RESOURCE_ADDRESS
 
 IDLE: dict[str, Any] = {"idle": {"stop_after": "30m"}}
 
@@ -99,3 +100,28 @@ def test_make_deploy_says_warm_or_cold(
 
 def _no_synth() -> Any:
     raise AssertionError("nothing to change: the deploy must not synthesize for this")
+
+
+FLEX: dict[str, Any] = {"zone": "us-central1-a", "max_run_duration": "4h", **IDLE}
+
+
+def test_after_a_flex_start_idle_stop_recover_waits_and_deploy_starts_a_new_run(
+    apis: tuple[FakeTpuApi, FakeSchedulerApi],
+) -> None:
+    """The idle node deleted its queued resource (force=true: the node went first): the
+    scheduled recover must not buy it back; `make deploy` creates it again (a new run, and a
+    new end for the node's grant: stacks/tpuvm/node.py renews it with the queued resource)."""
+    cfg = _cfg("flex-start", **FLEX)
+    live = _live(cfg)
+    assert live.state == recover.NOT_FOUND
+    again = recover.decide(cfg, live, recover.RECOVER, NOW)
+    assert not again.acts
+    assert "deletes its queued resource" in again.summary
+    assert "`make deploy` brings it back" in again.summary
+    deploy = recover.decide(cfg, live, recover.DEPLOY, NOW)
+    assert deploy.replace == (QUEUED_RESOURCE_ADDRESS,)
+    # Without [idle] a vanished queued resource is still created again by recover (unchanged).
+    plain = _cfg("flex-start", zone="us-central1-a", max_run_duration="4h")
+    assert recover.decide(plain, _live(plain), recover.RECOVER, NOW).replace == (
+        QUEUED_RESOURCE_ADDRESS,
+    )
