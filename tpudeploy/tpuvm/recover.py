@@ -235,7 +235,10 @@ def recover(
         raise qr.QueuedResourceError(str(exc)) from None
     decision = decide(cfg, live, mode, now)
     _say(out, decision.summary)
-    if mode == DEPLOY and live.state == NOT_FOUND and live.deadline and live.deadline.pending:
+    # A node the idle stop ended comes back with this deploy (a flex-start one as a new run):
+    # say how long its boot takes.
+    pending = live.deadline is not None and live.deadline.pending
+    if mode == DEPLOY and live.state == NOT_FOUND and (pending or cfg.flex_start_node):
         _say(out, boot_note(cfg, project))
     if not decision.acts:
         return decision
