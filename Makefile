@@ -318,7 +318,7 @@ test-all: test test-slow ## Both tiers, as CI runs them
 # SCENARIO=deadline: the deadline job fires and nothing bills afterwards; SCENARIO=pipeline
 # (spot, on-demand): both stacks applied as the GitOps deploy identity, the bootstrap's grants
 # in force (docs/gitops.md); SCENARIO=ladder (spot, on-demand): a capacity ladder whose first
-# zone is out of stock (docs/capacity-and-cost.md); SCENARIO=idle (spot, on-demand): the idle
+# zone is out of stock (docs/capacity-and-cost.md); SCENARIO=idle (any provisioning): the idle
 # node deletes itself.
 PROVISIONING ?= flex-start
 SCENARIO ?= lifecycle

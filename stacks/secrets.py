@@ -41,6 +41,7 @@ from stacks.watch import dashboard
 from tpudeploy.config import DeployConfig
 from tpudeploy.platform import platform_for
 from tpudeploy.render import cache_bucket_grants
+from tpudeploy.tpuvm.deadline_target import needs_stop_role, stop_role_permissions
 
 REQUIRED_SERVICES = (
     "cloudscheduler.googleapis.com",
@@ -263,7 +264,7 @@ class SecretsStack(TerraformStack):
                 condition=GoogleStorageBucketIamMemberCondition(**condition) if condition else None,
             )
 
-        if cfg.deadline_seconds is not None and not cfg.gitops_managed:
+        if needs_stop_role(cfg) and not cfg.gitops_managed:
             self._stop_identity(cfg, project, services)
         if not cfg.gitops_managed:  # its deploy identity holds no Monitoring permissions
             dashboard(self, cfg, project, services)
@@ -293,7 +294,13 @@ class SecretsStack(TerraformStack):
             role_id=cfg.stop_role_id,
             title=cfg.stop_role_id,
             description=f"Delete {platform_for(cfg).stop_nouns[1]}: the deadline job of {cfg.name}",
-            permissions=list(platform_for(cfg).stop_permissions),
+            # One node's rungs each stop their own way (tpudeploy/tpuvm/deadline_target.py);
+            # GKE's cluster has one.
+            permissions=list(
+                stop_role_permissions(cfg)
+                if cfg.section.one_node
+                else platform_for(cfg).stop_permissions
+            ),
             depends_on=services,
         )
 

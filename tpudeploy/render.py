@@ -355,7 +355,12 @@ def _idle_values(cfg: DeployConfig) -> dict[str, object]:
         "idlewatch": idlewatch_source(),
         # The TPU API the deadline job calls too (tpudeploy/tpuvm/deadline_target.py).
         "tpu_api": names.TPU_API,
-        "idle_node_path": f"locations/{cfg.zone}/nodes/{cfg.node_id}",
+        # What ends the billing: the node itself (spot, on-demand), or a flex-start node's
+        # queued resource, which takes its node with it (force=true: deadline_target.qr_url).
+        "idle_delete_path": f"locations/{cfg.zone}/queuedResources/{cfg.queued_resource_id}"
+        "?force=true"
+        if cfg.flex_start_node
+        else f"locations/{cfg.zone}/nodes/{cfg.node_id}",
     }
 
 

@@ -12,6 +12,10 @@ from cdktf_cdktf_provider_google_beta.google_compute_firewall import (
     GoogleComputeFirewallAllow,
     GoogleComputeFirewallDeny,
 )
+from cdktf_cdktf_provider_google_beta.google_project_iam_member import (
+    GoogleProjectIamMember,
+    GoogleProjectIamMemberCondition,
+)
 from cdktf_cdktf_provider_google_beta.google_tpu_v2_vm import (
     GoogleTpuV2Vm,
     GoogleTpuV2VmNetworkConfig,
@@ -25,11 +29,12 @@ from stacks.common import configure, service_account_email, terraform_literal
 from stacks.deadline_job import declare_deadline
 from stacks.nat import cloud_nat
 from stacks.watch import alerts
+from tpudeploy import deadline
 from tpudeploy.config import IAP_SSH_RANGE, DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE
 from tpudeploy.platform import platform_for
 from tpudeploy.render import node_metadata
-from tpudeploy.tpuvm.addresses import NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
+from tpudeploy.tpuvm.addresses import IDLE_END_ID, NODE_SPEC_ID, QUEUED_RESOURCE_ID, VM_ID
 from tpudeploy.tpuvm.deadline_target import node_url
 from tpudeploy.tpuvm.flex import node_description, node_labels, queued_resource_spec
 
@@ -252,6 +257,8 @@ class TpuNodeStack(TerraformStack):
         )
         qr.add_override("input", spec)
         qr.add_override("triggers_replace", [spec])
+        if cfg.idle.seconds is not None and not cfg.gitops_managed:
+            self._idle_grant(cfg, project, qr)
         TerraformOutput(self, "queued_resource", value=cfg.queued_resource_id)
         TerraformOutput(
             self,
@@ -259,3 +266,41 @@ class TpuNodeStack(TerraformStack):
             value=f"flex-start: stops on its own after {cfg.max_run_duration} "
             "(or at `make destroy`); `make status` shows the node's IP and end time",
         )
+
+    def _idle_grant(self, cfg: DeployConfig, project: str, qr: TerraformResource) -> None:
+        """Flex-start with [idle] stop_after: the node's own account may delete queued resources
+        (the stop role: tpudeploy/tpuvm/deadline_target.QR_STOP_PERMISSIONS) until its run's end
+        plus deadline.GRANT_MARGIN, so the idle node deletes its queued resource and with it
+        itself. Flex-start has no deadline job; the end is fixed like the spot deadline, once,
+        here when the queued resource is created (it is ACTIVE by then, so its run ends no
+        later than this plus max_run_duration), and renewed when the queued resource is created
+        again (its id is unknown exactly then: stacks/deadline_job.py's measurement). Cloud TPU
+        gives IAM conditions no resource name (tools/rehearsal/fakes/iamrules.py ATTRIBUTES), so
+        the condition is the time alone: docs/security.md names the residual risk."""
+        seconds = cfg.max_run_duration_seconds
+        if seconds is None:  # refused by the config (a flex-start run needs an end)
+            return
+        end = TerraformResource(self, IDLE_END_ID, terraform_resource_type="terraform_data")
+        end.add_override(
+            "input",
+            f'${{formatdate("{deadline.DEADLINE_FORMAT}", timeadd(timestamp(), "{seconds}s"))}}',
+        )
+        end.add_override("lifecycle.ignore_changes", ["input"])
+        end.add_override(
+            "triggers_replace", [f"${{{qr.terraform_resource_type}.{qr.friendly_unique_id}.id}}"]
+        )
+        at = f"{end.terraform_resource_type}.{end.friendly_unique_id}.output"
+        GoogleProjectIamMember(
+            self,
+            deadline.IDLE_GRANT_ID,
+            project=project,
+            role=f"projects/{project}/roles/{cfg.stop_role_id}",
+            member=f"serviceAccount:{service_account_email(cfg, project)}",
+            condition=GoogleProjectIamMemberCondition(
+                title="idle-stop-until-run-end",
+                description=f"queued resource {cfg.queued_resource_id} deletes itself after "
+                f"{cfg.idle.stop_after} idle, until its run's end + {deadline.GRANT_MARGIN}",
+                expression=deadline.grant_expression(at),
+            ),
+        )
+        TerraformOutput(self, "idle_grant_end", value=f"${{{at}}}")

@@ -79,13 +79,15 @@ def test_the_seeds_config_is_quiet_but_for_its_moving_tag() -> None:
     assert guard_rails(cfg) == []
     summary = summary_lines(cfg)
     # The seed's vllm/vllm-tpu:nightly moves every day (issue 24): one warning, then the
-    # summary itself (cost, billing stop, $ per million tokens and the cell it assumes, what is
-    # not counted, endpoint, KV pool, safe concurrency).
+    # summary itself (cost, billing stop, $ per million tokens and the cell it assumes, what the
+    # idle stop would save on flex-start (issue 39), what is not counted, endpoint, KV pool,
+    # safe concurrency).
     assert [line.split(":", 1)[0] for line in summary] == [
         "warning",
         "cost",
         "billing stops",
         "$/M (flex-start)",
+        "idle stop",
         "not counted",
         "endpoint",
         "KV pool",

@@ -54,9 +54,9 @@ def test_not_a_duration() -> None:
             "remove [idle], and use [gke] min_replicas = 0",
         ),
         (
-            {"provisioning": "flex-start"},
-            "not built for flex-start yet",
-            'use provisioning = "spot"',
+            {"provisioning": "flex-start", "max_run_duration": "20m"},
+            "the run's end (20 min after the deploy) always comes first",
+            "use a stop_after shorter than max_run_duration",
         ),
         ({**SPOT, "max_run_duration": "none"}, "there is no deadline", "set max_run_duration"),
         (
@@ -72,10 +72,34 @@ def test_refused_where_it_cannot_work(data: dict[str, Any], why: str, fix: str) 
     assert why in line and f"Fix: {fix}" in line
 
 
-def test_a_pipeline_deployment_is_refused_until_the_bootstrap_grants_the_delete() -> None:
-    pipeline = {**SPOT, "pipeline": True, "state_bucket": "idle-proj-state"}
+def test_flex_start_is_accepted_on_every_rung_that_uses_it() -> None:
+    flex = {"project": "idle-proj", "provisioning": "flex-start", "zone": "us-central1-a"}
+    assert parse_config({**flex, "idle": {"stop_after": "30m"}}).idle.seconds == 1800
+    ladder = {
+        "project": "idle-proj",
+        "capacity": [
+            {"provisioning": "spot", "zone": "us-west4-a"},
+            {"provisioning": "flex-start", "zone": "us-central1-a"},
+        ],
+        "idle": {"stop_after": "30m"},
+    }
+    assert parse_config(ladder).idle.seconds == 1800
+
+
+@pytest.mark.parametrize("provisioning", ["spot", "flex-start"])
+def test_a_pipeline_deployment_is_refused_and_told_why(provisioning: str) -> None:
+    """The bootstrap cannot know a run's deadline and the deploy identity cannot grant one
+    (tests/gitops/test_idle_pipeline.py shows both in the synthesized bootstrap)."""
+    pipeline = {
+        "project": "idle-proj",
+        "provisioning": provisioning,
+        "pipeline": True,
+        "state_bucket": "idle-proj-state",
+    }
     line = refusal({**pipeline, "idle": {"stop_after": "30m"}})
     assert line.startswith("idle.stop_after = '30m': a pipeline deployment's grants")
+    assert "cannot know a run's deadline" in line
+    assert "resourcemanager.projects.setIamPolicy" in line
     assert "Fix: remove [idle] from a pipeline deployment" in line
     # The same deployment without [idle] is accepted: the refusal is the idle stop's alone.
     assert parse_config(pipeline).idle.seconds is None

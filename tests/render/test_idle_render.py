@@ -9,7 +9,7 @@ from tpudeploy import names
 from tpudeploy.config import parse_config
 from tpudeploy.node import idlewatch
 from tpudeploy.render import render_startup_script
-from tpudeploy.tpuvm.deadline_target import node_url
+from tpudeploy.tpuvm.deadline_target import node_url, qr_url
 
 SPOT = {"project": "idle-render-1", "provisioning": "spot", "idle": {"stop_after": "45m"}}
 
@@ -22,7 +22,7 @@ def test_the_watcher_is_shipped_with_its_values() -> None:
     assert 'readonly IDLE_INTERVAL="${TPUDEPLOY_IDLE_INTERVAL_SECONDS:-60}"' in script
     assert f"readonly IDLE_UNIT=tpudeploy-idle-{cfg.name}\n" in script
     assert 'readonly TPU_API="${TPUDEPLOY_TPU_URL:-https://tpu.googleapis.com/v2}"' in script
-    assert f"readonly IDLE_NODE_PATH=locations/{cfg.zone}/nodes/{cfg.node_id}\n" in script
+    assert f"readonly IDLE_DELETE_PATH=locations/{cfg.zone}/nodes/{cfg.node_id}\n" in script
     source = Path(idlewatch.__file__).read_text()
     assert source in script
     assert source.isascii()  # so any locale reads it the same
@@ -49,3 +49,36 @@ def test_two_deployments_name_only_their_own_node() -> None:
 
 def test_the_tpu_api_is_the_deadline_jobs() -> None:
     assert node_url("p", "z", "n") == f"{names.TPU_API}/projects/p/locations/z/nodes/n"
+
+
+FLEX_PROJECT = "idle-render-1"
+FLEX: dict[str, object] = {
+    "project": FLEX_PROJECT,
+    "provisioning": "flex-start",
+    "zone": "us-central1-a",
+    "max_run_duration": "4h",
+    "idle": {"stop_after": "30m"},
+}
+
+
+def _delete_url(script: str) -> str:
+    """The watcher's --delete-url as the script builds it, with the project filled in."""
+    api = "https://tpu.googleapis.com/v2"
+    line = next(x for x in script.splitlines() if x.startswith("readonly IDLE_DELETE_PATH="))
+    path = line.removeprefix("readonly IDLE_DELETE_PATH=").strip("'")
+    assert '--delete-url "$TPU_API/projects/$PROJECT_ID/$IDLE_DELETE_PATH"' in script
+    return f"{api}/projects/{FLEX_PROJECT}/{path}"
+
+
+def test_a_flex_start_node_deletes_its_queued_resource_and_only_its_own() -> None:
+    """Deleting the node alone would leave the queued resource (and the TPU API refuses a node
+    a queued resource owns): the watcher deletes the queued resource, force=true taking the
+    node first (tools/rehearsal/fakes/tpu_rules.py)."""
+    a = parse_config({**FLEX, "name": "team-a"})
+    b = parse_config({**FLEX, "name": "team-b"})
+    url_a = _delete_url(render_startup_script(a))
+    url_b = _delete_url(render_startup_script(b))
+    assert url_a == qr_url(FLEX_PROJECT, a.zone, a.queued_resource_id)
+    assert url_b == qr_url(FLEX_PROJECT, b.zone, b.queued_resource_id)
+    assert url_a.endswith("/queuedResources/team-a-qr?force=true")
+    assert url_a != url_b

@@ -1,4 +1,5 @@
-"""SCENARIO=idle (issue 39): the idle stop, rehearsed on a spot or on-demand node.
+"""SCENARIO=idle (issue 39): the idle stop, rehearsed on a spot, on-demand or flex-start node
+(flex-start: the node deletes its queued resource with force=true, and so itself).
 
 The node boots from its metadata with [idle] stop_after, its watcher (tpudeploy/node/idlewatch.py,
 a transient unit the stand-in systemd-run really starts) reading the fake engine's /metrics on
@@ -129,6 +130,8 @@ class IdleStages(VmStageHost):
             deletes = [c for c in inv.calls if c.api == "tpu" and c.method == "DELETE"]
         if not deletes or deletes[-1].principal != node_account:
             raise StageFailure(f"the node was not deleted as {node_account}: {deletes[-1:]}")
+        if self.cfg.flex_start_node:
+            self._queued_resource_gone(deletes[-1].path)
         left = self.cloud.billing()
         if left:
             raise StageFailure(f"after the idle stop these still bill: {left}")
@@ -136,6 +139,25 @@ class IdleStages(VmStageHost):
             f"deleted itself {took:.0f} s into this stage (no request since), with its own "
             f"account's token ({node_account}); nothing bills"
         )
+
+    def _queued_resource_gone(self, deleted: str) -> None:
+        """Flex-start: the DELETE named this deployment's queued resource, which the TPU API
+        then answers DELETING, then 404 (read as `make status` reads it)."""
+        qr = f"projects/{REHEARSAL_PROJECT}/locations/{self.cfg.zone}/queuedResources/"
+        qr += self.cfg.queued_resource_id
+        if not deleted.endswith(qr):
+            raise StageFailure(f"the idle node deleted {deleted}, not its queued resource {qr}")
+        start = time.monotonic()
+        while time.monotonic() - start < GRACE_S:
+            try:
+                url = f"http://{self.cloud.tpu.host}/v2alpha1/{qr}"
+                with urllib.request.urlopen(url, timeout=10):
+                    pass
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    return
+            time.sleep(0.5)
+        raise StageFailure(f"{qr} was still there {GRACE_S} s after its delete")
 
     def _after_idle(self) -> str:
         shown = self._make("status")
@@ -149,13 +171,16 @@ class IdleStages(VmStageHost):
         return f"`{shown}`: nothing is billing; `{again}` left the idle-stopped node alone"
 
     def _deploy_after_idle(self) -> str:
-        before = self._job().get("scheduleTime")
+        flex = self.cfg.flex_start_node  # no deadline job: the run ends at max_run_duration
+        before = None if flex else self._job().get("scheduleTime")
         shown = self._make("deploy", approve=True)
         if self.cloud.tpu.node(self._node_name()) is None:
             raise StageFailure(f"`{shown}` after the idle stop did not create the node")
         said = self._log("deploy")
         if "warm boot" not in said:
             raise StageFailure(f"`{shown}` did not say the node boots warm:\n{said[-800:]}")
+        if flex:
+            return f"{shown}: a new flex-start run created, warm boot announced"
         after = self._job().get("scheduleTime")
         if after != before:
             raise StageFailure(f"`{shown}` moved the deadline from {before} to {after}")

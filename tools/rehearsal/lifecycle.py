@@ -50,7 +50,7 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 # preempted and recovered by `make recover`; the deadline job fired (tools/rehearsal/scenarios.py).
 # pipeline: the GitOps deploy applied as the deploy identity (tools/rehearsal/pipeline.py).
 # ladder (spot, on-demand): a capacity ladder whose first zone is out of stock.
-# idle (spot, on-demand): the idle node deletes itself (tools/rehearsal/scenarios.py).
+# idle (any provisioning): the idle node ends its own billing (tools/rehearsal/idle_stage.py).
 SCENARIOS = ("lifecycle", "preemption", "deadline", "pipeline", "ladder", "idle")
 VM_SCENARIOS = ("preemption", "deadline", "ladder", "idle")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -83,7 +83,12 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
                 f"SCENARIO={self.scenario!r} is not rehearsed yet: use one of "
                 f"{', '.join(SCENARIOS)}"
             )
-        if self.scenario in VM_SCENARIOS and self.provisioning == "flex-start":
+        # The idle stop runs on flex-start too (its node deletes its queued resource).
+        if (
+            self.scenario in VM_SCENARIOS
+            and self.scenario != "idle"
+            and (self.provisioning == "flex-start")
+        ):
             raise ValueError(
                 f"SCENARIO={self.scenario} rehearses a spot or on-demand node (its preemption, "
                 "its deadline job): use PROVISIONING=spot or on-demand"

@@ -14,7 +14,6 @@ from pydantic import field_validator
 
 from tpudeploy import facts
 from tpudeploy.config.base import Strict
-from tpudeploy.config.messages import problem
 from tpudeploy.durations import DurationError, parse_duration
 
 OFF = "off"
@@ -57,56 +56,3 @@ class IdleConfig(Strict):
         if self.stop_after == OFF:
             return None
         return parse_duration(self.stop_after, name="idle.stop_after")
-
-
-def idle_problems(
-    idle: IdleConfig,
-    *,
-    one_node: bool,
-    provisioning: str,
-    deadline_seconds: int | None,
-    pipeline: bool,
-) -> list[str]:
-    """Where an idle stop cannot work, each naming [idle] stop_after, why and the fix."""
-    seconds = idle.seconds
-    if seconds is None:
-        return []
-    value = idle.stop_after
-
-    def refuse(why: str, fix: str) -> list[str]:
-        return [problem("idle.stop_after", value, why, fix)]
-
-    if not one_node:
-        return refuse(
-            "the idle stop ends one TPU VM; GKE replicas end with traffic by scaling to zero "
-            "(issue 39, [gke] min_replicas = 0), not by deleting the cluster",
-            "remove [idle], and use [gke] min_replicas = 0 where the cluster supports it",
-        )
-    if provisioning == "flex-start":
-        # Not built yet: the node would need tpu.queuedResources.delete on its own queued
-        # resource, and the stop role it borrows (stacks/deadline_job.py) exists only for spot
-        # and on-demand. Flex-start ends at max_run_duration anyway.
-        return refuse(
-            "not built for flex-start yet (its queued resource would have to go too, and the "
-            "node has no grant for that); flex-start already ends at max_run_duration",
-            'use provisioning = "spot" or "on-demand", or a shorter max_run_duration',
-        )
-    if deadline_seconds is None:
-        return refuse(
-            'with max_run_duration = "none" there is no deadline, and the node\'s grant to '
-            "delete itself ends with the deadline (a grant with no end would outlive the node)",
-            'set max_run_duration (e.g. "8h"), or remove [idle]',
-        )
-    if pipeline:
-        return refuse(
-            "a pipeline deployment's grants are the GitOps bootstrap's, which does not grant "
-            "the node's account its delete yet",
-            "remove [idle] from a pipeline deployment",
-        )
-    if seconds >= deadline_seconds:
-        return refuse(
-            f"the deadline ({deadline_seconds // 60} min after the deploy) always comes first: "
-            "the idle stop would never fire",
-            "use a stop_after shorter than max_run_duration, or remove [idle]",
-        )
-    return []

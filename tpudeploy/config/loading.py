@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from tpudeploy import facts, names
 from tpudeploy.config import ladder, ladder_rules
 from tpudeploy.config.gke import gke_problems, version_tuple
-from tpudeploy.config.idle_table import idle_problems
+from tpudeploy.config.idle_rules import idle_problems
 from tpudeploy.config.messages import format_errors, problem
 from tpudeploy.config.network import PUBLIC_ADDRESS_LIMIT, public_addresses
 from tpudeploy.config.schema import DeployConfig
@@ -178,13 +178,7 @@ def cross_check(cfg: DeployConfig) -> list[str]:
         found += _run_end_problems(each) if each.section.one_node else _deadline_problems(each)
         # The idle stop applies on every rung, so each rung's provisioning is judged for it
         # (flex-start has no idle stop yet: config/idle_table.py).
-        found += idle_problems(
-            each.idle,
-            one_node=each.section.one_node,
-            provisioning=each.provisioning,
-            deadline_seconds=each.deadline_seconds,
-            pipeline=each.gitops_managed,
-        )
+        found += idle_problems(each)
         problems += ladder_rules.keyed(key, each, found)
     problems += ladder_rules.ladder_problems(cfg)
     public = public_addresses(cfg.network.allowed_cidrs)

@@ -11,6 +11,10 @@ QUEUED_RESOURCE_ID = "queued-resource"
 # Spot and on-demand: what the node's boot reads; a change to it replaces the VM.
 NODE_SPEC_ID = "node-spec"
 
+# Flex-start with [idle] stop_after: when the node's grant to delete its queued resource ends
+# (the queued resource's creation plus max_run_duration; stacks/tpuvm/node.py).
+IDLE_END_ID = "idle-grant-end"
+
 VM_ADDRESS = f"google_tpu_v2_vm.{VM_ID}"
 QUEUED_RESOURCE_ADDRESS = f"terraform_data.{QUEUED_RESOURCE_ID}"
 

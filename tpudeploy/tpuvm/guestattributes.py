@@ -73,7 +73,8 @@ def idle_lines(cfg: DeployConfig, values: dict[str, str], now: float | None = No
     if state in ("idle", "stop"):
         line = f"idle for {idle_s // 60} min, {stops}"
     elif state == "stopping":
-        line = f"idle for {idle_s // 60} min: the node deleted itself (idle stop)"
+        gone = "its queued resource" if cfg.flex_start_node else "itself"
+        line = f"idle for {idle_s // 60} min: the node deleted {gone} (idle stop)"
     elif state == "busy":
         line = f"serving: a request ran since the last reading; idle stop after {limit // 60} min"
     else:

@@ -117,12 +117,21 @@ def inspect(
 def decide(cfg: DeployConfig, live: Live, mode: str, now: datetime) -> Decision:
     """The pure decision, for every state either API can report."""
     if cfg.provisioning == "flex-start":
-        return _decide_queued(live, mode)
+        return _decide_queued(cfg, live, mode)
     return _decide_vm(cfg, live, mode, now)
 
 
-def _decide_queued(live: Live, mode: str) -> Decision:
+def _decide_queued(cfg: DeployConfig, live: Live, mode: str) -> Decision:
     head = f"{live.what}: {live.state}"
+    if live.state == NOT_FOUND and mode == RECOVER and cfg.idle.seconds is not None:
+        # The idle node deletes its queued resource ([idle], tpudeploy/node/idlewatch.py): a
+        # gone one is most likely that stop, on purpose, and creating it again would bill with
+        # no one asking. Only a deliberate `make deploy` brings it back.
+        return Decision(
+            f"{head}; with [idle] stop_after = {cfg.idle.stop_after!r} the node deletes its "
+            "queued resource when no request came for that long: not recreated; `make deploy` "
+            "brings it back (a new run of max_run_duration)"
+        )
     if live.state == NOT_FOUND:
         return Decision(
             f"{head}; creating it again if Terraform's state still has it",
@@ -226,7 +235,10 @@ def recover(
         raise qr.QueuedResourceError(str(exc)) from None
     decision = decide(cfg, live, mode, now)
     _say(out, decision.summary)
-    if mode == DEPLOY and live.state == NOT_FOUND and live.deadline and live.deadline.pending:
+    # A node the idle stop ended comes back with this deploy (a flex-start one as a new run):
+    # say how long its boot takes.
+    pending = live.deadline is not None and live.deadline.pending
+    if mode == DEPLOY and live.state == NOT_FOUND and (pending or cfg.flex_start_node):
         _say(out, boot_note(cfg, project))
     if not decision.acts:
         return decision

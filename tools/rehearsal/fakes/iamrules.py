@@ -52,6 +52,7 @@ SUBNETWORK = "compute.googleapis.com/Subnetwork"
 TPU_NODE = "tpu.googleapis.com/Node"
 TPU_LOCATION = "tpu.googleapis.com/Location"
 TPU_OPERATION = "tpu.googleapis.com/Operation"
+TPU_QUEUED_RESOURCE = "tpu.googleapis.com/QueuedResource"
 SCHEDULER_JOB = "cloudscheduler.googleapis.com/Job"
 GKE_CLUSTER = "container.googleapis.com/Cluster"
 GKE_OPERATION = "container.googleapis.com/Operation"
@@ -120,6 +121,15 @@ CHECKED_ON: dict[str, str] = {
     "tpu.nodes.get": TPU_NODE,
     "tpu.nodes.delete": TPU_NODE,
     "tpu.operations.get": TPU_OPERATION,
+    # A flex-start node's idle stop deletes its queued resource (issue 39): queuedResources.delete
+    # names the queued resource ("DELETE https://tpu.googleapis.com/v2/{name=projects/*/
+    # locations/*/queuedResources/*}", tpu/docs/reference/rest/v2/projects.locations.
+    # queuedResources/delete, stored). The page's "IAM Permissions" section is cut from the
+    # stored excerpt: the permission's name is the one the project's deploy role already holds
+    # (tpudeploy/tpuvm/pipeline.py, tpudeployTpu), checked on the queued resource like
+    # nodes.delete on the node. Like a node it holds no policy and gives conditions no name
+    # (ATTRIBUTES lists no Cloud TPU type): only a project grant reaches it.
+    "tpu.queuedResources.delete": TPU_QUEUED_RESOURCE,
     # GKE: clusters.delete "on the specified resource name" (projects/*/locations/*/clusters/*;
     # https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/
     # projects.locations.clusters/delete), the cluster, which holds no IAM policy of its own:

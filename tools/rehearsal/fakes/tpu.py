@@ -22,14 +22,17 @@ from tools.rehearsal.fakes.iamrules import (
     TPU_LOCATION,
     TPU_NODE,
     TPU_OPERATION,
+    TPU_QUEUED_RESOURCE,
     Checked,
     located,
     service_account,
 )
 from tools.rehearsal.fakes.inventory import Inventory
-from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS, apply_patch
+from tools.rehearsal.fakes.tpu_rules import PATCH_REBOOTS, apply_patch, qr_delete_refusal
 
-_QR_PATH = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources/([^/:]+)$")
+# A queued resource by name: v2alpha1 (the project's client) and v2 (GA: the flex-start node's
+# idle stop deletes it there, tpudeploy/render.py).
+_QR_PATH = re.compile(r"^/v2(?:alpha1)?/(projects/[^/]+/locations/[^/]+)/queuedResources/([^/:]+)$")
 _QR_COLLECTION = re.compile(r"^/v2alpha1/(projects/[^/]+/locations/[^/]+)/queuedResources$")
 _NODE_PATH = re.compile(r"^/v2(?:alpha1)?/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+)$")
 _NODE_COLLECTION = re.compile(r"^/v2(?:alpha1)?/(projects/([^/]+)/locations/[^/]+)/nodes$")
@@ -251,7 +254,7 @@ class FakeTpuApi:
             if method == "GET":
                 return self._get_qr(name)
             if method == "DELETE":
-                return self._delete_qr(name, m.group(1))
+                return self._delete_qr(name, m.group(1), query.get("force") == "true")
         if method == "POST" and (m := _NODE_COLLECTION.match(path)):
             return self._create_node(m.group(1), m.group(2), query, body)
         if m := _NODE_PATH.match(path):
@@ -312,13 +315,17 @@ class FakeTpuApi:
             payload["runDuration"]["terminationTime"] = "2026-08-09T16:00:00Z"
         return 200, payload
 
-    def _delete_qr(self, name: str, parent: str) -> tuple[int, dict[str, Any]]:
+    def _delete_qr(self, name: str, parent: str, force: bool) -> tuple[int, dict[str, Any]]:
         qr = self._resources.get(name)
         if qr is None:
             return self._error(404, f"Resource '{name}' was not found")
         if qr.delete_refusals:
             status, message = qr.delete_refusals.pop(0)
             return self._error(status, message)
+        if qr.deleting_polls is None and (
+            refusal := qr_delete_refusal(str(qr.current_state().get("state")), force)
+        ):
+            return self._error(400, refusal)
         if qr.deleting_polls is None:
             qr.deleting_polls = self.delete_polls
         return 200, self._new_operation(parent)
@@ -346,6 +353,12 @@ class FakeTpuApi:
             verb = "get" if method == "GET" else "delete"
             node = located(TPU_NODE, project, location, f"nodes/{m.group(2)}")
             needs.append((f"tpu.nodes.{verb}", node))
+        elif method == "DELETE" and (m := _QR_PATH.match(path)):
+            project, location = m.group(1).split("/")[1], m.group(1).rsplit("/", 1)[-1]
+            resource = located(
+                TPU_QUEUED_RESOURCE, project, location, f"queuedResources/{m.group(2)}"
+            )
+            needs.append(("tpu.queuedResources.delete", resource))
         elif method == "GET" and (m := _OP_PATH.match(path)):
             parts = m.group(1).split("/")
             needs.append(

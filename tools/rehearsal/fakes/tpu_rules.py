@@ -35,6 +35,30 @@ def apply_patch(node: dict[str, Any], update_mask: str, body: Any) -> str:
     return ""
 
 
+# ---- deleting a queued resource (flex-start's destroy, and its idle stop: issue 39)
+
+# queuedResources.delete, `force`: "If set to true, all running nodes belonging to this queued
+# resource will be deleted first and then the queued resource will be deleted. Otherwise (i.e.
+# force=false), the queued resource will only be deleted if its nodes have already been deleted
+# or the queued resource is in the ACCEPTED, FAILED, or SUSPENDED state."
+# (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources/delete,
+# and the same words on v2alpha1's page, both stored.) WAITING_FOR_RESOURCES "replaced the
+# ACCEPTED state" (tpu/docs/queued-resources, stored), so it counts as ACCEPTED. The status of
+# the refusal is not on the page: the fake answers 400.
+QR_DELETABLE_WITHOUT_FORCE = frozenset({"ACCEPTED", "WAITING_FOR_RESOURCES", "FAILED", "SUSPENDED"})
+QR_DELETE_SOURCE = "tpu/docs/reference/rest/v2/projects.locations.queuedResources/delete, force"
+
+
+def qr_delete_refusal(state: str, force: bool) -> str:
+    """Why a queued resource in `state` may not be deleted without force; "" when it may."""
+    if force or state in QR_DELETABLE_WITHOUT_FORCE:
+        return ""
+    return (
+        f"queued resource is {state} and its node still runs: delete it with force=true, or "
+        f"delete its node first ({QR_DELETE_SOURCE})"
+    )
+
+
 # ---- capacity: what a create is answered when the zone has no TPU free, or the quota is spent
 
 # A stockout finishes the create's long-running operation with google.rpc.Code 8
