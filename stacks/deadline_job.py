@@ -167,7 +167,7 @@ def declare_deadline(
             f"its deadline + {deadline.GRANT_MARGIN}",
         )
     # "Stops soon" (issue 38): a warning job deadline.WARN_BEFORE ahead, and its alert.
-    declare_stop_soon(stack, cfg, project, at, what=what, uri=uri, idle=bool(self_stop_email))
+    declare_stop_soon(stack, cfg, project, at, what=what, uri=uri)
     TerraformOutput(stack, "deadline", value=f"${{{at}}}")
     TerraformOutput(
         stack,

@@ -23,6 +23,7 @@ from cdktf_cdktf_provider_google_beta.google_monitoring_alert_policy import (
 from cdktf_cdktf_provider_google_beta.google_monitoring_notification_channel import (
     GoogleMonitoringNotificationChannel,
 )
+from constructs import Construct
 
 from stacks.common import terraform_literal
 from tpudeploy import deadline, stopsoon
@@ -41,11 +42,10 @@ def declare_stop_soon(
     *,
     what: str,
     uri: str,
-    idle: bool,
 ) -> None:
-    """`at`: the deadline's Terraform reference; `uri`: what the deadline job deletes; `idle`:
-    the node runs the idle watcher (a TPU VM with [idle] stop_after), which writes the entry
-    the idle alert matches."""
+    """`at`: the deadline's Terraform reference; `uri`: what the deadline job deletes. The idle
+    stop's warning is not here: it needs no deadline (a flex-start node has none) and lives
+    with the node's other alerts (stacks/watch.py)."""
     GoogleCloudSchedulerJob(
         stack,
         deadline.WARN_JOB_ID,
@@ -81,10 +81,7 @@ def declare_stop_soon(
         )
     ]
     policy = _literal(stopsoon.deadline_policy(cfg, what, _DEADLINE, []))
-    _declare(stack, deadline.WARN_ALERT_ID, project, _with_deadline(policy, at), channels)
-    if idle:
-        idle_policy = _literal(stopsoon.idle_policy(cfg, what, []))
-        _declare(stack, f"alert-{stopsoon.IDLE_SOON[0]}", project, idle_policy, channels)
+    declare_log_policy(stack, deadline.WARN_ALERT_ID, project, _with_deadline(policy, at), channels)
 
 
 def _literal(value: Any) -> Any:
@@ -107,9 +104,11 @@ def _with_deadline(value: Any, at: str) -> Any:
     return value
 
 
-def _declare(
-    stack: TerraformStack, key: str, project: str, policy: dict[str, Any], channels: list[str]
+def declare_log_policy(
+    stack: Construct, key: str, project: str, policy: dict[str, Any], channels: list[str]
 ) -> None:
+    """A log-based ("stops soon") policy of tpudeploy/stopsoon.py, its strings already made
+    Terraform literals, notifying `channels`."""
     (condition,) = policy["conditions"]
     matched = condition["conditionMatchedLog"]
     doc = policy["documentation"]

@@ -21,6 +21,8 @@ from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjec
 from constructs import Construct
 
 from stacks.common import terraform_literal
+from stacks.deadline_warn import declare_log_policy
+from tpudeploy import stopsoon
 from tpudeploy.alertpolicies import alert_policies, email_channel
 from tpudeploy.config import DeployConfig
 from tpudeploy.dashboard import dashboard_json
@@ -162,4 +164,11 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
             # Terraform references to the channels above: never escaped.
             notification_channels=policy["notificationChannels"],
             **_policy_args(policy),
+        )
+    if cfg.idle.seconds is not None:
+        # The idle stop's warning (a TPU VM's watcher writes it, on every provisioning model):
+        # here with the node, not beside the deadline job, which a flex-start node has none of.
+        idle = _literal(stopsoon.idle_policy(cfg, f"TPU node {cfg.node_id}", []))
+        declare_log_policy(
+            scope, f"alert-{stopsoon.IDLE_SOON[0]}", project, idle, [c.name for c in channels]
         )

@@ -87,9 +87,11 @@ def titles(cfg: DeployConfig, *, idle_watcher: bool) -> list[str]:
     """The policies a deployment gets (make check's list): the deadline's with a deadline job
     (not on a pipeline deployment: no Monitoring permissions there), the idle one where the
     node runs the idle watcher (`idle_watcher`: a TPU VM with [idle] stop_after)."""
-    if cfg.gitops_managed or cfg.deadline_seconds is None:
+    if cfg.gitops_managed:
         return []
-    return [DEADLINE_SOON[1], *([IDLE_SOON[1]] if idle_watcher else [])]
+    deadline_soon = [DEADLINE_SOON[1]] if cfg.deadline_seconds is not None else []
+    # The idle warning needs no deadline: a flex-start node stops itself too (issue 39).
+    return [*deadline_soon, *([IDLE_SOON[1]] if idle_watcher else [])]
 
 
 def _policy(

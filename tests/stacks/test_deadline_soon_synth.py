@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.conftest import Stacks, Synthesizer, gke_configs, resources
 from tests.stacks.test_deadline_synth import SPOT_NONE
+from tests.stacks.test_idle_flex_synth import FLEX_IDLE
 from tests.stacks.test_idle_synth import IDLE
 from tools.rehearsal.fakes.logging_rules import parse_filter
 from tpudeploy import deadline
@@ -103,6 +104,27 @@ def test_two_gke_deployments_warn_each_of_its_own_deadline(
         assert "alert-idle-soon" not in resources(
             stacks[cfg.gke_stack_name], "google_monitoring_alert_policy"
         )
+
+
+def test_a_flex_start_node_with_no_deadline_still_warns_of_its_idle_stop(
+    synth: Synthesizer,
+) -> None:
+    """Flex-start has no deadline job (its queued resource ends the run), but its idle watcher
+    stops it all the same (issue 39): the idle warning is the node's, not the deadline's."""
+    cfg = parse_config(FLEX_IDLE)
+    node = synth(FLEX_IDLE)[cfg.node_stack_name]
+    assert resources(node, "google_cloud_scheduler_job") == {}
+    policies = resources(node, "google_monitoring_alert_policy")
+    assert deadline.WARN_ALERT_ID not in policies
+    (condition,) = policies["alert-idle-soon"]["conditions"]
+    matches = parse_filter(str(condition["condition_matched_log"]["filter"]))
+    entry = {
+        "logName": "projects/my-proj-123/logs/tpudeploy-boot",
+        "labels": {"tpudeploy_deployment": cfg.name},
+        "jsonPayload": {"phase": "idle", "event": "stops-soon", "stops_at": "2026-08-09T16:00Z"},
+    }
+    assert matches(entry)
+    assert not matches({**entry, "labels": {"tpudeploy_deployment": f"{cfg.name}-b"}})
 
 
 def test_no_deadline_no_warning(synth: Synthesizer) -> None:
