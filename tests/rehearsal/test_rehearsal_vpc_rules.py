@@ -69,7 +69,9 @@ def test_rapid_offers_googles_documented_1_37_builds(cloud: FakeCloud) -> None:
     assert status == 200
     found = call(cloud.container.host, "GET", f"{CLUSTERS}/{CLUSTER['name']}")[1]
     assert found["currentMasterVersion"] == "1.37.1-gke.1552000"
-    rapid = next(c for c in container_rules.server_config()["channels"] if c["channel"] == "RAPID")
+    channels = container_rules.server_config()["channels"]
+    assert isinstance(channels, list)
+    (rapid,) = [c for c in channels if c["channel"] == "RAPID"]
     assert {"1.37.0-gke.3503000", "1.37.1-gke.1552000"} <= set(rapid["validVersions"])
 
 
