@@ -15,6 +15,18 @@ from tpudeploy.planner import Finding
 
 PINNED = re.compile(r"@sha256:([0-9a-f]{64})$")
 
+# The GKE wake pod's python3 (why not the vLLM image: tpudeploy/gke/zero.py): Docker Hub's
+# official Python image, Debian slim (sh, cp, chmod and python3's standard library: all that
+# the responder, the front door's prep step and its key loop run). The index digest
+# (multi-arch: it was pulled on arm64, the system node is amd64) is read from two third-party
+# pins in the stored corpus, a Dependabot-maintained Dockerfile and a build log of 2026-09-28
+# that pulled it (Python 3.13.15); not checked against Docker Hub from here (no registry but
+# the package ones is reachable). A wrong digest fails the pull with the reason, it cannot run
+# another image.
+WAKE_IMAGE = (
+    "python:3.13-slim@sha256:7c61056e61ac89e852de05f3dc6fa51a6dd2181797bceed46aa725dd7cb2cd3b"
+)
+
 
 def pinned_digest(image: str) -> str | None:
     """The 64 hex digits an image reference is pinned to, or None for a tag."""

@@ -3,9 +3,10 @@
 Creates: a ConfigMap with the responder (tpudeploy/gke/wake.py, verbatim); the Deployment
 `<name>-wake`, one pod on the system pool: the replicas' own front door (the same nginx config,
 init script and key loop, so the same certificate, keys and limits) in front of the responder
-where vLLM would be; a Role reading this deployment's status only, bound to the pod's account;
-its NetworkPolicy (the replicas' rules) and its PodMonitoring (the HPA's External gauge). What
-each value is and why: tpudeploy/gke/zero.py.
+where vLLM would be, its python3 steps on the small pinned image (never the vLLM image), and no
+PodDisruptionBudget (tpudeploy/gke/zero.py says why of both); a Role reading this deployment's
+status only, bound to the pod's account; its NetworkPolicy (the replicas' rules) and its
+PodMonitoring (the HPA's External gauge). What each value is and why: tpudeploy/gke/zero.py.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from cdktf_cdktf_provider_kubernetes.role_v1 import RoleV1, RoleV1Metadata, Role
 from stacks.common import terraform_literal
 from stacks.gke.objects import bind_account
 from stacks.gke.typed import typed
+from tpudeploy import pins
 from tpudeploy.config import DeployConfig
 from tpudeploy.gke import cache, identifiers, pod, zero
 from tpudeploy.gke.manifests import network_policy_spec
@@ -55,8 +57,8 @@ def wake_pod_spec(cfg: DeployConfig, replica_spec: dict[str, Any]) -> dict[str, 
     spec["init_container"] = [c for c in spec["init_container"] if c["name"] == "frontdoor-prep"]
     responder: dict[str, Any] = {
         "name": "wake",
-        # python3 of the image the front door's init and key containers already pull.
-        "image": cfg.vllm.image,
+        # python3 only: the slim image, pinned by digest (why: tpudeploy/gke/zero.py).
+        "image": pins.WAKE_IMAGE,
         "command": zero.wake_command(cfg, cache.GATE_FILE),
         "volume_mount": [
             {"name": _WAKE_SCRIPTS, "mount_path": zero.WAKE_DIR, "read_only": True},
@@ -75,6 +77,11 @@ def wake_pod_spec(cfg: DeployConfig, replica_spec: dict[str, Any]) -> dict[str, 
         "security_context": locked,
     }
     kept = [c for c in spec["container"] if c["name"] in _KEPT_CONTAINERS]
+    # The replicas run the front door's prep step and key loop on the vLLM image they pull
+    # anyway; here they take the responder's small image instead (tpudeploy/gke/zero.py).
+    for container in [*spec["init_container"], *kept]:
+        if container["image"] == cfg.vllm.image:
+            container["image"] = pins.WAKE_IMAGE
     spec["container"] = [responder, *kept]
     spec["volume"] = [
         *(v for v in spec["volume"] if v["name"] in _KEPT_VOLUMES),

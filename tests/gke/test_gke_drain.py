@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.gke.test_gke_frontdoor import KEY, _prep, loopback_pod_ports
+from tests.gke.pod_door import KEY, loopback_pod_ports
+from tests.gke.pod_door import prep as _prep
 from tests.render.test_proxy import NGINX, free_port, loopback_config, stop_nginx
 from tpudeploy import facts, render
 from tpudeploy.config import parse_config

@@ -1,28 +1,23 @@
 """The wake responder (tpudeploy/gke/wake.py) behind the pod's real front door: Debian's nginx on
-the files the pod's init script writes (as tests/gke/test_gke_frontdoor.py runs it), with the
-responder where vLLM would listen. Only listen lines change (127.0.0.1, free ports)."""
+the files the pod's init script writes (tests/gke/pod_door.py, as tests/gke/test_gke_frontdoor.py
+runs it), with the responder where vLLM would listen. Only listen lines change (127.0.0.1, free
+ports)."""
 
 from __future__ import annotations
 
 import http.client
 import json
-import shutil
-import socket
 import ssl
-import subprocess
-import tempfile
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
-from tests.gke.test_gke_frontdoor import KEY, _prep, loopback_pod_ports
-from tests.render.test_proxy import NGINX, free_port, loopback_config, stop_nginx
-from tpudeploy.gke import pod, wake, zero
+from tests.gke.pod_door import KEY, PodDoor
+from tests.render.test_proxy import NGINX
+from tpudeploy.gke import wake, zero
 
 pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed; CI runs these")
 
@@ -37,52 +32,18 @@ class Setup:
 
 
 @pytest.fixture(scope="module")
-def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    tmp = tmp_path_factory.mktemp("wake-door")
+def door(pod_door: Callable[[int], PodDoor]) -> Iterator[Setup]:
     clock, ready = [0.0], [0]
     state = wake.Wake(
         total_s=zero.first_request_s(), floor_s=zero.MIN_RETRY_AFTER_S, clock=lambda: clock[0]
     )
     backend = ThreadingHTTPServer(("127.0.0.1", 0), wake.make_handler(state, lambda: ready[0]))
     threading.Thread(target=backend.serve_forever, daemon=True).start()
-    result, out = _prep(tmp, KEY, backend.server_address[1])
-    assert result.returncode == 0, result.stderr
-    sockets = Path(tempfile.mkdtemp(prefix="wake-door-"))
-    sockets.chmod(0o711)
-    text, metrics, _ = loopback_pod_ports(
-        (out / pod.NGINX_CONF).read_text(), lambda path: sockets / Path(path).name
-    )
-    tls = free_port()
-    conf = out / "nginx.loopback.conf"
-    conf.write_text(loopback_config(text, tls, sockets / "tls.sock"))
-    prefix = Path(tempfile.mkdtemp(prefix="wake-door-prefix-"))
-    prefix.chmod(0o711)
-    assert NGINX is not None
-    proc = subprocess.Popen(
-        [NGINX, "-p", f"{prefix}/", "-c", str(conf), "-e", "stderr"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", metrics), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.communicate()[1]
-                assert time.monotonic() < deadline, "nginx did not start"
-                time.sleep(0.05)
-        context = ssl.create_default_context(cafile=str(out / "tls.crt"))
-        context.check_hostname = False
-        yield Setup(tls, metrics, context, clock, ready)
+        running = pod_door(backend.server_address[1])
+        yield Setup(running.tls_port, running.metrics_port, running.context, clock, ready)
     finally:
-        stop_nginx(proc)
         backend.shutdown()
-        shutil.rmtree(sockets, ignore_errors=True)
-        shutil.rmtree(prefix, ignore_errors=True)
 
 
 def _call(

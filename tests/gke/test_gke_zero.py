@@ -183,3 +183,16 @@ def replicaplan_of(cfg: Any) -> Any:
     from tpudeploy.gke.replicaplan import replica_plan
 
     return replica_plan(cfg)
+
+
+def test_the_system_node_offers_pods_what_gke_leaves_after_its_reservations() -> None:
+    # e2-standard-2, by hand: 2,000m less 6% of one core and 1% of the next; 8 GiB less 25% of
+    # the first 4 GiB and 20% of the next 4, less the 100 MiB eviction threshold.
+    memory = int(8192 - 0.25 * 4096 - 0.20 * 4096) - 100  # whole MiB, rounded down
+    assert zero.system_allocatable("e2-standard-2") == (2000 - 60 - 10, memory)
+    cpu4, memory16 = zero.system_allocatable("e2-standard-4")
+    # The next 2 cores at 0.5% each; the next 8 GiB at 10%.
+    assert cpu4 == 4000 - 60 - 10 - 2 * 5
+    assert memory16 == int(16 * 1024 - 1024 - 819.2 - 819.2) - 100
+    with pytest.raises(KeyError):
+        zero.system_allocatable("n2-standard-2")

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.gke.test_gke_frontdoor import ROUTED, loopback_pod_ports
+from tests.gke.pod_door import ROUTED, loopback_pod_ports
 from tests.render.test_proxy import NGINX, start_nginx, stop_nginx
 from tpudeploy import frontdoor_log, render, tlscert, usage
 from tpudeploy.config import DeployConfig, parse_config

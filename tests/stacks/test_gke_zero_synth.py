@@ -12,8 +12,9 @@ import pytest
 from tests.conftest import SECOND_GKE_NAME, Synthesizer, gke_local_raw
 from tools.k8s_manifests import manifests
 from tools.rehearsal.fakes import k8s_rules
+from tpudeploy import pins
 from tpudeploy.config import parse_config
-from tpudeploy.gke import identifiers, replicaplan, wake, zero
+from tpudeploy.gke import identifiers, pod, replicaplan, wake, zero
 from tpudeploy.gke.manifests import labels
 
 pytestmark = pytest.mark.slow
@@ -125,3 +126,64 @@ def test_the_wake_pod_holds_no_chip_no_model_token_and_only_its_own_api_token(pa
         str(zero.MIN_RETRY_AFTER_S),
     ]
     assert labels(cfg).items() != zero.wake_labels(cfg).items()
+
+
+def _wake_spec(cfg: Any, objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = _one(objects, "Deployment", zero.wake_name(cfg))["spec"]["template"][
+        "spec"
+    ]
+    return spec
+
+
+def test_the_wake_pod_pulls_no_serving_image_only_small_pinned_ones(pair: Any) -> None:
+    """The wake pod is always on, on the one system node: it never pulls the multi-GB vLLM
+    image (not streamable from Docker Hub) to run python3, so a rescheduled wake pod (a node
+    upgrade's surge node) starts in seconds. Its python3 containers run the pinned slim image;
+    the front door keeps [proxy] image, the replicas' own nginx."""
+    for cfg, objects in pair:
+        spec = _wake_spec(cfg, objects)
+        images = {c["name"]: c["image"] for c in [*spec["initContainers"], *spec["containers"]]}
+        assert cfg.vllm.image not in images.values(), images
+        assert images.pop("frontdoor") == cfg.proxy.image
+        assert set(images) == {"wake", "frontdoor-prep", pod.KEYS_CONTAINER}
+        for name, image in images.items():
+            assert image == pins.WAKE_IMAGE and pins.pinned_digest(image), name
+        # The replicas keep the vLLM image for the same two front-door steps (already pulled).
+        replica = _one(objects, "Deployment", cfg.name)["spec"]["template"]["spec"]
+        prep = [c for c in replica["initContainers"] if c["name"] == "frontdoor-prep"]
+        assert prep[0]["image"] == cfg.vllm.image
+
+
+def test_the_wake_pod_fits_the_system_node_and_no_budget_pins_it_there(pair: Any) -> None:
+    for cfg, objects in pair:
+        spec = _wake_spec(cfg, objects)
+
+        def total(containers: list[dict[str, Any]], kind: str) -> int:
+            return sum(_quantity(c["resources"]["requests"][kind]) for c in containers)
+
+        # What the scheduler reserves: the containers' sum, or the largest init container.
+        cpu = max(total(spec["containers"], "cpu"), total(spec["initContainers"], "cpu"))
+        memory = max(total(spec["containers"], "memory"), total(spec["initContainers"], "memory"))
+        alloc_cpu, alloc_memory = zero.system_allocatable(cfg.gke.system_machine_type)
+        # At most a fifth of what the node offers pods: GKE's own add-ons share the rest.
+        assert cpu * 5 <= alloc_cpu and memory * 5 <= alloc_memory, (cpu, memory)
+        # No PodDisruptionBudget selects the wake pod (a budget of minAvailable 1 over its one
+        # pod would stall every system node drain: tpudeploy/gke/zero.py), and the
+        # replicas' budget does not count it as a replica.
+        wake_labels = _one(objects, "Deployment", zero.wake_name(cfg))["spec"]["template"][
+            "metadata"
+        ]["labels"]
+        for budget in (o for o in objects.values() if o["kind"] == "PodDisruptionBudget"):
+            selector = budget["spec"]["selector"]["matchLabels"]
+            assert not selector.items() <= wake_labels.items(), budget["metadata"]["name"]
+
+
+def _quantity(text: str) -> int:
+    """A Kubernetes quantity in millicores ("250m", "1") or MiB ("64Mi", "1Gi")."""
+    if text.endswith("m"):
+        return int(text[:-1])
+    if text.endswith("Mi"):
+        return int(text[:-2])
+    if text.endswith("Gi"):
+        return int(text[:-2]) * 1024
+    return int(text) * 1000

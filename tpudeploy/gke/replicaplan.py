@@ -81,12 +81,16 @@ def scale_down_window_s() -> int:
 
 
 def _pool(cfg: DeployConfig) -> KvPool:
+    # Each replica runs the same build as a TPU VM would: a build that windows its sliding
+    # layers holds the pool its boot log measured (`[vllm] measured_kv_pool`, issue 40), and
+    # the KV wall, the replica count and the HPA's targets follow it as the TPU VM's do.
     return kv_pool(
         max_model_len=cfg.vllm.max_model_len,
         gpu_memory_utilization=cfg.vllm.gpu_memory_utilization,
         kv_cache_memory_bytes=cfg.vllm.kv_cache_memory_bytes,
         model=cfg.model_geometry,
         chip=lookup_accelerator(cfg.accelerator_type).chip,
+        measured=cfg.vllm.measured_pool,
     )
 
 

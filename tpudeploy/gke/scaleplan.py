@@ -181,7 +181,7 @@ def scale_plan(cfg: DeployConfig, *, clients: int, context: int, ttft_ms: int | 
     if safe < 1:
         raise ScalePlanError(
             f"{CONTEXT_KEY}={context}: one request of it does not fit the "
-            f"{base.pool.tokens:,}-token KV pool; lower {CONTEXT_KEY}"
+            f"{base.pool.tokens:,}-token KV pool{base.pool.measured_note}; lower {CONTEXT_KEY}"
         )
     by_wall = math.ceil(clients / safe)
     notes: list[str] = []
@@ -252,6 +252,8 @@ def report(cfg: DeployConfig, p: ScalePlan) -> list[str]:
     target = f", median TTFT <= {p.ttft_target_ms} ms" if p.ttft_target_ms else ""
     lines = [f"scale plan: {p.clients} client(s) at {p.context:,} tokens of context{target}"]
     why = f"KV wall {p.replicas_by_kv_wall} at {p.base.safe_clients_per_replica} per replica"
+    if p.base.pool.measured_from is not None:
+        why += f" of a {p.base.pool.tokens:,}-token pool{p.base.pool.measured_note}"
     if p.ttft_clients_per_replica is not None:
         by_ttft = math.ceil(p.clients / max(1, p.ttft_clients_per_replica))
         why += f", TTFT {by_ttft} at {p.ttft_clients_per_replica} per replica"

@@ -17,7 +17,8 @@ def summary(cfg: DeployConfig) -> list[str]:
     lines = [
         f"replicas: {a.min_replicas} to {a.max_replicas} x {facts.V5E.machine_type} "
         f"({cfg.gke.capacity.replace(',', ' first, then ')}), one v5e chip and one pod each",
-        f"per replica: KV pool {plan.pool.tokens:,} tokens, {plan.safe_clients_per_replica} safe "
+        f"per replica: KV pool {plan.pool.tokens:,} tokens{plan.pool.measured_note}, "
+        f"{plan.safe_clients_per_replica} safe "
         f"client(s) at {plan.context:,} tokens of context (clients x context < "
         f"{plan.pool.safe_tokens:,})",
     ]

@@ -1,6 +1,6 @@
 """The wake responder: what answers behind the front door while a min_replicas = 0 deployment has
-no ready replica. Standard library only: the pod runs this file as it is (python3 of the vLLM
-image, as the front door's key loop does), and tests run the same file.
+no ready replica. Standard library only: the pod runs this file as it is (python3 of the pinned
+slim image, tpudeploy.pins.WAKE_IMAGE), and tests run the same file.
 
 It listens where a replica's vLLM listens (127.0.0.1, [vllm] port), behind the same nginx front
 door (TLS, the API key on every path but /health, only /v1/* forwarded), so a request without

@@ -172,6 +172,65 @@ def lines(cfg: DeployConfig) -> list[str]:
     ]
 
 
+# ---- the wake pod on the system node: its image, its share of the node, its disruptions -------
+
+# Why the wake pod does not run the vLLM image (issue 39): it is always on, on the one system
+# node, and uses python3 only. vllm/vllm-tpu is a multi-GB image (its size is not in the build
+# log). Image streaming (the node pools' gcfs_config) does take public Docker Hub images, but
+# "while streaming the image data, GKE downloads the entire container image onto the local disk
+# in the background", and "during the first pull of an eligible image" its benefit may not show
+# (cloud.google.com/kubernetes-engine/docs/how-to/image-streaming, Overview and Limitations; the
+# limitation read in the page's zh-cn copy in the stored corpus). So every new system node (an
+# upgrade's surge node, a repair) would put all of it on its boot disk for a 180-line script,
+# and a first pull there is the wake pod's start. The slim Python image (tpudeploy.pins.
+# WAKE_IMAGE) holds what the three python3 steps need.
+
+# What a Standard node offers pods: capacity less GKE's reservations ("Node allocatable
+# resources": memory "25% of the first 4 GiB, 20% of the next 4 GiB, 10% of the next 8 GiB, 6%
+# of the next 112 GiB, and 2% of any memory above 128 GiB", plus "an additional 100 MiB" for
+# eviction; CPU 6% of the first core, 1% of the next, 0.5% of the next 2, 0.25% above 4:
+# cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes#memory_and_cpu_reservations;
+# the memory tiers read through a calculator that quotes the page; the CPU tiers are the
+# page's as commonly quoted, not read here: its English table was not in the stored excerpt).
+_MEMORY_TIERS_GIB = ((4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (float("inf"), 0.02))
+_CPU_TIERS = ((1, 0.06), (1, 0.01), (2, 0.005), (float("inf"), 0.0025))
+EVICTION_MIB = 100
+# vCPUs and GiB of the system pool's machine types (Compute Engine's E2 standard types: 4 GiB
+# per vCPU; cloud.google.com/compute/docs/general-purpose-machines, not re-read here).
+SYSTEM_MACHINES = {"e2-standard-2": (2, 8), "e2-standard-4": (4, 16)}
+
+
+def _reserved(total: float, tiers: tuple[tuple[float, float], ...]) -> float:
+    left, out = total, 0.0
+    for size, share in tiers:
+        take = min(left, size)
+        out, left = out + take * share, left - take
+    return out
+
+
+def system_allocatable(machine_type: str) -> tuple[int, int]:
+    """(millicores, MiB) a node of `machine_type` offers pods; KeyError for a type not read."""
+    cpus, gib = SYSTEM_MACHINES[machine_type]
+    cpu_m = round((cpus - _reserved(cpus, _CPU_TIERS)) * 1000)
+    memory_mib = int((gib - _reserved(gib, _MEMORY_TIERS_GIB)) * 1024) - EVICTION_MIB
+    return cpu_m, memory_mib
+
+
+# No PodDisruptionBudget for the wake pod. A budget that keeps its one pod (minAvailable 1)
+# refuses every eviction of it: "A maxUnavailable of 0% or 0 or a minAvailable of 100% or equal
+# to the number of replicas is permitted but can block nodes from being drained" (Red Hat's
+# OpenShift docs on the Kubernetes PodDisruptionBudget, "Understanding how to use pod
+# disruption budgets"; kubernetes.io's own page was not found in the stored corpus), and GKE's
+# node upgrades keep disruption "within the limits of PodDisruptionBudget"
+# (google.container.v1.NodePool.UpgradeSettings). On a one-node system pool every upgrade would
+# stall on it until GKE gives up on the budget (how long GKE waits was not read here), and the
+# pod goes anyway. A surge upgrade (GKE's default) creates the new node first:
+# the wake pod is evicted and started there, and the gap is its start (a small pinned image,
+# above). In that gap a request meets no ready endpoint and its connection fails at the load
+# balancer, as it would at the end of a stall; a client that retries connection errors reaches
+# the new pod. Only while no replica serves: the replicas never depend on the wake pod.
+
+
 # ---- the wake path's Kubernetes objects (stacks/gke/wake_objects.py, at min_replicas 0) -------
 
 WAKE_SCRIPT = "wake.py"

@@ -59,7 +59,19 @@ VERSION_ALIAS = re.compile(r"latest|-|1\.\d+(\.\d+)?")
 # in GKE's format; 1.33.0-gke.1712000, the documented flex-start minimum, is long retired, as an
 # exact early build is within months (GKE's versioning page: patches roll out and the older
 # ones leave the channels).
+# Two builds of 1.37 are Google's own: the GKE 1.37 changelog lists "1.37.1-gke.1552000 [...]
+# compared with the previous patch version, 1.37.0-gke.3503000"
+# (docs.cloud.google.com/kubernetes-engine/docs/changelogs/1.37). That 1.37 builds are in the
+# Rapid channel rests on third-party readings of GKE's release notes in the stored corpus (2026-R37
+# and R38: 1.37.0-gke.2941000 and 1.37.0-gke.3165000 added to Rapid; a cluster verified on
+# 1.37.0-gke.3503000 "as the latest non-preview Rapid version available" on 2026-10-02): Google's
+# own Rapid feed in the corpus ends at 2026-R40 (2026-09-23) with 1.36.4-gke.1391000 the default
+# and its version list cut off. No stored page makes a 1.37 build a channel's default, so the
+# fake's defaults stay below it (the scale-to-zero rehearsal waits on that: tests/rehearsal/
+# test_rehearsal_vpc_rules.py, the xfail).
+GKE_137 = ("1.37.1-gke.1552000", "1.37.0-gke.3503000")
 VALID_MASTER_VERSIONS = (
+    *GKE_137,
     "1.35.1-gke.1200000",
     "1.35.0-gke.1800000",
     "1.34.3-gke.1300000",
@@ -67,7 +79,7 @@ VALID_MASTER_VERSIONS = (
     "1.33.7-gke.1500000",
 )
 CHANNELS = {
-    "RAPID": ("1.35.1-gke.1200000", ("1.35.1-gke.1200000", "1.35.0-gke.1800000")),
+    "RAPID": ("1.35.1-gke.1200000", (*GKE_137, "1.35.1-gke.1200000", "1.35.0-gke.1800000")),
     "REGULAR": ("1.34.3-gke.1300000", ("1.35.0-gke.1800000", "1.34.3-gke.1300000",
                                        "1.34.2-gke.1100000")),
     "STABLE": ("1.33.7-gke.1500000", ("1.34.2-gke.1100000", "1.33.7-gke.1500000")),
