@@ -20,10 +20,10 @@ from tools.rehearsal import schema
 from tools.rehearsal.bindings import GOOGLE_BETA, KUBERNETES, Binding
 from tools.rehearsal.fakes.inventory import OWNER
 from tools.rehearsal.gke_pipeline import GkePipelineStages
-from tools.rehearsal.lifecycle import MAKE, Rehearsal, _plain, _tail, stack_output
+from tools.rehearsal.lifecycle import Rehearsal, stack_output
 from tools.rehearsal.pipeline import STATE_BUCKET
 from tools.rehearsal.scenarios import EXTEND_BY, Stage, StageFailure, _time
-from tools.rehearsal.scratch import REHEARSAL_PROJECT, write_gke_config
+from tools.rehearsal.scratch import MAKE, REHEARSAL_PROJECT, _plain, _tail, write_gke_config
 from tpudeploy import stopsoon, terraform
 from tpudeploy.config import DeployConfig, load_config
 from tpudeploy.deadline import GRANT_MARGIN_SECONDS

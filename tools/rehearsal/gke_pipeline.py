@@ -15,10 +15,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tools.rehearsal.lifecycle import _plain, stack_output
+from tools.rehearsal.lifecycle import stack_output
 from tools.rehearsal.pipeline import TOKEN_ENV, bootstrap, bootstrap_plan
 from tools.rehearsal.scenarios import StageFailure, StageHost
-from tools.rehearsal.scratch import REHEARSAL_PROJECT, write_gke_config
+from tools.rehearsal.scratch import REHEARSAL_PROJECT, _plain, write_gke_config
 from tpudeploy.config import DeployConfig, load_config, parse_config
 from tpudeploy.gke import identifiers
 from tpudeploy.platform import platform_for

@@ -30,7 +30,10 @@ from tools.rehearsal.pipeline import STATE_BUCKET, PipelineStages, local_state_o
 from tools.rehearsal.sandbox import BootSandbox, nginx_binary, sha256
 from tools.rehearsal.scenarios import LADDER_ZONES, ScenarioStages, Stage, StageFailure
 from tools.rehearsal.scratch import (
+    MAKE,
     REHEARSAL_PROJECT,
+    _plain,
+    _tail,
     copy_repository,
     free_port,
     install_post_synth,
@@ -54,9 +57,6 @@ PROVISIONING_MODELS = ("flex-start", "spot", "on-demand")
 SCENARIOS = ("lifecycle", "preemption", "deadline", "pipeline", "ladder", "idle")
 VM_SCENARIOS = ("preemption", "deadline", "ladder", "idle")
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-# The targets run with the outer `make rehearse`'s install as is: never reinstall the shared
-# .venv or node_modules from a scratch copy.
-MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed", "-o", "node_modules/.installed"]
 DEAD_PROXY = "http://127.0.0.1:9"
 _DROPPED_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GOOGLE_CLOUD_PROJECT", "DEPLOY_CONFIG")
 
@@ -556,11 +556,6 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _plain(text: str) -> str:
-    """Without the terminal colour codes Terraform and the cdktf CLI print."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
 def stack_output(text: str, stacks: Sequence[str]) -> dict[str, str]:
     """Each stack's lines of a cdktf CLI log, without the prefix. The CLI names the stack only
     when the output switches to it: an indented line continues the last stack named, so a
@@ -577,8 +572,3 @@ def stack_output(text: str, stacks: Sequence[str]) -> dict[str, str]:
         else:
             current = None  # make's own lines, or another command's
     return {stack: "\n".join(lines) for stack, lines in out.items()}
-
-
-def _tail(log: Path, lines: int = 25) -> str:
-    text = _plain(log.read_text(errors="replace")).splitlines() if log.exists() else []
-    return "\n".join(f"      | {line}" for line in text[-lines:])

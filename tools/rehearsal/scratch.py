@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -185,3 +186,18 @@ def write_gke_config(
         '\n[deadline]\nregion = "us-central1"\n'
     )
     return path
+
+
+# The targets run with the outer `make rehearse`'s install as is: never reinstall the shared
+# .venv or node_modules from a scratch copy.
+MAKE = ["make", "--no-print-directory", "-o", ".venv/.installed", "-o", "node_modules/.installed"]
+
+
+def _plain(text: str) -> str:
+    """Without the terminal colour codes Terraform and the cdktf CLI print."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def _tail(log: Path, lines: int = 25) -> str:
+    text = _plain(log.read_text(errors="replace")).splitlines() if log.exists() else []
+    return "\n".join(f"      | {line}" for line in text[-lines:])

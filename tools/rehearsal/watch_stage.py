@@ -39,7 +39,7 @@ from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.keys_stage import current_keys
 from tools.rehearsal.sandbox import BootSandbox, sha256
 from tools.rehearsal.scenarios import Stage, StageFailure, VmStageHost
-from tools.rehearsal.scratch import REHEARSAL_PROJECT
+from tools.rehearsal.scratch import MAKE, REHEARSAL_PROJECT, _tail
 from tools.tune_example import Effect
 from tpudeploy import accept, terraform
 from tpudeploy.config import DeployConfig, load_config
@@ -131,8 +131,6 @@ class WatchStages(VmStageHost):
 
     def _watch_make(self, target: str, *args: str, stdin: str = "") -> str:
         """`make TARGET` of the watch deployment (DEPLOY_CONFIG=watch.toml)."""
-        from tools.rehearsal.lifecycle import MAKE, _tail
-
         log = self.logs / f"{self._step:02d}-watch-{target}.log"
         env = {"DEPLOY_CONFIG": str(self.scratch / WATCH_CONFIG)}
         if self._run([*MAKE, target, *args], env, log, stdin) != 0:
@@ -209,8 +207,6 @@ class WatchStages(VmStageHost):
     # ---- the runner's steps: real make targets, the node booted after each deploy
 
     def _boot_watch_node(self) -> None:
-        from tools.rehearsal.lifecycle import _tail
-
         node = self.cloud.tpu.node(self._watch_node()) or {}
         script = (node.get("metadata") or {}).get("startup-script")
         if not script:
@@ -263,8 +259,6 @@ class WatchStages(VmStageHost):
         """The Watch's `step`: the real make target in the scratch copy (argv[0] is make), the
         watch node booted after each deploy and stopped after each destroy. Each step is
         recorded with what billed after it."""
-        from tools.rehearsal.lifecycle import MAKE, _tail
-
         record: Record = []
         killed = [False]
 

@@ -16,6 +16,7 @@ from typing import Any
 from tools.rehearsal.fakes import iamrules
 from tools.rehearsal.fakes.api import ApiFake
 from tools.rehearsal.fakes.base import Answer, api_error
+from tools.rehearsal.fakes.discovery_rules import check
 from tools.rehearsal.fakes.iamrules import CHECKED_ON, PROJECT, Checked
 from tools.rehearsal.fakes.logging_rules import (
     DEFAULT_PAGE_SIZE,
@@ -25,7 +26,6 @@ from tools.rehearsal.fakes.logging_rules import (
     parse_filter,
     request_problems,
 )
-from tools.rehearsal.fakes.monitoring_rules import check
 
 SERVICE = "logging.googleapis.com"
 LIST = "logging.logEntries.list"

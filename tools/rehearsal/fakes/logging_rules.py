@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tools.rehearsal.fakes.monitoring_rules import Rule, check
+from tools.rehearsal.fakes.discovery_rules import Rule, check
 
 _SCHEMAS = Path(__file__).resolve().parents[3] / "schemas" / "discovery"
 LOGGING = json.loads((_SCHEMAS / "logging.v2.LogMetric.json").read_text(encoding="utf-8"))

@@ -9,19 +9,14 @@ the tests (tests/shared/test_dashboard.py) judge every document with `problems`.
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools.rehearsal.fakes.discovery_rules import Rule, walk
+from tools.rehearsal.fakes.discovery_rules import check as check
+from tools.rehearsal.fakes.logging_rules import FilterError, parse_filter
+
 _SCHEMAS = Path(__file__).resolve().parents[3] / "schemas" / "discovery"
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    what: str
-    source: str
-    quote: str
 
 
 RULES = (
@@ -81,7 +76,6 @@ RULES = (
 )
 MAX_COLUMNS = 48
 MAX_CONDITIONS = 6
-_DURATION = re.compile(r"-?\d+(\.\d{1,9})?s")
 # The Widget fields that are its content (one of them): every property but title and the
 # layout helpers the schema lists beside them.
 _WIDGET_NOT_CONTENT = frozenset({"title", "id", "visibilityCondition"})
@@ -97,53 +91,7 @@ ALERT_POLICY = load("monitoring.v3.AlertPolicy.json")
 
 
 def _check(schemas: dict[str, Any], schema: dict[str, Any], value: Any, at: str) -> list[str]:
-    if "$ref" in schema:
-        name = schema["$ref"]
-        return _check(schemas, schemas[name], value, at) + _extra(name, value, at)
-    kind = schema.get("type")
-    if kind == "object":
-        if not isinstance(value, dict):
-            return [f"{at}: an object expected, got {value!r}"]
-        out = []
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        for key, item in value.items():
-            if props is not None and key in props:
-                out += _check(schemas, props[key], item, f"{at}.{key}")
-            elif extra is not None:
-                out += _check(schemas, extra, item, f"{at}.{key}")
-            else:
-                out.append(f'{at}: Unknown name "{key}": Cannot find field')
-        return out
-    if kind == "array":
-        if not isinstance(value, list):
-            return [f"{at}: a list expected, got {value!r}"]
-        out = []
-        for i, item in enumerate(value):
-            out += _check(schemas, schema["items"], item, f"{at}[{i}]")
-        return out
-    if kind == "string":
-        if not isinstance(value, str):
-            # int64 and uint64 travel as strings in proto3 JSON, and are accepted as numbers too.
-            if schema.get("format") in ("int64", "uint64") and isinstance(value, int):
-                return []
-            return [f"{at}: a string expected, got {value!r}"]
-        if "enum" in schema and value not in schema["enum"]:
-            return [f"{at}: {value!r} is not one of {schema['enum']}"]
-        if schema.get("format") == "google-duration" and not _DURATION.fullmatch(value):
-            return [f"{at}: {value!r} is not a duration (e.g. 300s)"]
-        return []
-    if kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return [] if ok else [f"{at}: an integer expected, got {value!r}"]
-    if kind == "number":
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return [] if ok else [f"{at}: a number expected, got {value!r}"]
-    if kind == "boolean":
-        return [] if isinstance(value, bool) else [f"{at}: true or false expected, got {value!r}"]
-    if kind == "any":
-        return []
-    return [f"{at}: the schema has type {kind!r}, which this checker does not know"]
+    return walk(schemas, schema, value, at, _extra)
 
 
 def _extra(name: str, value: Any, at: str) -> list[str]:
@@ -175,9 +123,6 @@ def _extra(name: str, value: Any, at: str) -> list[str]:
 
 def _log_match(policy: dict[str, Any], at: str) -> list[str]:
     """The LogMatch rules above (RULES), for a policy with a conditionMatchedLog."""
-    # Imported here: logging_rules builds on this module's Rule and check.
-    from tools.rehearsal.fakes.logging_rules import FilterError, parse_filter
-
     conditions = [c for c in policy.get("conditions", []) if isinstance(c, dict)]
     matched = [c["conditionMatchedLog"] for c in conditions if "conditionMatchedLog" in c]
     if not matched:
@@ -201,12 +146,6 @@ def _log_match(policy: dict[str, Any], at: str) -> list[str]:
         except FilterError as exc:
             out.append(f"{at}.conditions[].conditionMatchedLog.filter: {exc}")
     return out
-
-
-def check(schemas: dict[str, Any], root: str, document: Any) -> list[str]:
-    """What a discovery document's `schemas` refuse in `document`, a `root` as JSON (the same
-    checks for another API's vendored part: fakes/logging_rules.py)."""
-    return _check(schemas, {"$ref": root}, document, root)
 
 
 def problems(document: Any, root: str) -> list[str]:

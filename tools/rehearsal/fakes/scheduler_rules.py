@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tools.rehearsal.fakes.monitoring_rules import Rule
+from tools.rehearsal.fakes.discovery_rules import Rule
 
 RULES = (
     Rule(
