@@ -489,3 +489,34 @@ def test_the_key_shape_map_admits_only_a_bearer_key_shaped_like_make_api_keys(
     assert shape.search(f"Bearer {key}")
     for header in ("Bearer abc", f"Bearer {key}x", f"xBearer {key}", f"Bearer {key[:-1]}+", key):
         assert not shape.search(header), header
+
+
+def test_the_shutdown_scripts_preemption_line_goes_where_the_agent_ships_and_the_alert_counts() -> (
+    None
+):
+    """The shutdown script's preemption entry (issue 38), read from the rendered text alone: it
+    appends to the file the Ops Agent ships as the boot log, and its phase is the one the
+    preemption log metric counts for this deployment (the boot sandbox runs it:
+    tests/render/test_shutdown_preemption.py)."""
+    import re
+
+    from tools.rehearsal.fakes.logging_rules import parse_filter
+    from tpudeploy import logsources, opsagent
+    from tpudeploy.platform import log_metrics_for
+
+    cfg = parse_config({"project": "p-123456", "provisioning": "spot"})
+    script = render.render_shutdown_script(cfg)
+    log_dir = re.search(r'readonly LOG_DIR="\$\{TPUDEPLOY_LOG_DIR:-([^}]*)\}"', script)
+    boot_log = re.search(r'readonly BOOT_LOG="\$LOG_DIR/([^"]+)"', script)
+    assert log_dir and boot_log, script
+    receivers = opsagent.agent_config(cfg)["logging"]["receivers"]
+    shipped = receivers[logsources.TPUVM_LOG_IDS["boot"]]["include_paths"]
+    assert shipped == [f"{log_dir[1]}/{boot_log[1]}"]
+    line = re.search(r"printf '(\{\"phase\":[^']*)\\n'", script)
+    assert line, script
+    entry = {
+        "logName": f"projects/p-123456/logs/{logsources.TPUVM_LOG_IDS['boot']}",
+        "labels": {logsources.DEPLOYMENT_LABEL: cfg.name},
+        "jsonPayload": json.loads(line[1].replace("%d", "0")),
+    }
+    assert parse_filter(log_metrics_for(cfg)["preemptions"]["filter"])(entry)
