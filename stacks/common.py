@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import jsii
 from cdktf import (
@@ -130,3 +131,15 @@ def terraform_literal(text: str) -> str:
     """Escape Terraform template sequences so a literal string (a bash script) reaches the cloud
     unchanged: Terraform would read `${HOME:-/root}` as an interpolation and refuse the plan."""
     return text.replace("${", "$${").replace("%{", "%%{")
+
+
+def terraform_literals(value: Any) -> Any:
+    """Every string in `value` (an API object: dicts, lists, strings) escaped for Terraform,
+    as terraform_literal does one: an address, a filter or a document may hold `${`."""
+    if isinstance(value, str):
+        return terraform_literal(value)
+    if isinstance(value, dict):
+        return {k: terraform_literals(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [terraform_literals(v) for v in value]
+    return value

@@ -25,7 +25,7 @@ from cdktf_cdktf_provider_google_beta.google_monitoring_notification_channel imp
 )
 from constructs import Construct
 
-from stacks.common import terraform_literal
+from stacks.common import terraform_literal, terraform_literals
 from tpudeploy import deadline, stopsoon
 from tpudeploy.alertpolicies import email_channel
 from tpudeploy.config import DeployConfig
@@ -77,21 +77,11 @@ def declare_stop_soon(
             user_labels=channel["userLabels"],
         ).name
         for i, channel in enumerate(
-            _literal(email_channel(cfg, address)) for address in cfg.alerts.emails
+            terraform_literals(email_channel(cfg, address)) for address in cfg.alerts.emails
         )
     ]
-    policy = _literal(stopsoon.deadline_policy(cfg, what, _DEADLINE, []))
+    policy = terraform_literals(stopsoon.deadline_policy(cfg, what, _DEADLINE, []))
     declare_log_policy(stack, deadline.WARN_ALERT_ID, project, _with_deadline(policy, at), channels)
-
-
-def _literal(value: Any) -> Any:
-    if isinstance(value, str):
-        return terraform_literal(value)
-    if isinstance(value, dict):
-        return {k: _literal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_literal(v) for v in value]
-    return value
 
 
 def _with_deadline(value: Any, at: str) -> Any:

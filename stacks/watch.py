@@ -20,7 +20,7 @@ from cdktf_cdktf_provider_google_beta.google_monitoring_notification_channel imp
 from cdktf_cdktf_provider_google_beta.google_project_service import GoogleProjectService
 from constructs import Construct
 
-from stacks.common import terraform_literal
+from stacks.common import terraform_literal, terraform_literals
 from stacks.deadline_warn import declare_log_policy
 from tpudeploy import stopsoon
 from tpudeploy.alertpolicies import alert_policies, email_channel
@@ -67,7 +67,7 @@ def log_metric(
     services: list[GoogleProjectService],
 ) -> None:
     """One LogMetric (tpudeploy/logmetrics.py's JSON) as google_logging_metric."""
-    body = _literal(metric)
+    body = terraform_literals(metric)
     descriptor = body["metricDescriptor"]
     buckets = body.get("bucketOptions", {}).get("explicitBuckets")
     GoogleLoggingMetric(
@@ -93,20 +93,9 @@ def log_metric(
     )
 
 
-def _literal(value: Any) -> Any:
-    """Every string in `value` escaped for Terraform (an address may hold `${`)."""
-    if isinstance(value, str):
-        return terraform_literal(value)
-    if isinstance(value, dict):
-        return {k: _literal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_literal(v) for v in value]
-    return value
-
-
 def _policy_args(api_policy: dict[str, Any]) -> dict[str, Any]:
     """The v3 AlertPolicy's JSON as the provider's arguments (one PromQL condition each)."""
-    policy = _literal(api_policy)
+    policy = terraform_literals(api_policy)
     condition = policy["conditions"][0]
     promql = condition["conditionPrometheusQueryLanguage"]
     doc = policy["documentation"]
@@ -146,7 +135,9 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
             labels=channel["labels"],
             user_labels=channel["userLabels"],
         )
-        for i, channel in enumerate(_literal(email_channel(cfg, a)) for a in cfg.alerts.emails)
+        for i, channel in enumerate(
+            terraform_literals(email_channel(cfg, a)) for a in cfg.alerts.emails
+        )
     ]
     platform = platform_for(cfg)
     policies = alert_policies(
@@ -168,7 +159,7 @@ def alerts(scope: Construct, cfg: DeployConfig, project: str) -> None:
     if cfg.idle.seconds is not None:
         # The idle stop's warning (a TPU VM's watcher writes it, on every provisioning model):
         # here with the node, not beside the deadline job, which a flex-start node has none of.
-        idle = _literal(stopsoon.idle_policy(cfg, f"TPU node {cfg.node_id}", []))
+        idle = terraform_literals(stopsoon.idle_policy(cfg, f"TPU node {cfg.node_id}", []))
         declare_log_policy(
             scope, f"alert-{stopsoon.IDLE_SOON[0]}", project, idle, [c.name for c in channels]
         )
