@@ -95,6 +95,8 @@ SCENARIO_STAGES = {
     "deadline": [
         "deadline-job",
         "extend",
+        # Issue 38: the warning job 30 minutes ahead ran, and its policy's filter matches it.
+        "stops-soon",
         "fire",
         "after-deadline",
         "deploy-after",
