@@ -292,13 +292,13 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
     from tpudeploy.gke.metrics import published
     from tpudeploy.watchcost import line as watching_cost_line
 
-    policies = declared(platform_for(cfg).absence_grace_s(cfg)) + log_policies(
-        cfg, tuple(log_metrics_for(cfg))
-    )
-    # The "stops soon" warnings, declared with the deadline job (tpudeploy/stopsoon.py).
+    log_metrics = tuple(log_metrics_for(cfg))
+    policies = declared(platform_for(cfg).absence_grace_s(cfg)) + log_policies(cfg, log_metrics)
+    # The "stops soon" warnings (tpudeploy/stopsoon.py): the deadline's beside the deadline
+    # job, the idle stop's with the node's other alerts (stacks/watch.py).
     soon = stopsoon.titles(cfg, idle_watcher=cfg.idle.seconds is not None)
     titles = ", ".join([*(p.title for p in policies), *soon])
-    metrics = ", ".join(log_metrics_for(cfg))
+    metrics = ", ".join(log_metrics)
     lines = [
         f"dashboard: {cfg.name!r} in Cloud Monitoring (make dashboard prints its URL); alert "
         f"policies: {titles}; log-based metrics: {metrics} (docs/see-it-running.md)",
@@ -307,7 +307,7 @@ def watching_lines(cfg: DeployConfig) -> list[str]:
             cfg,
             metric_types=list(published().values()),
             conditions=len(policies) + len(soon),
-            log_metrics=len(log_metrics_for(cfg)),
+            log_metrics=len(log_metrics),
         ),
     ]
     return lines

@@ -1,5 +1,6 @@
 """ "Stops soon" (issue 38's alert on the deadline, and issue 39's idle stop): the warning job
-and the two log-based alert policies, as the APIs' JSON (stacks/deadline_job.py declares them).
+and the two log-based alert policies, as the APIs' JSON (stacks/deadline_warn.py declares the
+deadline's beside the deadline job, stacks/watch.py the idle stop's with the node's alerts).
 
 An alert policy cannot fire at a clock time, and a fixed `time() > deadline` goes stale when
 `make extend` moves the deadline. So the warning is an event the cloud logs, matched by a
