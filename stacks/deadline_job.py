@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from cdktf import TerraformOutput, TerraformResource, TerraformStack, TerraformVariable
 from cdktf import TerraformVariableValidationConfig as Validation
 from cdktf_cdktf_provider_google_beta.google_cloud_scheduler_job import (
-    GoogleCloudSchedulerJob,
     GoogleCloudSchedulerJobHttpTarget,
     GoogleCloudSchedulerJobHttpTargetOauthToken,
     GoogleCloudSchedulerJobRetryConfig,
@@ -22,7 +21,7 @@ from cdktf_cdktf_provider_google_beta.google_project_iam_member import (
     GoogleProjectIamMemberCondition,
 )
 
-from stacks.deadline_warn import declare_stop_soon
+from stacks.deadline_warn import declare_scheduler_job, declare_stop_soon
 from tpudeploy import deadline
 from tpudeploy.config import DeployConfig
 from tpudeploy.names import CLOUD_PLATFORM_SCOPE, service_account_email
@@ -105,20 +104,14 @@ def declare_deadline(
     at = f"{held.terraform_resource_type}.{held.friendly_unique_id}.output"
     stop_email = service_account_email(cfg.stop_account_id, project)
 
-    GoogleCloudSchedulerJob(
+    declare_scheduler_job(
         stack,
         deadline.DEADLINE_JOB_ID,
+        cfg,
         name=cfg.deadline_job_name,
-        # Cloud Scheduler's locations are not every region: [deadline] region moves the job
-        # (its target URL names the zone, so any location can delete the target).
-        region=cfg.deadline_region,
         description=f"tpudeploy: deletes {what} at its deadline "
         f"(max_run_duration {seconds / 3600:g} h); make extend moves it",
-        schedule=f"${{{deadline.cron_expression(at)}}}",
-        time_zone=deadline.TIME_ZONE,
-        # Explicit: a job someone paused is drift, and the next deploy enables it again.
-        paused=False,
-        attempt_deadline=deadline.ATTEMPT_DEADLINE,
+        cron=deadline.cron_expression(at),
         retry_config=GoogleCloudSchedulerJobRetryConfig(
             retry_count=deadline.RETRY_COUNT, min_backoff_duration=deadline.MIN_BACKOFF
         ),

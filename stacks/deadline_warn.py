@@ -46,17 +46,14 @@ def declare_stop_soon(
     """`at`: the deadline's Terraform reference; `uri`: what the deadline job deletes. The idle
     stop's warning is not here: it needs no deadline (a flex-start node has none) and lives
     with the node's other alerts (stacks/watch.py)."""
-    GoogleCloudSchedulerJob(
+    declare_scheduler_job(
         stack,
         deadline.WARN_JOB_ID,
+        cfg,
         name=stopsoon.warn_job_name(cfg),
-        region=cfg.deadline_region,
         description=f"tpudeploy: warns {deadline.WARN_BEFORE} before {cfg.deadline_job_name} "
         f"deletes {what} (a read-only GET; the alert matches its run)",
-        schedule=f"${{{deadline.warn_cron_expression(at)}}}",
-        time_zone=deadline.TIME_ZONE,
-        paused=False,
-        attempt_deadline=deadline.ATTEMPT_DEADLINE,
+        cron=deadline.warn_cron_expression(at),
         retry_config=GoogleCloudSchedulerJobRetryConfig(retry_count=stopsoon.RETRY_COUNT),
         # No identity: a public discovery document, read-only (tpudeploy/stopsoon.warn_uri).
         http_target=GoogleCloudSchedulerJobHttpTarget(
@@ -82,6 +79,37 @@ def declare_stop_soon(
     ]
     policy = terraform_literals(stopsoon.deadline_policy(cfg, what, _DEADLINE, []))
     declare_log_policy(stack, deadline.WARN_ALERT_ID, project, _with_deadline(policy, at), channels)
+
+
+def declare_scheduler_job(
+    stack: TerraformStack,
+    key: str,
+    cfg: DeployConfig,
+    *,
+    name: str,
+    description: str,
+    cron: str,
+    retry_config: GoogleCloudSchedulerJobRetryConfig,
+    http_target: GoogleCloudSchedulerJobHttpTarget,
+) -> None:
+    """One Cloud Scheduler job shape for the deadline job and its warning: `cron` is a Terraform
+    expression of the deadline (deadline.cron_expression), so both move when it does."""
+    GoogleCloudSchedulerJob(
+        stack,
+        key,
+        name=name,
+        # Cloud Scheduler's locations are not every region: [deadline] region moves the job
+        # (its target URL names the zone, so any location can delete the target).
+        region=cfg.deadline_region,
+        description=description,
+        schedule=f"${{{cron}}}",
+        time_zone=deadline.TIME_ZONE,
+        # Explicit: a job someone paused is drift, and the next deploy enables it again.
+        paused=False,
+        attempt_deadline=deadline.ATTEMPT_DEADLINE,
+        retry_config=retry_config,
+        http_target=http_target,
+    )
 
 
 def _with_deadline(value: Any, at: str) -> Any:
