@@ -135,8 +135,10 @@ class IdleStages(VmStageHost):
         left = self.cloud.billing()
         if left:
             raise StageFailure(f"after the idle stop these still bill: {left}")
+        # Flex-start's node goes with its queued resource (force=true deletes the node first).
+        gone = "deleted its queued resource" if self.cfg.flex_start_node else "deleted itself"
         return (
-            f"deleted itself {took:.0f} s into this stage (no request since), with its own "
+            f"{gone} {took:.0f} s into this stage (no request since), with its own "
             f"account's token ({node_account}); nothing bills"
         )
 
