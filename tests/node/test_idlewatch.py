@@ -187,8 +187,16 @@ def server() -> Iterator[tuple[str, Recorder]]:
         httpd.shutdown()
 
 
-def watcher(base: str, rounds: int, stop_after: float = 0.3) -> subprocess.CompletedProcess[str]:
-    """The shipped source, run by python3 as the node runs it (a file, no tpudeploy import)."""
+def watcher(
+    base: str,
+    rounds: int,
+    stop_after: float = 0.3,
+    *,
+    interval: float = 0.1,
+    extra: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[str]:
+    """The shipped source, run by python3 as the node runs it (a file, no tpudeploy import);
+    `extra`: more of its flags (tests/node/test_idlewatch_soon.py's --boot-log)."""
     return subprocess.run(
         [
             sys.executable,
@@ -202,9 +210,10 @@ def watcher(base: str, rounds: int, stop_after: float = 0.3) -> subprocess.Compl
             "--stop-after",
             str(stop_after),
             "--interval",
-            "0.1",
+            str(interval),
             "--rounds",
             str(rounds),
+            *extra,
         ],
         capture_output=True,
         text=True,

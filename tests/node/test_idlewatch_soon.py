@@ -5,18 +5,15 @@ deployment's alert filter matches it and nothing else."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from tests.node.test_idlewatch import Recorder, server  # noqa: F401 - the loopback fixture
+from tests.node.test_idlewatch import Recorder, server, watcher  # noqa: F401 - the loopback fixture
 from tools.rehearsal.fakes.logging_rules import parse_filter
 from tpudeploy import logsources, stopsoon
 from tpudeploy.config import parse_config
-from tpudeploy.node import idlewatch
 from tpudeploy.node.idlewatch import Verdict, soon_entry, warn_before
 
 
@@ -77,30 +74,7 @@ def test_a_real_run_writes_one_warning_before_the_stop(
 ) -> None:
     base, rec = server
     boot_log = tmp_path / "boot.log"
-    done = subprocess.run(
-        [
-            sys.executable,
-            idlewatch.__file__,
-            "--metrics-url",
-            f"{base}/metrics",
-            "--metadata-url",
-            f"{base}/computeMetadata/v1",
-            "--delete-url",
-            f"{base}/v2/projects/p/locations/us-west4-a/nodes/n",
-            "--stop-after",
-            "1.2",
-            "--interval",
-            "0.05",
-            "--rounds",
-            "80",
-            "--boot-log",
-            str(boot_log),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = watcher(base, 80, 1.2, interval=0.05, extra=("--boot-log", str(boot_log)))
     assert done.returncode == 0, done.stderr
     assert [c for c in rec.calls if c[0] == "DELETE"], "the idle node stopped"
     lines = [json.loads(x) for x in boot_log.read_text().splitlines()]
