@@ -58,10 +58,21 @@ def test_not_a_duration() -> None:
             "the run's end (20 min after the deploy) always comes first",
             "use a stop_after shorter than max_run_duration",
         ),
-        ({**SPOT, "max_run_duration": "none"}, "there is no deadline", "set max_run_duration"),
+        (
+            {**SPOT, "max_run_duration": "none"},
+            ': with max_run_duration = "none" there is no deadline, and the node\'s grant to '
+            "delete itself ends with the deadline",
+            "set max_run_duration",
+        ),
         (
             {**SPOT, "max_run_duration": "20m"},
             "the deadline (20 min after the deploy) always comes first",
+            "use a stop_after shorter than max_run_duration",
+        ),
+        # At the deadline itself the deadline job deletes the node first: refused too.
+        (
+            {**SPOT, "max_run_duration": "30m"},
+            "the deadline (30 min after the deploy) always comes first",
             "use a stop_after shorter than max_run_duration",
         ),
     ],
