@@ -90,8 +90,8 @@ def no_server(grace_s: int) -> Policy:
         f"{minutes}s",
         f"No ready replica or serving node for {minutes // 60} minutes, longer than a boot may "
         "take (the build log: 857 s cold, 497 s warm; no metric exists before the compile "
-        "ends): a spot node was preempted and not replaced, a flex-start run ended, or vLLM "
-        "died or cannot finish booting.",
+        "ends): a spot node was preempted and not replaced, a flex-start run ended or its "
+        "request still waits in the queue for capacity, or vLLM died or cannot finish booting.",
         "make status says which; make deploy re-creates a preempted TPU VM; on GKE make "
         "status lists the replicas and their nodes; make logs WHAT=boot shows how far the "
         "boot got.",
