@@ -13,6 +13,7 @@ import pytest
 
 from tests.fake_boot_apis import FakeSecretManager
 from tests.hub_fixture import ACCEPTED, DRAFT, DRAFT_FILES, NOT_ACCEPTED, gemma_hub, serving_hub
+from tools.rehearsal.fakes.base import api_error
 from tpudeploy import cli, facts
 from tpudeploy.config import parse_config
 from tpudeploy.config.speculative import DRAFTS
@@ -138,3 +139,28 @@ def test_make_secret_checks_the_model_and_the_arms_drafts_and_only_warns(
         assert f"warning: {repo}: Hugging Face answered HTTP 403" in refused
         assert f"checked: this token may download {repo}" in granted
     assert NOT_ACCEPTED not in refused and ACCEPTED not in granted
+
+
+class RefusingSecretManager(FakeSecretManager):
+    """A caller without secretmanager.versions.access on the token's secret: 403 to :access."""
+
+    def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+        if path.endswith(":access"):
+            return api_error(403, "Permission 'secretmanager.versions.access' denied")
+        return super().route(method, path, body, headers)
+
+
+def test_a_refused_secret_read_names_the_role_and_stops_make_tune_before_any_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with RefusingSecretManager({GRANTED.hf_token_secret_id: [ACCEPTED]}) as sm:
+        monkeypatch.setenv("SECRETMANAGER_EMULATOR_HOST", sm.host)
+        with serving_hub(monkeypatch) as hub:
+            assert run_mtp(tmp_path, "granted", monkeypatch) == []
+            err = capsys.readouterr().err
+            plan = ["plan", "--arms", "mtp-assistant", "--config", config_file(tmp_path, "granted")]
+            assert tune_main.main(plan) == 0
+            out = capsys.readouterr().out
+    assert hub.requests == []  # nothing asked of the Hub without the token
+    assert "could not read the token" in err and "secretAccessor (to read)" in err
+    assert f"Hugging Face check not run for {DRAFT}" in out and "HTTP 403" in out
