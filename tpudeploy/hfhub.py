@@ -6,7 +6,7 @@ tools/rehearsal/fakes/hfhub_rules.py, which the loopback fake answers from):
 - GET /api/models/{repo_id}/auth-check (HfApi.auth_check): 200 when the token may read the
   repo; 403 with X-Error-Code GatedRepo when it is gated and the token's account is not on its
   authorized list; 401 without a (valid) token; 404 RepoNotFound when it does not exist or is
-  private to this token.
+  private to this token; any other 403: the token lacks the permission (a fine-grained token).
 - GET /api/models/{repo_id}[/revision/{rev}]?blobs=true (HfApi.model_info(files_metadata=True)):
   each file's size, and `gated` ("auto", "manual" or false).
 
@@ -44,6 +44,7 @@ GATED_NO_ACCESS: Final = "gated, and this token's account has no access"
 NOT_FOUND: Final = "not found, or private to this token"
 BAD_TOKEN: Final = "the token is not valid"  # noqa: S105 - an answer, not a secret
 NO_TOKEN: Final = "no token was sent"  # noqa: S105 - an answer, not a secret
+FORBIDDEN: Final = "the token lacks the permission to read it"
 
 # vLLM picks one weights format, the first of these that the repo has (vllm/model_executor/
 # model_loader/weight_utils.py, download_weights_from_hf: "depending on what is available we
@@ -68,7 +69,7 @@ class RepoAnswer:
 
     repo: str
     revision: str | None
-    access: str  # one of MAY_DOWNLOAD, GATED_NO_ACCESS, NOT_FOUND, BAD_TOKEN, NO_TOKEN
+    access: str  # MAY_DOWNLOAD, GATED_NO_ACCESS, NOT_FOUND, BAD_TOKEN, NO_TOKEN or FORBIDDEN
     answered: str  # what the auth-check said: "HTTP 403 (X-Error-Code GatedRepo)"
     gated: str | bool | None = None  # the model info's `gated`: "auto", "manual", False
     download_bytes: int | None = None  # the files vLLM would fetch, from their sizes
@@ -166,6 +167,10 @@ def _access(status: int, headers: dict[str, str], token: str) -> str | None:
         return NO_TOKEN
     if code == "RepoNotFound" or status in (401, 404):
         return NOT_FOUND
+    if status == 403:
+        # Any other 403: huggingface_hub's words for it, "Make sure your token has the correct
+        # permissions" (a fine-grained token without read access to this repo).
+        return FORBIDDEN
     return None
 
 

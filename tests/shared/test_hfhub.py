@@ -59,6 +59,16 @@ def test_the_other_refusals_by_their_documented_status(
     assert hub.requests[0]["authorization"] == (f"Bearer {token}" if token else "")
 
 
+def test_a_403_without_the_gated_code_is_the_tokens_permission(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hub = gemma_hub()
+    monkeypatch.setattr(hub, "answer", lambda path, auth: (rules.TOKEN_FORBIDDEN, None))
+    with serving_hub(monkeypatch, hub):
+        answer = hfhub.check_repo(DRAFT, ACCEPTED)
+    assert answer.access == hfhub.FORBIDDEN and answer.answered == "HTTP 403"
+
+
 def test_a_pinned_revision_is_asked_by_its_path_and_an_unknown_one_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -77,6 +77,12 @@ def refusal(cfg: DeployConfig, answer: hfhub.RepoAnswer, bound: int | None) -> s
             f"{head}: {answer.access}; {why}. Store a valid read token: `make secret` "
             "(huggingface.co/settings/tokens)"
         )
+    if answer.access == hfhub.FORBIDDEN:
+        return (
+            f"{head}: {answer.access}; {why}. Store a token that may read it: a Read token, or a "
+            "fine-grained one with read access to this repo (huggingface.co/settings/tokens), "
+            "then `make secret`"
+        )
     if answer.access == hfhub.NOT_FOUND:
         return (
             f"{head}: {answer.access}; {why}. Check the repo name (tpudeploy/config/"

@@ -94,6 +94,18 @@ NOT_FOUND = Rule(
     "should throw 404 when accessing unexisting repo authenticated",
 )
 
+# Any other 403 (no GatedRepo code): huggingface_hub's generic refusal of the token's rights. The
+# fake has no fine-grained tokens, so it never answers this; the client's reading is tested with
+# an answer set by hand (tests/shared/test_hfhub.py).
+TOKEN_FORBIDDEN = Rule(
+    403,
+    "",
+    "",
+    "client code",
+    "huggingface_hub utils/_http.py hf_raise_for_status",
+    "elif response.status_code == 403: ... Make sure your token has the correct permissions.",
+)
+
 REVISION_NOT_FOUND = Rule(
     404,
     "RevisionNotFound",
