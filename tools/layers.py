@@ -98,6 +98,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             # The upstream watch's budget and name (make check prints them); the watch itself
             # is a command (tpudeploy.upstream, below).
             "tpudeploy.watchbudget",
+            # Hugging Face's access check and file sizes (standard library only): the tune's
+            # drafts and `make secret`'s model, asked before any spend.
+            "tpudeploy.hfhub",
         ),
     ),
     ("platforms: each one package", ("tpudeploy.tpuvm", "tpudeploy.gke")),

@@ -204,13 +204,12 @@ def _after_failure(cfg: DeployConfig, args: argparse.Namespace) -> int:
 
 
 def _secret(cfg: DeployConfig, args: argparse.Namespace) -> int:
-    from tpudeploy.gcp import secretmanager
+    from tpudeploy.tune import hubcheck
 
-    project = require_project(cfg, source=str(config_path()))
-    # The token is read and checked before any credential is looked for.
-    return secretmanager.store_hf_token(
-        cfg, lambda: secretmanager.SecretStore.from_env(project), sys.stdin, sys.stdout
-    )
+    require_project(cfg, source=str(config_path()))
+    # The token is read and checked before any credential is looked for; then Hugging Face is
+    # asked about the model and the tune arms' drafts with it (warnings only).
+    return hubcheck.store_token(cfg, sys.stdin, sys.stdout)
 
 
 def _empty_cache(cfg: DeployConfig, args: argparse.Namespace) -> int:

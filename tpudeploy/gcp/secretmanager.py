@@ -168,9 +168,13 @@ def store_hf_token(
     store: SecretStore | Callable[[], SecretStore],
     stdin: TextIO,
     out: TextIO,
+    *,
+    check: Callable[[str], list[str]] | None = None,
 ) -> int:
     """Read and check the token, then store it. `store` may be a factory: credentials are then
-    looked for only once there is a well-formed token to store (reading stdin comes first)."""
+    looked for only once there is a well-formed token to store (reading stdin comes first).
+    `check(token)`: lines to print once it is stored (what Hugging Face says of the repos the
+    deployment downloads: warnings, never a failure, the token is stored either way)."""
     advice = READ_ONLY_ADVICE.format(model=cfg.vllm.model)
     if stdin.isatty():
         print(advice[0].upper() + advice[1:], file=out)
@@ -202,6 +206,8 @@ def store_hf_token(
         f"{cfg.hf_token_secret_id}; the node reads it at its next boot. Reminder: {advice}",
         file=out,
     )
+    for line in check(token) if check else []:
+        print(line, file=out)
     return 0
 
 

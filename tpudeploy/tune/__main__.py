@@ -15,6 +15,7 @@ from tpudeploy.bench.settings import BenchConfigError
 from tpudeploy.config import ConfigError, config_path
 from tpudeploy.planner.cost import NoPricesError, hourly_cost, price_table
 from tpudeploy.platform import platform_for
+from tpudeploy.tune import hubcheck
 from tpudeploy.tune.arms import ARMS_DIR, BASELINE, ArmError, load_arms
 from tpudeploy.tune.plan import TunePlan, build_plan, plan_text
 from tpudeploy.tune.ranking import collect, write_report
@@ -50,7 +51,13 @@ def _plan(args: argparse.Namespace) -> TunePlan:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    print(plan_text(_plan(args)))
+    plan = _plan(args)
+    print(plan_text(plan))
+    base = plan.arms[0].arm.config
+    # The drafts' licence and size, asked of Hugging Face with the stored token when
+    # credentials are there (tpudeploy/tune/hubcheck.py); else a line saying it was not run.
+    for line in hubcheck.plan_lines(plan, base) if base is not None else []:
+        print(line)
     return 0
 
 
@@ -91,6 +98,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             print("Nothing started.")
             return 1
+    # Before any node: a draft the stored token cannot download (or larger than its bound)
+    # would boot, bill and fail at the download (tpudeploy/tune/hubcheck.py).
+    for line in hubcheck.require_before_spend(plan, base):
+        print(line)
     out = _out_dir(args, plan)
     keep = args.keep
     outcomes = run_tune(plan, out, step=make_step(), keep=None if keep == "winner" else keep)

@@ -95,8 +95,9 @@ def refusals(cfg: DeployConfig, *, pinned_vllm: str = VLLM_VERSION) -> list[str]
 
 
 def before_spend(cfg: DeployConfig) -> list[str]:
-    """What `make tune-plan` says of an arm before anything runs: the draft it downloads and
-    whose licence the stored token's account must have accepted."""
+    """What `make tune-plan` says of an arm before anything runs: the draft it downloads, its
+    stated size bound and whose licence the stored token's account must have accepted (both
+    then asked of Hugging Face: tpudeploy/tune/hubcheck.py)."""
     found = draft_of(cfg.vllm.speculative_config)
     if found is None:
         return []
@@ -109,7 +110,8 @@ def before_spend(cfg: DeployConfig) -> list[str]:
     if draft.gated:
         lines.append(
             f"gated: accept its licence at https://huggingface.co/{name} with the account whose "
-            "token `make secret` stored, or the boot fails at the download"
+            "token `make secret` stored, or the boot fails at the download (asked of Hugging "
+            "Face with that token, and the size measured, before spend: tpudeploy/tune/hubcheck.py)"
         )
     if method in METHODS and METHODS[method].draft:
         lines.append(f"method {method}: {METHODS[method].source}")
