@@ -57,6 +57,9 @@ os.environ["GCE_METADATA_IP"] = "127.0.0.1:9"
 # make preflight tests your permissions with Resource Manager: in the suite, a closed loopback
 # port unless a test points it at its fake (the check then becomes a note, never a refusal).
 os.environ["RESOURCEMANAGER_EMULATOR_HOST"] = "127.0.0.1:9"
+# make secret and make tune ask the Hugging Face Hub (tpudeploy/hfhub.py): in the suite, a
+# closed loopback port unless a test serves its fake Hub there (tests/hub_fixture.py).
+os.environ["HFHUB_FAKE_HOST"] = "127.0.0.1:9"
 # No telemetry or version pings from anything cdktf-related.
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
 os.environ.setdefault("DISABLE_VERSION_CHECK", "1")

@@ -134,6 +134,7 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
         try:
             with FakeCloud() as cloud:
                 self._cloud = cloud
+                cloud.hub_accepts(self._token)  # as if its account accepted the licences
                 for stage in self._stages():
                     if not self._run_stage(stage):
                         print(
@@ -372,7 +373,15 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
         stored = self.cloud.secretmanager.values(REHEARSAL_PROJECT, self.cfg.hf_token_secret_id)
         if stored[-1:] != [self._token.encode()]:
             raise StageFailure(f"`{shown}` did not store the token piped to it")
-        return f"{shown} (token on stdin)"
+        # Then it asks the (loopback) Hub whether this token may download the model.
+        asked = [
+            r["path"] for r in self.cloud.hub.requests if r["authorization"].endswith(self._token)
+        ]
+        if f"/api/models/{self.cfg.vllm.model}/auth-check" not in asked:
+            raise StageFailure(
+                f"`{shown}` did not ask the Hub about {self.cfg.vllm.model}: {asked}"
+            )
+        return f"{shown} (token on stdin; the Hub asked {len(asked)} times with it)"
 
     def _tls_cert(self) -> str:
         """`make tls-cert`: the deployment's one front-door certificate, stored before the first

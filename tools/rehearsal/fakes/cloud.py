@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Any
 
 from tools.rehearsal.fakes import EMULATOR_ENV
 from tools.rehearsal.fakes.cloudscheduler import FakeCloudScheduler
 from tools.rehearsal.fakes.compute import FakeCompute
 from tools.rehearsal.fakes.container import FakeContainer
+from tools.rehearsal.fakes.hfhub import FakeHub, Repo, running
 from tools.rehearsal.fakes.iam import FakeIam
 from tools.rehearsal.fakes.inventory import Inventory
 from tools.rehearsal.fakes.k8s import FakeKubernetes
@@ -18,6 +20,9 @@ from tools.rehearsal.fakes.secretmanager import FakeSecretManager
 from tools.rehearsal.fakes.serviceusage import FakeServiceUsage
 from tools.rehearsal.fakes.storage import FakeStorage
 from tools.rehearsal.fakes.tpu import FakeTpuApi
+from tpudeploy import facts
+from tpudeploy.config.speculative import DRAFTS
+from tpudeploy.hfhub import FAKE_ENV as HFHUB_FAKE_ENV
 
 
 class FakeCloud:
@@ -54,6 +59,19 @@ class FakeCloud:
             },
         )
         self.cloudscheduler.log_sink = self.logging.seed
+        # make secret and make tune ask the Hugging Face Hub about the model and the drafts
+        # (tpudeploy/hfhub.py): the model and every draft, gated as on the Hub; no token has
+        # access until the rehearsal grants its own (hub_accepts), as accepting a licence would.
+        self.hub = FakeHub(
+            repos={
+                repo: Repo({"config.json": 5_000, "model.safetensors": size}, "manual")
+                for repo, size in (
+                    (facts.MODEL, facts.CHECKPOINT_BYTES),
+                    *((name, draft.bytes // 2) for name, draft in DRAFTS.items()),
+                )
+            }
+        )
+        self._hub_server = ExitStack()
         self._servers: list[Any] = [
             self.kubernetes,
             self.container,
@@ -72,11 +90,17 @@ class FakeCloud:
     def __enter__(self) -> FakeCloud:
         for server in self._servers:
             server.start()
+        self._hub_server.enter_context(running(self.hub))
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._hub_server.close()
         for server in self._servers:
             server.stop()
+
+    def hub_accepts(self, token: str) -> None:
+        """The account behind `token` accepted the model's and every draft's licence."""
+        self.hub.tokens[token] = set(self.hub.repos)
 
     def environment(self) -> dict[str, str]:
         """host:port of each API, under the variable its client reads."""
@@ -92,6 +116,7 @@ class FakeCloud:
             EMULATOR_ENV["container"]: self.container.host,
             EMULATOR_ENV["monitoring"]: self.monitoring.host,
             EMULATOR_ENV["logging"]: self.logging.host,
+            HFHUB_FAKE_ENV: self.hub.host,
         }
 
     def billing(self) -> list[str]:
