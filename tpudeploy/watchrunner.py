@@ -101,15 +101,16 @@ def hosted_refusal(environ: Mapping[str, str]) -> str | None:
     )
 
 
-def ways_forward(config: str) -> Sequence[str]:
-    """The two ways to judge a new build when the workflow may not (no `[watch] runner`)."""
+def ways_forward(config: str, account: str) -> Sequence[str]:
+    """The two ways to judge a new build when the workflow may not (no `[watch] runner`);
+    `account` is the watch identity (`<name>-watch-apply`) the paid job authenticates as."""
     return (
         f"By hand, from a machine inside [network] allowed_cidrs with gcloud logged in as "
         f"someone holding IAP's tunnel role and OS Login admin: `make upstream-watch "
         f"DEPLOY_CONFIG={config}` (paid; OUT=dir for the verdict).",
         f"Or a self-hosted runner inside [network] allowed_cidrs, named in {config}'s [watch] "
         f"runner (e.g. {EXAMPLE_TOML}), where the job authenticates as the watch identity "
-        "(<name>-watch-apply) as now: you grant that identity roles/iap.tunnelResourceAccessor "
-        "and roles/compute.osAdminLogin yourself (the bootstrap never does). Know what that "
-        f"grants: {ADMIN_GRANTS}.",
+        f"{account}: you grant it roles/iap.tunnelResourceAccessor and "
+        "roles/compute.osAdminLogin yourself (the bootstrap never does). Know what that grants: "
+        f"{ADMIN_GRANTS}.",
     )

@@ -83,6 +83,7 @@ def test_a_new_build_without_a_runner_pays_for_nothing_and_says_how_to_judge_it(
     assert "The paid job is skipped" in text and "[watch] runner is empty" in text
     # The second way forward says what the grants give: root on every TPU VM of the project.
     assert "roles/compute.osAdminLogin" in text and ADMIN_GRANTS in text
+    assert "the watch identity gemma4-staging-watch-apply" in text
 
 
 def test_a_runner_the_node_cannot_be_reached_from_is_no_runner(

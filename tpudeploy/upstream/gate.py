@@ -142,7 +142,7 @@ def _build(
         shown = json.dumps(labels, default=str)
         out["reason"] = f"{config}: watch.runner = {shown}: {problem[0]} (fix: {problem[1]})"
     elif not labels:
-        out["reason"] = f"{config}: [watch] runner is empty: no runner here can reach the node"
+        out["reason"] = f"{config}: [watch] runner is empty: no self-hosted runner is named"
     else:
         assert isinstance(labels, list | tuple)  # runner_problem checked it
         out["runs_on"] = json.dumps(list(labels), separators=(",", ":"))
@@ -177,7 +177,7 @@ def summary(outputs: dict[str, str]) -> str:
                 "make bench over IAP SSH as root, so it would pay for a boot and fail. Two ways "
                 "forward:",
                 "",
-                *(f"1. {way}" for way in ways_forward(config)),
+                *(f"1. {way}" for way in ways_forward(config, outputs["deploy_account"])),
             ]
     elif new == "unknown":
         lines.append(f"- **registry not read**: {outputs['reason']}.")
