@@ -50,6 +50,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tpudeploy.cacheguard",
             "tpudeploy.bootcheck",
             "tpudeploy.iapssh",
+            # Where the upstream watch's paid job may run (standard library only: the workflow's
+            # gate imports it before `make install`; config's [watch] table checks the same rule).
+            "tpudeploy.watchrunner",
             # The front door's access log fields: the nginx format and its reader, one list.
             "tpudeploy.frontdoor_log",
             # Shipped to the node and the pod as source: standard library only.

@@ -138,6 +138,14 @@ def check_lines(cfg: DeployConfig, *, unsupported: str | None = None) -> list[st
         f"  time limit {format_seconds(b.time_limit_s)}: the job's timeout; billing stops at "
         "each watch node's flex-start max_run_duration (= the time limit: the TPU API deletes "
         "the VM), and the next run destroys whatever a killed run left first",
+        "  paid job: "
+        + (
+            f"the self-hosted runner {list(w.runner)} (it must reach the node's front door and "
+            "its IAP SSH)"
+            if w.runner
+            else "none ([watch] runner is empty): the workflow reports a new build and the "
+            "command that judges it; a GitHub-hosted runner cannot reach the node"
+        ),
     ]
     platform = f"[watch] enabled = true: the watch runs make tune's harness, and {unsupported}"
     for problem in (

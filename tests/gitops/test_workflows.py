@@ -504,8 +504,18 @@ def test_the_upstream_watch_is_off_until_enabled_and_only_its_pr_job_writes() ->
     step = next(s for s in gate["steps"] if s.get("id") == "gate")
     assert step["env"]["WATCH_CONFIG"] == "${{ vars.UPSTREAM_WATCH_CONFIG }}"
     assert "python3 -m tpudeploy.upstream.gate" in step["run"]
-    assert gate["permissions"] == {"contents": "read"}
-    assert watch["needs"] == "gate" and watch["if"] == "needs.gate.outputs.enabled == 'true'"
+    assert '--summary "$GITHUB_STEP_SUMMARY"' in step["run"]
+    # The gate reads the registry with no credential of any kind.
+    assert gate["permissions"] == {"contents": "read"} and not _auth_steps({"jobs": {"g": gate}})
+    assert gate["outputs"]["new_build"] == "${{ steps.gate.outputs.new_build }}"
+    assert gate["outputs"]["runs_on"] == "${{ steps.gate.outputs.runs_on }}"
+    # The paid job: a new build only, and only on the runner the gate names from [watch] runner
+    # (a GitHub-hosted runner cannot reach the node: tpudeploy/watchrunner.py).
+    assert watch["needs"] == "gate"
+    assert watch["if"] == (
+        "needs.gate.outputs.new_build == 'true' && needs.gate.outputs.runs_on != '[]'"
+    )
+    assert watch["runs-on"] == "${{ fromJSON(needs.gate.outputs.runs_on) }}"
     assert watch["environment"]["name"] == "${{ needs.gate.outputs.environment }}"
     assert watch["permissions"] == {"contents": "read", "id-token": "write"}
     assert watch["concurrency"]["cancel-in-progress"] is False

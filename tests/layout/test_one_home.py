@@ -110,9 +110,10 @@ def test_the_scan_finds_a_planted_copy(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_the_config_model_is_a_leaf() -> None:
-    """`import tpudeploy.config` loads the facts, the naming rules, the duration grammar and
-    the error base class (tpudeploy.errors, itself a leaf: tests/layout/test_layout.py), and no
-    feature module (planner, bench, rendering, API clients, CLI)."""
+    """`import tpudeploy.config` loads the facts, the naming rules, the duration grammar, the
+    watch's runner rule (standard library, shared with the workflow's gate) and the error base
+    class (tpudeploy.errors, itself a leaf: tests/layout/test_layout.py), and no feature module
+    (planner, bench, rendering, API clients, CLI)."""
     code = (
         "import sys, tpudeploy.config\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('tpudeploy'))))"
@@ -125,6 +126,7 @@ def test_the_config_model_is_a_leaf() -> None:
         "tpudeploy.facts",
         "tpudeploy.names",
         "tpudeploy.durations",
+        "tpudeploy.watchrunner",
         "tpudeploy.errors",
     }
     feature = [m for m in out if m not in allowed and not m.startswith("tpudeploy.config")]

@@ -85,6 +85,12 @@ def test_the_gate_repeats_the_configs_default_and_the_budgets_margin() -> None:
         ({"tag": "night ly"}, "watch.tag = 'night ly': not a Docker tag"),
         ({"enabled": "yes"}, "watch.enabled = 'yes'"),
         ({"budget": 5}, "watch.budget"),
+        # The paid job's runner: a self-hosted one's labels, never a GitHub-hosted runner.
+        ({"runner": "self-hosted"}, "watch.runner = 'self-hosted': a string where a list"),
+        ({"runner": ["ubuntu-24.04"]}, "watch.runner = ['ubuntu-24.04']: must start with"),
+        ({"runner": ["linux", "self-hosted"]}, "must start with 'self-hosted'"),
+        ({"runner": ["self-hosted", "a b"]}, "'a b' is not a runner label"),
+        ({"runner": ["self-hosted", ""]}, "'' is not a runner label"),
     ],
 )
 def test_bad_watch_tables_name_the_key_the_value_and_the_fix(
@@ -94,6 +100,15 @@ def test_bad_watch_tables_name_the_key_the_value_and_the_fix(
         parse_config({"name": "gemma4-staging", "watch": watch})
     assert named in str(exc.value)
     assert "Fix:" in str(exc.value)
+
+
+def test_a_self_hosted_runner_is_the_paid_jobs() -> None:
+    cfg = parse_config({"name": "gemma4-staging", "watch": {"runner": ["self-hosted", "tpu-w"]}})
+    assert cfg.watch.runner == ["self-hosted", "tpu-w"]
+    assert parse_config({"name": "gemma4-staging"}).watch.runner == []
+    assert "the self-hosted runner ['self-hosted', 'tpu-w']" in budget.check_lines(cfg)[3]
+    off = budget.check_lines(parse_config({"name": "gemma4-staging", "watch": {}}))
+    assert "none ([watch] runner is empty)" in off[3]
 
 
 def test_make_check_prints_the_budget_from_the_planners_rate() -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from tpudeploy.config.base import Strict
 from tpudeploy.durations import MAX_DURATION_SECONDS, DurationError, parse_duration
+from tpudeploy.watchrunner import EXAMPLE, runner_problem
 
 # GitHub's schedule event takes POSIX cron: five fields, minute hour day month weekday
 # (https://docs.github.com/actions/reference/events-that-trigger-workflows#schedule: "The
@@ -36,6 +37,8 @@ class WatchConfig(Strict):
     """POSIX cron (UTC) of the workflow; checked against the workflow file by the tests"""
     tag: str = ""
     """the tag to follow; empty: the tag of [vllm] image (vllm/vllm-tpu:nightly -> nightly)"""
+    runner: list[str] = Field(default_factory=list, examples=[list(EXAMPLE)])
+    """paid job's self-hosted runner labels, "self-hosted" first; empty: only report new builds"""
 
     @field_validator("budget_usd")
     @classmethod
@@ -74,6 +77,15 @@ class WatchConfig(Strict):
         # Docker's tag grammar: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}.
         if v and not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}", v):
             raise ValueError("not a Docker tag (letters, digits, '_', '.', '-'); e.g. 'nightly'")
+        return v
+
+    @field_validator("runner")
+    @classmethod
+    def _runner(cls, v: list[str]) -> list[str]:
+        # A GitHub-hosted runner cannot reach the watch node (tpudeploy/watchrunner.py says why).
+        problem = runner_problem(v)
+        if problem:
+            raise ValueError(f"{problem[0]}; {problem[1]}")
         return v
 
     @property

@@ -23,6 +23,7 @@ from tpudeploy.upstream import registry
 from tpudeploy.upstream.pinfile import PinError, apply_pin
 from tpudeploy.upstream.watchrun import Watch
 from tpudeploy.watchbudget import check_lines, name_problem, watch_data, watch_name
+from tpudeploy.watchrunner import hosted_refusal
 
 
 def accept_rows(config: Path) -> list[accept.Verdict]:
@@ -42,6 +43,11 @@ def accept_rows(config: Path) -> list[accept.Verdict]:
 def _cmd_check(args: argparse.Namespace) -> int:
     cfg = load_config(config_path())
     lines = check_lines(cfg)
+    # The paid job runs this before its credential: on a GitHub-hosted runner (a hand-edited
+    # runs-on) it stops here, before a flex-start boot it could not judge is paid for.
+    hosted = hosted_refusal(os.environ)
+    if hosted:
+        lines.append(f"  REFUSED: {hosted}")
     print("\n".join(lines) or f"{config_path()}: no [watch] table; the upstream watch is off")
     return 1 if any("REFUSED" in line for line in lines) else 0
 
@@ -63,6 +69,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    hosted = hosted_refusal(os.environ)
+    if hosted:
+        # The same stop as watch-check's, for a workflow edited to skip it: nothing is paid.
+        raise errors.UserError(hosted)
     path = config_path()
     cfg = load_config(path)
     base = tomllib.loads(path.read_text(encoding="utf-8"))
