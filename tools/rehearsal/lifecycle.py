@@ -526,6 +526,8 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
         shown = self._make("destroy", approve=True)
         # The VM is gone, and its containers and key poller with it: none may outlive SIGTERM.
         left = self._sandbox.stop() if self._sandbox is not None else []
+        # One owner: the VM is gone, so nothing (a later boot, run()'s `finally`) stops it again.
+        self._sandbox = None
         if left:
             raise StageFailure(f"the node's {left} still ran after SIGTERM (killed)")
         left = self.cloud.billing()

@@ -139,9 +139,6 @@ class WatchStages(VmStageHost):
         return " ".join(["make", target, *args])
 
     def _watch_setup(self) -> str:
-        # The watched node's sandbox was stopped by its destroy: never stop it again (its
-        # process groups' ids may belong to other processes by now).
-        self._sandbox = None
         # The watched deployment: this rehearsal's, pinned by digest, its [watch] table on.
         data = tomllib.loads(self._config_path.read_text())
         data["vllm"] = {**data.get("vllm", {}), "image": f"{REPOSITORY}:{TAG}@sha256:{PINNED}"}
