@@ -33,9 +33,25 @@ SOURCES = (
 # Read by config loading or passed by the cdktf CLI into the app. TPUDEPLOY_RUNG picks a capacity
 # ladder's rung (config/ladder.py): each rung is another node, zone and deadline job.
 ENV_INPUTS = ("GOOGLE_CLOUD_PROJECT", "CDKTF_CONTEXT_JSON", "TPUDEPLOY_RUNG")
+CONTEXT_ENV = "CDKTF_CONTEXT_JSON"
+# The cdktf CLI always passes cdktfRelativeModules (cli-core synth-stack.js: cdktf.json's local
+# terraformModules); the app reads it only for a module with a relative source
+# (terraform-module-asset.js), so an empty list is no context. Without this, `tpudeploy recover`
+# (main.py run directly, no context) and the CLI's synth in one `make deploy` never shared a synth.
+_NO_RELATIVE_MODULES: dict[str, list[str]] = {"cdktfRelativeModules": []}
 # The walk's record of the rung that runs, beside the config (config/ladder.py record_path):
 # without TPUDEPLOY_RUNG, loading reads it.
 RUNG_RECORDS = "tpudeploy.*.rung.json"
+
+
+def _context(text: str) -> str:
+    """CDKTF_CONTEXT_JSON as the app reads it: empty when it says nothing but that no module is
+    local; anything else (or unparsable) as given, so it keeps changing the key."""
+    try:
+        context = json.loads(text) if text else {}
+    except ValueError:
+        return text
+    return "" if context in ({}, _NO_RELATIVE_MODULES) else text
 
 
 def _files(root: Path) -> list[Path]:
@@ -64,7 +80,8 @@ def input_key(config: Path, outdir: Path, *, root: Path = REPO_ROOT) -> str:
     add("config-path", str(config.resolve()).encode())
     add("config", config.read_bytes() if config.is_file() else b"<missing>")
     for name in ENV_INPUTS:
-        add(f"env:{name}", os.environ.get(name, "").encode())
+        value = os.environ.get(name, "")
+        add(f"env:{name}", (_context(value) if name == CONTEXT_ENV else value).encode())
     for path in sorted(config.resolve().parent.glob(RUNG_RECORDS)):
         add(f"rung:{path.name}", path.read_bytes())
     for path in _files(root):

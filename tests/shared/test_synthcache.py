@@ -122,3 +122,24 @@ def test_main_reuses_an_unchanged_synth_and_redoes_a_changed_one(
     assert "synthesized deployment" in changed
     assert "cache-test-2" in (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").read_text()
     assert json.loads((outdir / synthcache.STAMP).read_text()) != stamp
+
+
+def test_the_cli_context_of_no_relative_module_is_no_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cdktf CLI runs the app with CDKTF_CONTEXT_JSON={"cdktfRelativeModules": []}; `tpudeploy
+    recover` (the first step of `make deploy`) runs main.py itself without it. Both write the
+    same JSON, so both must find the other's synth: the rehearsal's flex-start deploys after a
+    destroy synthesized twice, each run overwriting the other's stamp."""
+    config = tmp_path / "deploy.toml"
+    config.write_text('project = "p-12345"\n')
+    out = tmp_path / "out"
+    monkeypatch.delenv("CDKTF_CONTEXT_JSON", raising=False)
+    plain = synthcache.input_key(config, out)
+    monkeypatch.setenv("CDKTF_CONTEXT_JSON", '{"cdktfRelativeModules":[]}')
+    assert synthcache.input_key(config, out) == plain
+    # A context that can change the output still changes the key.
+    monkeypatch.setenv("CDKTF_CONTEXT_JSON", '{"cdktfRelativeModules":["./modules/x"]}')
+    assert synthcache.input_key(config, out) != plain
+    monkeypatch.setenv("CDKTF_CONTEXT_JSON", '{"cdktfRelativeModules":[],"other":1}')
+    assert synthcache.input_key(config, out) != plain
