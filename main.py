@@ -32,7 +32,15 @@ def main() -> int:
     if synthcache.fresh(Path(outdir), key):
         # deploy, diff and destroy each synthesize first: skip the 7-12 s jsii load when the
         # config, the code and the pins are those of the JSON already there, untouched.
-        print(f"deployment {cfg.name!r} from {path}: unchanged since the last synth of {outdir}")
+        reused = f"unchanged since the last synth of {outdir}"
+    elif synthcache.restore(Path(outdir), key):
+        # Another config of the deployment was synthesized here since (the upstream watch's
+        # pinned and candidate builds, in turn): the JSON of these inputs was kept.
+        reused = f"its synth of these same inputs put back in {outdir}"
+    else:
+        reused = ""
+    if reused:
+        print(f"deployment {cfg.name!r} from {path}: {reused}")
         print()
         print("\n".join(summary_lines(cfg, today=datetime.date.today())))
         return 0
@@ -47,6 +55,7 @@ def main() -> int:
 
     synth(cfg, outdir=outdir, source=str(path))
     synthcache.record(Path(outdir), key)
+    synthcache.keep(Path(outdir), key)
     return 0
 
 

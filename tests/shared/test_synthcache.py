@@ -122,3 +122,72 @@ def test_main_reuses_an_unchanged_synth_and_redoes_a_changed_one(
     assert "synthesized deployment" in changed
     assert "cache-test-2" in (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").read_text()
     assert json.loads((outdir / synthcache.STAMP).read_text()) != stamp
+
+    # The first config again (the watch's pinned build after its candidate): put back, no synth.
+    code, back, _ = main_in_process(tmp_path, 'project = "cache-test-1"\n', monkeypatch, capsys)
+    assert code == 0
+    assert "synthesized deployment" not in back
+    assert "put back" in back
+    assert (outdir / "stacks" / "gemma4-v5e-node" / "cdk.tf.json").read_text() == written
+    assert json.loads((outdir / synthcache.STAMP).read_text()) == stamp
+
+
+def test_the_cli_context_of_no_relative_module_is_no_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cdktf CLI runs the app with CDKTF_CONTEXT_JSON={"cdktfRelativeModules": []}; `tpudeploy
+    recover` (the first step of `make deploy`) runs main.py itself without it. Both write the
+    same JSON, so both must find the other's synth: the rehearsal's flex-start deploys after a
+    destroy synthesized twice, each run overwriting the other's stamp."""
+    config = tmp_path / "deploy.toml"
+    config.write_text('project = "p-12345"\n')
+    out = tmp_path / "out"
+    monkeypatch.delenv("CDKTF_CONTEXT_JSON", raising=False)
+    plain = synthcache.input_key(config, out)
+    monkeypatch.setenv("CDKTF_CONTEXT_JSON", '{"cdktfRelativeModules":[]}')
+    assert synthcache.input_key(config, out) == plain
+    # A context that can change the output still changes the key.
+    monkeypatch.setenv("CDKTF_CONTEXT_JSON", '{"cdktfRelativeModules":["./modules/x"]}')
+    assert synthcache.input_key(config, out) != plain
+    monkeypatch.setenv("CDKTF_CONTEXT_JSON", '{"cdktfRelativeModules":[],"other":1}')
+    assert synthcache.input_key(config, out) != plain
+
+
+def test_a_kept_synth_is_put_back_only_untouched_and_only_the_last_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_output(tmp_path)
+    node = tmp_path / "stacks" / "s" / "cdk.tf.json"
+    synthcache.record(tmp_path, "a")
+    synthcache.keep(tmp_path, "a")
+    node.write_text('{"resource": {"b": {}}}')  # another config's synth, one stack more
+    (tmp_path / "stacks" / "b-only").mkdir()
+    (tmp_path / "stacks" / "b-only" / "cdk.tf.json").write_text("{}")
+    synthcache.record(tmp_path, "b")
+    synthcache.keep(tmp_path, "b")
+    assert not synthcache.fresh(tmp_path, "a")
+    assert not synthcache.restore(tmp_path, "never synthesized")
+    assert synthcache.restore(tmp_path, "a")
+    assert node.read_text() == '{"resource": {}}'
+    assert not (tmp_path / "stacks" / "b-only").exists()  # as a synth prunes other stacks
+    assert synthcache.fresh(tmp_path, "a")
+    assert synthcache.restore(tmp_path, "b")
+    assert node.read_text() == '{"resource": {"b": {}}}'
+    # An edited copy is never put back.
+    kept_a = tmp_path / synthcache.KEPT / "a" / "stacks" / "s" / "cdk.tf.json"
+    kept_a.write_text('{"resource": {"edited": {}}}')
+    assert not synthcache.restore(tmp_path, "a")
+    assert node.read_text() == '{"resource": {"b": {}}}'
+    # Off: nothing kept, nothing put back.
+    monkeypatch.setenv(synthcache.DISABLE_ENV, "0")
+    assert not synthcache.restore(tmp_path, "b")
+    synthcache.keep(tmp_path, "off")
+    assert not (tmp_path / synthcache.KEPT / "off").exists()
+    monkeypatch.delenv(synthcache.DISABLE_ENV)
+    # Bounded: the KEEP most recently kept or put back.
+    for n in range(synthcache.KEEP + 2):
+        synthcache.record(tmp_path, f"k{n}")
+        synthcache.keep(tmp_path, f"k{n}")
+        time.sleep(0.01)  # distinct modification times
+    kept = sorted(p.name for p in (tmp_path / synthcache.KEPT).iterdir())
+    assert kept == [f"k{n}" for n in range(2, synthcache.KEEP + 2)]

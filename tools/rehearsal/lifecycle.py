@@ -458,33 +458,11 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
         return f"projects/{REHEARSAL_PROJECT}/locations/{self.cfg.zone}/nodes/{self.cfg.node_id}"
 
     def _boot(self, disk: str = "node") -> str:
-        node = self.cloud.tpu.node(self._node_name()) or {}
-        script = (node.get("metadata") or {}).get("startup-script")
-        if not script:
-            raise StageFailure(f"node {self._node_name()} has no startup-script in its metadata")
-        if self._sandbox is not None:
-            self._sandbox.stop()  # the previous VM is gone, and its processes with it
-        self._sandbox = BootSandbox(self.workdir / disk)
-        # The node's metadata server lives as long as the VM: its key poller gets its token there.
-        metadata = FakeMetadata(
-            inventory=self.cloud.inventory, tpu=self.cloud.tpu, node_name=self._node_name()
-        ).start()
-        self._sandbox.companions.append(metadata)
-        result = self._sandbox.boot(
-            script,
-            metadata_url=metadata.url,
-            secretmanager_host=self.cloud.secretmanager.host,
-            storage_host=self.cloud.storage.host,
-            hf_token_sha256=sha256(self._token),
-            internet=self._internet(node),
-            extra_env=self.idle_env() if self.scenario == "idle" else None,
+        self._boot_node(
+            self._node_name(), disk, extra_env=self.idle_env() if self.scenario == "idle" else None
         )
-        if result.returncode != 0:
-            raise StageFailure(
-                f"the node's startup script exited {result.returncode}; log: {result.log}\n"
-                f"{_tail(result.log)}"
-            )
         self._check_served_certificate(disk)
+        assert self._sandbox is not None
         problems = self._sandbox.agent_problems()
         if problems:
             raise StageFailure(f"the node's Ops Agent config would not run: {problems}")
@@ -493,6 +471,41 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
             "the stored certificate, compile cache saved, Ops Agent configured (installer: a "
             "stand-in, offline)"
         )
+
+    def _boot_node(
+        self, node_name: str, disk: str, *, extra_env: dict[str, str] | None = None
+    ) -> BootSandbox:
+        """The node's VM boots: its startup script, read from its metadata in the fake TPU API,
+        runs once in a new BootSandbox under workdir/DISK, with a metadata server of its own
+        (it lives as long as the VM: the key poller gets its token there). The previous VM is
+        gone, and its processes with it. The lifecycle's node and the watch's (watch_stage.py)
+        both boot here."""
+        node = self.cloud.tpu.node(node_name) or {}
+        script = (node.get("metadata") or {}).get("startup-script")
+        if not script:
+            raise StageFailure(f"node {node_name} has no startup-script in its metadata")
+        if self._sandbox is not None:
+            self._sandbox.stop()
+        self._sandbox = sandbox = BootSandbox(self.workdir / disk)
+        metadata = FakeMetadata(
+            inventory=self.cloud.inventory, tpu=self.cloud.tpu, node_name=node_name
+        ).start()
+        sandbox.companions.append(metadata)
+        result = sandbox.boot(
+            script,
+            metadata_url=metadata.url,
+            secretmanager_host=self.cloud.secretmanager.host,
+            storage_host=self.cloud.storage.host,
+            hf_token_sha256=sha256(self._token),
+            internet=self._internet(node),
+            extra_env=extra_env,
+        )
+        if result.returncode != 0:
+            raise StageFailure(
+                f"the startup script of {node_name} exited {result.returncode}; log: "
+                f"{result.log}\n{_tail(result.log)}"
+            )
+        return sandbox
 
     def _internet(self, node: dict[str, object]) -> bool:
         """What the node reaches beyond Google APIs: everything with an external address, else
@@ -535,6 +548,8 @@ class Rehearsal(ScenarioStages, PipelineStages, KeysStages, IdleStages, WatchSta
         shown = self._make("destroy", approve=True)
         # The VM is gone, and its containers and key poller with it: none may outlive SIGTERM.
         left = self._sandbox.stop() if self._sandbox is not None else []
+        # One owner: the VM is gone, so nothing (a later boot, run()'s `finally`) stops it again.
+        self._sandbox = None
         if left:
             raise StageFailure(f"the node's {left} still ran after SIGTERM (killed)")
         left = self.cloud.billing()

@@ -33,7 +33,9 @@ def main(argv: list[str]) -> int:
     hook = getattr(importlib.import_module(module_name), function_name)
     outdir = Path(os.environ.get("CDKTF_OUTDIR") or terraform.synth_outdir(load_config()))
     hook(outdir)
-    synthcache.record(outdir, synthcache.input_key(config_path(), outdir))
+    key = synthcache.input_key(config_path(), outdir)
+    synthcache.record(outdir, key)
+    synthcache.keep(outdir, key)  # a kept copy put back later is the edited one too
     print(f"post-synth hook {argv[0]} applied to {outdir}", file=sys.stderr)
     return 0
 

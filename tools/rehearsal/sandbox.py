@@ -66,6 +66,7 @@ class BootSandbox:
         # What else lives as long as this VM (the metadata server its key poller reads its
         # token from): stopped by stop().
         self.companions: list[contextlib.AbstractContextManager[object]] = []
+        self.stopped = False
         self.home = root / "home"
         self.stub_dir = root / "stub"
         self.bin = root / "bin"
@@ -202,7 +203,12 @@ class BootSandbox:
     def stop(self) -> list[str]:
         """The VM is gone: stop what its containers and units started, and its memory with it.
         Returns what was still running STOP_GRACE_SECONDS after SIGTERM (then killed): empty
-        when nothing was left behind."""
+        when nothing was left behind. Once only: the stand-in's record still names the groups
+        this stopped, whose ids the kernel may have given to other processes since, so a second
+        call (a destroy, then the rehearsal's `finally`) signals nothing."""
+        if self.stopped:
+            return []
+        self.stopped = True
         groups = self.pids()
         for pid in groups.values():
             with contextlib.suppress(OSError):

@@ -35,9 +35,8 @@ from pathlib import Path
 
 from tools import tune_example
 from tools.rehearsal.fakes.dockerhub import FakeDockerHub
-from tools.rehearsal.fakes.metadata import FakeMetadata
 from tools.rehearsal.keys_stage import current_keys
-from tools.rehearsal.sandbox import BootSandbox, sha256
+from tools.rehearsal.sandbox import BootSandbox
 from tools.rehearsal.scenarios import Stage, StageFailure, VmStageHost
 from tools.rehearsal.scratch import MAKE, REHEARSAL_PROJECT, _tail
 from tools.tune_example import Effect
@@ -92,7 +91,9 @@ class WatchStages(VmStageHost):
     def _served_sha256(self) -> str:
         raise NotImplementedError
 
-    def _internet(self, node: dict[str, object]) -> bool:
+    def _boot_node(
+        self, node_name: str, disk: str, *, extra_env: dict[str, str] | None = None
+    ) -> BootSandbox:
         raise NotImplementedError
 
     def watch_stages(self) -> list[Stage]:
@@ -139,9 +140,6 @@ class WatchStages(VmStageHost):
         return " ".join(["make", target, *args])
 
     def _watch_setup(self) -> str:
-        # The watched node's sandbox was stopped by its destroy: never stop it again (its
-        # process groups' ids may belong to other processes by now).
-        self._sandbox = None
         # The watched deployment: this rehearsal's, pinned by digest, its [watch] table on.
         data = tomllib.loads(self._config_path.read_text())
         data["vllm"] = {**data.get("vllm", {}), "image": f"{REPOSITORY}:{TAG}@sha256:{PINNED}"}
@@ -207,31 +205,8 @@ class WatchStages(VmStageHost):
     # ---- the runner's steps: real make targets, the node booted after each deploy
 
     def _boot_watch_node(self) -> None:
-        node = self.cloud.tpu.node(self._watch_node()) or {}
-        script = (node.get("metadata") or {}).get("startup-script")
-        if not script:
-            raise StageFailure(f"node {self._watch_node()} has no startup-script")
-        if self._sandbox is not None:
-            self._sandbox.stop()
         self._boots += 1
-        self._sandbox = BootSandbox(self.workdir / f"watch-node-{self._boots}")
-        metadata = FakeMetadata(
-            inventory=self.cloud.inventory, tpu=self.cloud.tpu, node_name=self._watch_node()
-        ).start()
-        self._sandbox.companions.append(metadata)
-        result = self._sandbox.boot(
-            script,
-            metadata_url=metadata.url,
-            secretmanager_host=self.cloud.secretmanager.host,
-            storage_host=self.cloud.storage.host,
-            hf_token_sha256=sha256(self._token),
-            internet=self._internet(node),
-        )
-        if result.returncode != 0:
-            raise StageFailure(
-                f"the watch node's startup script exited {result.returncode}; log: "
-                f"{result.log}\n{_tail(result.log)}"
-            )
+        self._boot_node(self._watch_node(), f"watch-node-{self._boots}")
         if self._served_sha256() != self._watch_tls:
             raise StageFailure("the watch node does not serve its deployment's certificate")
 
