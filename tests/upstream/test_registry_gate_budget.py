@@ -13,6 +13,7 @@ from tpudeploy import watchbudget as budget
 from tpudeploy.config import ConfigError, parse_config
 from tpudeploy.planner import FLEX_START, price_table
 from tpudeploy.upstream import gate, registry
+from tpudeploy.watchrunner import EXAMPLE_TOML, runner_problem
 
 DIGEST = "c" * 64
 
@@ -109,6 +110,16 @@ def test_a_self_hosted_runner_is_the_paid_jobs() -> None:
     assert "the self-hosted runner ['self-hosted', 'tpu-w']" in budget.check_lines(cfg)[3]
     off = budget.check_lines(parse_config({"name": "gemma4-staging", "watch": {}}))
     assert "none ([watch] runner is empty)" in off[3]
+
+
+@pytest.mark.parametrize("labels", [["self-hosted", 3], "self-hosted", [["self-hosted"]]])
+def test_a_runner_that_is_no_list_of_labels_is_told_so(labels: object) -> None:
+    # The gate reads the TOML with the standard library, before any schema: a number among the
+    # labels reaches this check as written, and must be named, not crash the gate.
+    assert runner_problem(labels) == (
+        "must be a list of a self-hosted runner's labels",
+        f"e.g. {EXAMPLE_TOML}, or leave it out (the workflow then only reports new builds)",
+    )
 
 
 def test_make_check_prints_the_budget_from_the_planners_rate() -> None:
