@@ -193,7 +193,10 @@ def check_repo(repo: str, token: str, revision: str | None = None) -> RepoAnswer
     if status != 200:
         what = _said(status, headers)
         if headers.get("x-error-code") == "RevisionNotFound":
-            raise HubError(f"{repo} has no revision {revision!r} (the Hub answered {what})")
+            # The Hub's X-Error-Message is quoted back: scrubbed like every other message.
+            raise HubError(
+                _scrub(f"{repo} has no revision {revision!r} (the Hub answered {what})", token)
+            )
         raise HubError(_scrub(f"the Hub answered {what} to {repo}'s file list; try again", token))
     try:
         info = json.loads(raw)
