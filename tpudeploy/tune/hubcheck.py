@@ -134,8 +134,9 @@ def plan_lines(plan: TunePlan, base: DeployConfig) -> list[str]:
         token = read_token(base)
     except (SecretStoreError, ConfigError) as exc:
         return [
+            # The reason last: a config error runs over several lines.
             f"{NOT_RUN} for {', '.join(drafts)} (the size above is the stated bound, the licence "
-            f"unchecked): {exc}. `make tune` runs it before the first boot"
+            f"unchecked; `make tune` runs it before the first boot), because: {exc}"
         ]
     passed, refused = check_drafts(base, drafts, token)
     return [*passed, *(f"REFUSED before spend: {r}" for r in refused)]
