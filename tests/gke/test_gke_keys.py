@@ -9,6 +9,7 @@ import base64
 import datetime
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -166,36 +167,55 @@ def test_the_front_door_reloads_nginx_when_the_map_changes_and_only_then(
     tmp_path: Path,
 ) -> None:
     """The watcher beside nginx (pod.key_reload_watched): a stand-in nginx records its calls;
-    the command exec'd after the watcher stands in for nginx's own foreground process."""
+    the command exec'd after the watcher stands in for nginx's own foreground process.
+
+    The test waits on the watcher's own checks (a cksum stand-in counts them), never on the
+    clock: on a loaded machine a fixed sleep could end before the watcher's first look, and a
+    map written in place could be seen half-written (empty, then full: two reloads). The map is
+    replaced as keymap.write_if_changed replaces it (os.replace)."""
     map_file = tmp_path / "api_keys.conf"
     map_file.write_text("# 0 keys\n")
     calls = tmp_path / "calls"
+    looks = tmp_path / "looks"
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "nginx").write_text(f'#!/bin/sh\necho "$*" >>{calls}\n')
-    (fake / "nginx").chmod(0o755)
-    command = pod.key_reload_watched(["sleep", "30"])
+    real_cksum = shutil.which("cksum")
+    assert real_cksum
+    (fake / "cksum").write_text(f'#!/bin/sh\necho look >>{looks}\nexec {real_cksum} "$@"\n')
+    for stand_in in fake.iterdir():
+        stand_in.chmod(0o755)
+    command = pod.key_reload_watched(["sleep", "300"])
     script, label, watched, period, *rest = command[2:]
     assert watched == f"{pod.FRONTDOOR_DIR}/api_keys.conf"
     assert int(period) == pod.KEY_RELOAD_CHECK_S
     assert rest[: rest.index("--")] == pod.nginx_signal("reload")
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+
+    def looked() -> int:
+        return len(looks.read_text().splitlines()) if looks.exists() else 0
+
+    def wait_for_looks(count: int) -> None:
+        deadline = time.monotonic() + 60  # generous: a loaded machine, never a pass by waiting
+        while looked() < count:
+            assert time.monotonic() < deadline, f"the watcher looked {looked()} times"
+            time.sleep(0.05)
+
     proc = subprocess.Popen(
-        ["/bin/sh", "-c", script, label, str(map_file), "0.2", *rest],
+        ["/bin/sh", "-c", script, label, str(map_file), "0.1", *rest],
         env=env,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # the watcher runs in the background: end its group with it
     )
     try:
-        time.sleep(1)
+        wait_for_looks(4)  # its first look, then three with nothing changed
         assert not calls.exists()  # nothing changed: no reload
-        map_file.write_text("# 1 key\n")
-        deadline = time.monotonic() + 30  # generous under load
-        while not calls.exists():
-            assert time.monotonic() < deadline, "no reload after the map changed"
-            time.sleep(0.05)
-        time.sleep(1)
-        said = calls.read_text().splitlines()
+        staged = tmp_path / "api_keys.conf.new"
+        staged.write_text("# 1 key\n")
+        os.replace(staged, map_file)
+        seen = looked()
+        wait_for_looks(seen + 4)  # the change is seen within one look; three more unchanged
+        said = calls.read_text().splitlines() if calls.exists() else []
         assert said == [" ".join(pod.nginx_signal("reload")[1:])]  # once, for one change
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
