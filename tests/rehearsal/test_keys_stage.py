@@ -96,10 +96,15 @@ def test_the_rehearsals_config_names_two_clients_with_their_own_secrets(tmp_path
 
 
 def _started(stub_dir: Path, name: str, script: str) -> subprocess.Popen[bytes]:
-    """A process group of its own, recorded as the stand-ins record what they start."""
+    """A process group of its own, recorded as the stand-ins record what they start. It is
+    returned once the script says it is ready (a line on stdout): on a loaded machine a fixed
+    sleep could end before the SIGTERM handler is installed or the child started."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", script], start_new_session=True, stdout=subprocess.DEVNULL
+        [sys.executable, "-c", script], start_new_session=True, stdout=subprocess.PIPE
     )
+    assert proc.stdout is not None
+    with proc.stdout:  # nothing more is written to it
+        assert proc.stdout.readline() == b"ready\n"
     state = stub_dir / "state.json"
     pids = json.loads(state.read_text())["pids"] if state.exists() else {}
     state.write_text(json.dumps({"pids": {**pids, name: proc.pid}}))
@@ -111,11 +116,11 @@ def test_stop_leaves_no_process_behind(tmp_path: Path, monkeypatch: pytest.Monke
     box = BootSandbox(tmp_path / "node")
     # A unit with a child in its process group (the poller's sleep), and one that ignores
     # SIGTERM: stop() names the second and kills it.
-    child = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
-    deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    ready = "print('ready', flush=True); time.sleep(60)"
+    child = f"import subprocess, time; subprocess.Popen(['sleep', '60']); {ready}"
+    deaf = f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); {ready}"
     polite = _started(box.stub_dir, "unit:poller", child)
     stubborn = _started(box.stub_dir, "unit:deaf", deaf)
-    time.sleep(1.0)  # the handler is installed, the child started
     assert sandbox._group_alive(polite.pid) and sandbox._group_alive(stubborn.pid)
     assert box.stop() == ["unit:deaf"]
     assert polite.wait(timeout=5) == -signal.SIGTERM
