@@ -203,6 +203,35 @@ def test_a_node_with_an_account_needs_actas_on_it(inv: Inventory) -> None:
         assert call(tpu.host, "POST", path, token, body) == 200
 
 
+def test_guest_attributes_need_tpu_nodes_get_and_a_patch_tpu_nodes_update(
+    inv: Inventory,
+) -> None:
+    """make wait and make status read the node's guest attributes: reading the node
+    (iamrules.CHECKED_ON). A patch changes it in place: tpu.nodes.update, which the pipeline's
+    tpudeployTpu role leaves out (tpudeploy/tpuvm/pipeline.py)."""
+    parent = f"projects/{P}/locations/us-west4-a"
+    node = f"/v2/{parent}/nodes/n-1"
+    guest, query = f"{node}:getGuestAttributes", {"queryPath": "tpudeploy/"}
+    patch, labels = f"{node}?updateMask=labels", {"labels": {"team": "a"}}
+    deleter = grant(inv, "tpuDelete", ("tpu.nodes.delete",), None)
+    with FakeTpuApi(inventory=inv) as tpu:
+        create = f"/v2/{parent}/nodes?nodeId=n-1"
+        assert call(tpu.host, "POST", create, None, {"acceleratorType": "v5litepod-1"}) == 200
+        assert tpu.set_guest_attribute(f"{parent}/nodes/n-1", "tpudeploy/phase", "ready")
+        assert call(tpu.host, "POST", guest, deleter, query) == 403
+        assert call.last_error == (  # type: ignore[attr-defined]
+            f"Permission 'tpu.nodes.get' denied on resource '{parent}/nodes/n-1'"
+        )
+        assert call(tpu.host, "PATCH", patch, deleter, labels) == 403
+        assert "'tpu.nodes.update'" in call.last_error  # type: ignore[attr-defined]
+        reader = grant(inv, "tpuRead", ("tpu.nodes.get",), None)
+        assert call(tpu.host, "POST", guest, reader, query) == 200
+        assert call(tpu.host, "PATCH", patch, reader, labels) == 403
+        writer = grant(inv, "tpuWrite", ("tpu.nodes.update",), None)
+        assert call(tpu.host, "PATCH", patch, writer, labels) == 200
+        assert (tpu.node(f"{parent}/nodes/n-1") or {})["labels"] == {"team": "a"}
+
+
 def test_every_permission_the_identities_grant_has_a_documented_home() -> None:
     """A permission the table does not place cannot be judged: each one the roles hold is in
     CHECKED_ON (the fakes assert on it) or belongs to an API the pipeline never calls."""

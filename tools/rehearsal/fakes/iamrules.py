@@ -117,8 +117,17 @@ CHECKED_ON: dict[str, str] = {
     "compute.subnetworks.delete": SUBNETWORK,
     # Cloud TPU: nodes.create on the location (parent), get and delete on the node
     # (https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes).
+    # nodes.getGuestAttributes (make wait, make status) checks tpu.nodes.get on the node, and
+    # nodes.patch tpu.nodes.update. Both method pages' "IAM Permissions" sections are cut from
+    # the stored excerpts, so this is read from two stored pages: Cloud TPU's roles page
+    # (https://docs.cloud.google.com/iam/docs/roles-permissions/tpu) lists every tpu.nodes.*
+    # permission, and none names guest attributes: the only per-node read there is
+    # tpu.nodes.get, the only in-place write tpu.nodes.update; the audit-logging page
+    # (https://cloud.google.com/tpu/docs/audit-logs) puts GetGuestAttributes in ADMIN_READ
+    # beside GetNode.
     "tpu.nodes.create": TPU_LOCATION,
     "tpu.nodes.get": TPU_NODE,
+    "tpu.nodes.update": TPU_NODE,
     "tpu.nodes.delete": TPU_NODE,
     "tpu.operations.get": TPU_OPERATION,
     # A flex-start node's idle stop deletes its queued resource (issue 39): queuedResources.delete

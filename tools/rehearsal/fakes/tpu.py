@@ -39,6 +39,9 @@ _NODE_COLLECTION = re.compile(r"^/v2(?:alpha1)?/(projects/([^/]+)/locations/[^/]
 _GUEST_PATH = re.compile(
     r"^/v2(?:alpha1)?/(projects/[^/]+/locations/[^/]+)/nodes/([^/:]+):getGuestAttributes$"
 )
+# The permission each method on a node checks (iamrules.CHECKED_ON: nodes.get, nodes.delete and
+# nodes.patch, the last tpu.nodes.update).
+_NODE_VERBS = {"GET": "get", "DELETE": "delete", "PATCH": "update"}
 _OP_PATH = re.compile(r"^/v2(?:alpha1)?/(projects/[^/]+/locations/[^/]+/operations/[^/:]+)$")
 # Seed: flex-start v5litepod-1 was refused in europe-west4-a and -b whatever the quota.
 _FLEX_REFUSED_ZONES = frozenset({"europe-west4-a", "europe-west4-b"})
@@ -348,11 +351,16 @@ class FakeTpuApi:
             email = ((body or {}).get("serviceAccount") or {}).get("email") if body else None
             if email:
                 needs.append(("iam.serviceAccounts.actAs", service_account(project, email)))
-        elif (m := _NODE_PATH.match(path)) and method in ("GET", "DELETE"):
+        elif (m := _NODE_PATH.match(path)) and method in _NODE_VERBS:
             project, location = m.group(1).split("/")[1], m.group(1).rsplit("/", 1)[-1]
-            verb = "get" if method == "GET" else "delete"
             node = located(TPU_NODE, project, location, f"nodes/{m.group(2)}")
-            needs.append((f"tpu.nodes.{verb}", node))
+            needs.append((f"tpu.nodes.{_NODE_VERBS[method]}", node))
+        elif method in ("GET", "POST") and (m := _GUEST_PATH.match(path)):
+            # Reading a node's guest attributes is reading the node (iamrules.CHECKED_ON,
+            # tpu.nodes.get): make wait and make status read them.
+            project, location = m.group(1).split("/")[1], m.group(1).rsplit("/", 1)[-1]
+            node = located(TPU_NODE, project, location, f"nodes/{m.group(2)}")
+            needs.append(("tpu.nodes.get", node))
         elif method == "DELETE" and (m := _QR_PATH.match(path)):
             project, location = m.group(1).split("/")[1], m.group(1).rsplit("/", 1)[-1]
             resource = located(
