@@ -23,6 +23,7 @@ from tests.gitops.test_gitops_identities import (
     env_token,
     reaches,
 )
+from tools.rehearsal.fakes import iamrules
 from tpudeploy import identities
 from tpudeploy.bootstrap_config import WATCH_WORKFLOW, Bootstrap, load_bootstrap
 from tpudeploy.config import ConfigError
@@ -136,6 +137,30 @@ def test_the_watch_identity_reaches_its_own_deployment_only(
     ]:
         assert reaches(held, own, rtype), own
         assert not reaches(held, theirs, rtype), theirs
+
+
+def test_the_watch_identity_may_read_its_nodes_guest_attributes(
+    watch_boot: dict[str, Any],
+) -> None:
+    """make wait reads the watch node's guest attributes, which IAM checks as tpu.nodes.get on
+    the node (the TPU fake's rule, iamrules.CHECKED_ON). A TPU node gives conditions no
+    attribute, so only a project grant without a condition (or one CEL grants without one)
+    reaches it: the watch identity holds one, through its deploy role."""
+    members = _members(watch_boot)
+    custom = _custom_permissions(watch_boot)
+    assert iamrules.CHECKED_ON["tpu.nodes.get"] == iamrules.TPU_NODE
+    node = f"projects/my-gemma-project/locations/us-west4-a/nodes/{WATCH}"
+    reading = [
+        g
+        for g in resources(watch_boot, "google_project_iam_member").values()
+        if members.get(g["member"]) == f"{WATCH}-apply"
+        and "tpu.nodes.get" in custom.get(g["role"], [])
+    ]
+    assert reading
+    assert any(
+        "condition" not in g or allows(g["condition"]["expression"], node, iamrules.TPU_NODE)
+        for g in reading
+    )
 
 
 def test_the_watch_grants_are_a_deploy_identitys_plus_its_own_key() -> None:
