@@ -2,16 +2,18 @@
 fails, at the stage that matters, on each defect it exists to catch.
 
 Every run is a real `python -m tools.rehearsal` (the cdktf CLI, Terraform, the stand-in provider,
-the boot sandbox) in its own scratch copy; the module starts them all at once, three at a time,
-and each test waits for its own. The breaks are post-synth hooks (tests/rehearsal_breaks.py) that
-edit the synthesized JSON after every synth; the product is not changed.
+the boot sandbox) in its own scratch copy; the module starts the runs its selected tests wait
+for at once, three at a time, and each test waits for its own. The breaks are post-synth hooks
+(tests/rehearsal_breaks.py) that edit the synthesized JSON after every synth; the product is not
+changed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,29 +130,65 @@ GKE_STAGES = [
 ]
 
 
+# The run each test waits for, from its name and parameters: the fixture starts only the runs
+# the selected tests wait for (the whole matrix under `make test-slow`; one run for `-k`).
+RUN_OF: dict[str, Callable[[dict[str, Any]], str]] = {
+    "test_the_lifecycle_passes": lambda p: str(p["model"]),
+    "test_preemption_and_deadline_scenarios_pass": lambda p: f"scenario-{p['label']}",
+    "test_the_pipeline_deploy_passes_as_the_deploy_identity": lambda p: "pipeline",
+    "test_each_deliberate_break_fails_at_its_stage": lambda p: f"break-{p['label']}",
+    "test_a_vm_patched_in_place_fails_the_config_change": lambda p: f"break-{p['label']}",
+    "test_the_gke_lifecycle_passes": lambda p: "gke",
+    "test_the_gke_pipeline_deploy_passes_as_the_deploy_identity": lambda p: "gke-pipeline",
+}
+
+
+def wanted_runs(items: Iterable[pytest.Item], module: object) -> set[str]:
+    """The runs the selected tests of `module` wait for. A test of it that uses the fixture and
+    is not in RUN_OF is an error here, not a run that never starts."""
+    wanted = set()
+    for item in items:
+        if getattr(item, "module", None) is not module:
+            continue
+        if "rehearsals" not in getattr(item, "fixturenames", ()):
+            continue
+        name = getattr(item, "originalname", item.name)
+        if name not in RUN_OF:
+            raise pytest.UsageError(f"{name} waits for a rehearsal run: name it in RUN_OF")
+        callspec = getattr(item, "callspec", None)
+        wanted.add(RUN_OF[name](dict(callspec.params) if callspec else {}))
+    return wanted
+
+
 @pytest.fixture(scope="module")
-def rehearsals(tmp_path_factory: pytest.TempPathFactory, terraform: str) -> Iterator[Runner]:
-    """Every run of this module, started together (three at a time on two cores)."""
+def rehearsals(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, terraform: str
+) -> Iterator[Runner]:
+    """The runs the selected tests of this module wait for, started together (three at a time
+    on two cores); each test waits for its own."""
     root = tmp_path_factory.mktemp("rehearsals")
     runner = Runner(parallel=3)
+    wanted = wanted_runs(request.session.items, request.module)
+
+    def start(label: str, args: list[str], workdir: Path) -> None:
+        if label in wanted:
+            runner.start(label, args, workdir)
+
     for model in PROVISIONING_MODELS:
-        runner.start(model, ["--provisioning", model], root / model)
+        start(model, ["--provisioning", model], root / model)
     for label, (model, scenario) in SCENARIO_RUNS.items():
         args = ["--provisioning", model, "--scenario", scenario]
-        runner.start(f"scenario-{label}", args, root / f"scenario-{label}")
-    runner.start(
-        "pipeline", ["--provisioning", "spot", "--scenario", "pipeline"], root / "pipeline"
-    )
-    runner.start("gke", ["--platform", "gke"], root / "gke")
-    runner.start(
-        "gke-pipeline", ["--platform", "gke", "--scenario", "pipeline"], root / "gke-pipeline"
-    )
+        start(f"scenario-{label}", args, root / f"scenario-{label}")
+    start("pipeline", ["--provisioning", "spot", "--scenario", "pipeline"], root / "pipeline")
+    start("gke", ["--platform", "gke"], root / "gke")
+    start("gke-pipeline", ["--platform", "gke", "--scenario", "pipeline"], root / "gke-pipeline")
     for label, (hook, _, _) in BREAKS.items():
         args = ["--provisioning", "flex-start", "--post-synth", f"tests.rehearsal_breaks:{hook}"]
-        runner.start(f"break-{label}", args, root / label)
+        start(f"break-{label}", args, root / label)
     for label, (hook, model, _, _) in VM_BREAKS.items():
         args = ["--provisioning", model, "--post-synth", f"tests.rehearsal_breaks:{hook}"]
-        runner.start(f"break-{label}", args, root / label)
+        start(f"break-{label}", args, root / label)
+    assert set(runner.runs) == wanted, wanted - set(runner.runs)  # each has a way to start
     yield runner
     runner.wait_all()
 
